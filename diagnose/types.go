@@ -1,0 +1,87 @@
+package diagnose
+
+// Rule ids (CONTRACT.md).
+const (
+	RulePrefillContention = "prefill_contention"
+	RuleDecodePressure    = "decode_pressure"
+	RuleKVCachePressure   = "kv_cache_pressure"
+	RuleQueueSaturation   = "queue_saturation"
+	RuleProxyBuffering    = "proxy_buffering"
+	RuleBatchInterference = "batch_interference"
+	RuleAverageHidesTail  = "average_hides_tail"
+	RuleStreamStutter     = "stream_stutter"
+	RuleErrorBurst        = "error_burst"
+	RuleProbeOverload     = "probe_overload"
+)
+
+// Severities.
+const (
+	SeverityCritical = "critical"
+	SeverityWarning  = "warning"
+	SeverityInfo     = "info"
+)
+
+// Diagnosis is the verdict over one metrics.View.
+type Diagnosis struct {
+	Verdicts []Verdict // one per class, config order
+	Findings []Finding // most likely first
+}
+
+// AllPass reports whether every class met its SLO.
+func (d Diagnosis) AllPass() bool {
+	for _, v := range d.Verdicts {
+		if !v.Pass {
+			return false
+		}
+	}
+	return true
+}
+
+// Verdict is one class judged against its SLO contract.
+type Verdict struct {
+	Class      string
+	Kind       string
+	Pass       bool
+	NoData     bool // nothing finished in the span: Pass is false and objectives have nil actuals
+	Objectives []Objective
+	Goodput    Goodput
+}
+
+// Objective is one line of the contract. Names carry the unit, e.g.
+// "ttft_p95_ms", "valid_streams", "output_tokens_per_s".
+type Objective struct {
+	Name   string
+	Target float64
+	Actual *float64 // nil when there is no data
+	// AtMost is true for latency-like objectives (actual must be <= target)
+	// and false for ratios and rates (actual must be >= target).
+	AtMost bool
+	Pass   bool
+}
+
+// Goodput keeps numerator and denominator visible.
+type Goodput struct {
+	Unit        string // "requests" (interactive) or "output_tokens" (batch)
+	Numerator   float64
+	Denominator float64
+	PerS        float64
+	Ratio       *float64 // nil when the denominator is 0
+}
+
+// Finding is one likely cause with its evidence.
+type Finding struct {
+	Rule       string
+	Severity   string
+	Confidence float64 // [0,1]
+	Summary    string
+	Evidence   []Evidence
+	Advice     string
+}
+
+// Evidence is one measurement that made a rule fire.
+type Evidence struct {
+	Signal    string
+	Value     float64
+	Threshold float64
+	Unit      string // "ms", "ratio", "per_s", ""
+}

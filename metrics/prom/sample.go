@@ -1,0 +1,68 @@
+// Package prom turns a Prometheus text exposition from an inference server
+// (vLLM, SGLang, TGI, llama.cpp, TensorRT-LLM, DCGM exporter, the tokentop
+// simulator) into tokentop's canonical signals. It is pure: it parses bytes
+// it is given and never touches the network or the clock.
+package prom
+
+import "time"
+
+// Canonical gauge/counter signal names (see CONTRACT.md).
+const (
+	SignalQueueDepth          = "queue_depth"
+	SignalRunning             = "running"
+	SignalKVUsage             = "kv_usage" // 0..1
+	SignalPreemptionsTotal    = "preemptions_total"
+	SignalPromptTokensTotal   = "prompt_tokens_total"
+	SignalGenerationTokens    = "generation_tokens_total"
+	SignalPrefixCacheHitRate  = "prefix_cache_hit_rate"
+	SignalRequestSuccessTotal = "request_success_total"
+)
+
+// Canonical histogram names (see CONTRACT.md).
+const (
+	HistTTFT    = "server_ttft_seconds"
+	HistITL     = "server_itl_seconds"
+	HistE2E     = "server_e2e_seconds"
+	HistQueue   = "server_queue_seconds"
+	HistPrefill = "server_prefill_seconds"
+	HistDecode  = "server_decode_seconds"
+)
+
+// Sample is one parsed scrape mapped to canonical signals.
+type Sample struct {
+	At      time.Time // when the scrape completed (set by the caller)
+	Profile string    // "vllm", "sglang", "tgi", "llamacpp", "triton-trtllm", "trtllm-serve", "lmdeploy", "nim", "dcgm", "tokentop-sim", "unknown"
+	Variant string    // e.g. "v0", "v1" for vllm
+	Models  []string
+	// Signals maps a canonical name to its value; a signal the server does
+	// not expose is absent (nil), never zero.
+	Signals    map[string]*float64
+	Histograms map[string]Histogram
+	Warnings   []string
+}
+
+// Histogram is a cumulative Prometheus histogram summed over the series
+// selected for the signal.
+type Histogram struct {
+	Count   float64
+	Sum     float64
+	Buckets []Bucket // ascending by UpperBound; last is +Inf
+}
+
+// Bucket is one cumulative bucket.
+type Bucket struct {
+	UpperBound      float64
+	CumulativeCount float64
+}
+
+// Signal returns the value of name and whether the server exposes it.
+func (s *Sample) Signal(name string) (float64, bool) {
+	if s == nil || s.Signals == nil {
+		return 0, false
+	}
+	v := s.Signals[name]
+	if v == nil {
+		return 0, false
+	}
+	return *v, true
+}

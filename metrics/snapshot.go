@@ -1,0 +1,244 @@
+package metrics
+
+import (
+	"time"
+
+	"github.com/tokentop/tokentop/gpu"
+)
+
+// Snapshot is an immutable picture of everything tokentop knows at one
+// instant. The aggregator builds a fresh one every tick; consumers (diagnose,
+// TUI, report) only read it. Nothing in a Snapshot is shared with the
+// aggregator's mutable state.
+type Snapshot struct {
+	At      time.Time // when it was taken (injected clock)
+	Started time.Time // when the session started
+	// Live covers the trailing window (Window long) and drives the console;
+	// Run covers the whole session and drives the report.
+	Window time.Duration
+	Live   View
+	Run    View
+	// Series holds one point per tick for the console's time-series lines,
+	// oldest first, at most SeriesLen points.
+	Series Series
+	// Sources is the health of each data source (probe, scraper, nvml...).
+	Sources []SourceStatus
+}
+
+// View is the statistics over one span of time.
+type View struct {
+	Span    time.Duration
+	Classes []ClassStats // in config order
+	Server  ServerStats
+	GPU     GPUStats
+	Probe   ProbeStats
+}
+
+// Class returns the stats of the named class, or nil.
+func (v *View) Class(name string) *ClassStats {
+	for i := range v.Classes {
+		if v.Classes[i].Name == name {
+			return &v.Classes[i]
+		}
+	}
+	return nil
+}
+
+// Dist summarises a latency distribution in milliseconds. Count == 0 means
+// there is no data and every other field is meaningless (reports write null).
+type Dist struct {
+	Count int64
+	P50   float64
+	P95   float64
+	P99   float64
+	Mean  float64
+	Max   float64
+	// Bins is a log-spaced histogram for display, computed by the aggregator
+	// so that renderers never do statistics.
+	Bins []Bin
+}
+
+// Bin is one histogram bar: values in [LoMs, HiMs).
+type Bin struct {
+	LoMs, HiMs float64
+	Count      int64
+}
+
+// TokenStats summarises token counts per request.
+type TokenStats struct {
+	P50, P95 float64
+	Total    int64
+}
+
+// ITL bases.
+const (
+	BasisToken = "token" // gaps between tokens known exactly
+	BasisChunk = "chunk" // gaps between chunks; token count per chunk unknown
+)
+
+// ClassStats is one traffic class over a view's span.
+type ClassStats struct {
+	Name string
+	Kind string
+
+	Requests  int64 // finished requests (any outcome), retries included
+	Completed int64 // ended with a proper end of stream
+	Errors    int64
+	Cancelled int64
+	Valid     int64
+	Retries   int64
+	InFlight  int64 // requests sent and not yet finished at snapshot time
+
+	ErrorsByKind map[string]int64
+
+	TTFT              Dist // send → first non-empty content delta
+	TTFTFromIntended  Dist // intended send → first content delta (shows client queueing)
+	ITL               Dist // token gaps (basis token) or chunk gaps (basis chunk)
+	ITLBasis          string
+	ChunkGap          Dist // gaps between content-bearing SSE events as received
+	StallGaps         int64
+	Gaps              int64
+	StallFraction     float64
+	E2E               Dist
+	E2EPerOutputToken Dist
+	EventsPerRead     float64 // mean SSE events per body read that held any
+
+	TTFTBreakdown TTFTBreakdown
+
+	OutputTokens TokenStats
+	InputTokens  TokenStats
+
+	Throughput Throughput
+
+	// Goodput inputs, kept as counts so a reader can see both sides.
+	GoodRequests      int64 // interactive: valid and within the per-request SLO
+	ValidOutputTokens int64 // batch: output tokens of valid requests done by their deadline
+	ExpectedTokens    int64 // batch: output tokens asked for over every attempt, drops and retries included
+	Jobs              int64 // batch jobs finished
+	JobsOnTime        int64 // ... with every request valid by the deadline
+	DeadlineRequests  int64 // batch requests that had a deadline
+	DeadlineMet       int64 // ... finished valid before it
+
+	ByPromptBucket []BucketStats // fixed order: 0-512, 512-2k, 2k-8k, 8k+
+	Paths          []PathStats   // "direct", then "gateway" when set
+}
+
+// TTFTBreakdown holds medians in ms; nil where the data cannot tell.
+type TTFTBreakdown struct {
+	Queue   *float64
+	Prefill *float64
+	Network *float64
+}
+
+// Throughput is per second over the view's span.
+type Throughput struct {
+	RequestsPerS     float64
+	InputTokensPerS  float64
+	OutputTokensPerS float64
+	JobsPerS         float64
+}
+
+// BucketStats are the latency keys for one prompt-length bucket.
+type BucketStats struct {
+	Bucket   string
+	Requests int64
+	TTFT     Dist
+	ITL      Dist
+	ChunkGap Dist
+	E2E      Dist
+}
+
+// PathStats compares the direct path with the gateway path.
+type PathStats struct {
+	Path          string
+	Requests      int64
+	TTFT          Dist
+	ChunkGap      Dist
+	EventsPerRead float64
+	// BytesBeforeFirstEvent is the mean number of body bytes received
+	// before the first complete SSE event.
+	FirstReadEvents float64
+}
+
+// ServerStats come from the server's /metrics.
+type ServerStats struct {
+	Profile              string
+	Variant              string
+	ScrapeOK             bool
+	Scrapes              int64
+	QueueDepth           GaugeStats
+	Running              GaugeStats
+	KVUsage              GaugeStats // 0..1
+	PreemptionsPerS      *float64
+	PromptTokensPerS     *float64
+	GenerationTokensPerS *float64
+	// Server-side latency histograms over the span, from deltas between
+	// scrapes, in ms. Count == 0 when the server does not expose one.
+	TTFT    Dist
+	ITL     Dist
+	E2E     Dist
+	Queue   Dist
+	Prefill Dist
+	Decode  Dist
+}
+
+// GaugeStats summarise a gauge sampled at every scrape. Count == 0 when the
+// server does not expose it.
+type GaugeStats struct {
+	Count int64
+	Last  float64
+	P50   float64
+	P95   float64
+	Max   float64
+}
+
+// GPUStats summarise GPU samples over the span.
+type GPUStats struct {
+	Source  string
+	Status  string
+	Devices []GPUDeviceStats
+}
+
+// GPUDeviceStats is one device over the span.
+type GPUDeviceStats struct {
+	Index           int
+	Name            string
+	Last            gpu.Device
+	UtilP50         *float64
+	UtilMax         *float64
+	MemUsedFracMax  *float64
+	MemBWUtilP50    *float64
+	PowerWP50       *float64
+	ClockEventWords []string // union over the span
+}
+
+// ProbeStats is tokentop's view of itself.
+type ProbeStats struct {
+	SelfLagP99Ms float64
+	SelfLagMaxMs float64
+	Samples      int64
+	Reliable     bool
+}
+
+// SeriesLen is how many ticks the console's lines keep.
+const SeriesLen = 240
+
+// Series are per-tick points for live lines. A NaN marks "no data".
+type Series struct {
+	QueueDepth []float64
+	Running    []float64
+	KVUsage    []float64
+	// Per class, TTFT p95 over the live window, in ms.
+	TTFTP95 map[string][]float64
+	// Per class, output tokens/s over the live window.
+	OutputTokensPerS map[string][]float64
+}
+
+// SourceStatus reports the freshness of one data source.
+type SourceStatus struct {
+	Name        string // "probe", "scrape", "nvml", "dcgm"
+	LastSuccess time.Time
+	LastError   string
+	LastErrorAt time.Time
+	Stale       bool
+}

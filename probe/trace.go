@@ -1,0 +1,103 @@
+package probe
+
+import "time"
+
+// Trace is everything tokentop observed about one synthetic request, in the
+// order it happened. Times carry Go's monotonic reading, so differences
+// between them are immune to wall-clock steps. A zero time means "did not
+// happen" (for example FirstByte on a connect error).
+//
+// A Trace is built by exactly one goroutine (the request's) and handed to
+// the sink when the request ends; nobody mutates it afterwards.
+type Trace struct {
+	ID       string // W3C trace id sent in traceparent (never a metric label)
+	Class    string // traffic class name from the config
+	Kind     string // "interactive" | "batch"
+	Path     string // "direct" (target) or "gateway"
+	Model    string
+	API      string // "chat" | "completions"
+	Priority int
+
+	PromptTokensTarget int // what the prompt generator aimed for
+	MaxTokens          int
+
+	// JobID groups batch requests submitted as one job; Attempt counts from 0
+	// and is > 0 for retries.
+	JobID    string
+	Attempt  int
+	Deadline time.Time // batch job deadline; zero when none
+
+	IntendedStart time.Time // when the arrival process wanted it sent
+	Sent          time.Time // just before the request was written
+	ConnDone      time.Time // connection obtained (httptrace GotConn)
+	Headers       time.Time // response headers received
+	FirstByte     time.Time // first body byte
+	End           time.Time // stream ended (cleanly or not)
+
+	Status          int
+	ContentEncoding string
+	Reads           []Read
+	Deltas          []Delta
+	Usage           *Usage
+	FinishReason    string
+	SawDone         bool // "data: [DONE]" received
+	RetryAfter      time.Duration
+
+	Err   *Error
+	Valid bool // stream ended properly, was non-empty and passed the class's validators
+}
+
+// Read is one successful Read call on the response body.
+type Read struct {
+	At     time.Time
+	Bytes  int // bytes on the wire (compressed when Content-Encoding is set)
+	Events int // complete SSE events finished by this read
+}
+
+// Delta is one SSE event that carried generated text.
+type Delta struct {
+	At        time.Time // time of the read that completed the event
+	Read      int       // index into Trace.Reads
+	Chars     int       // length of the text in bytes
+	Reasoning bool      // a reasoning_content delta, not user-visible content
+	// Tokens is the exact number of tokens in this chunk when the server says
+	// so (per-chunk usage, "continuous_usage_stats"); 0 when unknown.
+	Tokens int
+}
+
+// Usage is the server's own token accounting.
+type Usage struct {
+	PromptTokens     int
+	CompletionTokens int
+}
+
+// ErrorKind classifies why a request failed, so reports can count causes.
+type ErrorKind string
+
+const (
+	ErrConnect   ErrorKind = "connect"
+	ErrTLS       ErrorKind = "tls"
+	ErrHTTP      ErrorKind = "http_status"
+	ErrTimeout   ErrorKind = "timeout"
+	ErrMalformed ErrorKind = "malformed_event"
+	ErrTruncated ErrorKind = "truncated_stream"
+	ErrCancelled ErrorKind = "cancelled"
+	ErrInvalid   ErrorKind = "invalid_output"
+)
+
+// Error is a classified request failure.
+type Error struct {
+	Kind   ErrorKind
+	Status int    // HTTP status for ErrHTTP
+	Body   string // excerpt of the error body (bounded)
+	Msg    string
+}
+
+func (e *Error) Error() string { return string(e.Kind) + ": " + e.Msg }
+
+// LagSample is one self-check reading: how late a timer the probe asked for
+// actually fired. Large lag means tokentop itself was the bottleneck.
+type LagSample struct {
+	At  time.Time
+	Lag time.Duration
+}
