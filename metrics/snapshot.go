@@ -154,10 +154,7 @@ type PathStats struct {
 	Requests      int64
 	TTFT          Dist
 	ChunkGap      Dist
-	EventsPerRead float64
-	// BytesBeforeFirstEvent is the mean number of body bytes received
-	// before the first complete SSE event.
-	FirstReadEvents float64
+	EventsPerRead float64 // mean SSE events per body read that held any
 }
 
 // ServerStats come from the server's /metrics.

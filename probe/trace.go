@@ -24,11 +24,14 @@ type Trace struct {
 	// JobID groups batch requests submitted as one job; Attempt counts from 0
 	// and is > 0 for retries.
 	JobID    string
+	JobSize  int // requests in the job; 0 outside batch jobs
+	JobIndex int // which request of the job this is (retries keep it)
 	Attempt  int
 	Deadline time.Time // batch job deadline; zero when none
 
 	IntendedStart time.Time // when the arrival process wanted it sent
 	Sent          time.Time // just before the request was written
+	WroteRequest  time.Time // request fully written (httptrace WroteRequest)
 	ConnDone      time.Time // connection obtained (httptrace GotConn)
 	Headers       time.Time // response headers received
 	FirstByte     time.Time // first body byte
@@ -42,6 +45,13 @@ type Trace struct {
 	FinishReason    string
 	SawDone         bool // "data: [DONE]" received
 	RetryAfter      time.Duration
+	// PreambleBytes counts decoded body bytes before the first SSE event
+	// began (padding, comments); -1 when no event began.
+	PreambleBytes int64
+
+	// WillRetry marks a failed batch attempt that the runner will retry; a
+	// failed attempt without it is a drop that counts against the job.
+	WillRetry bool
 
 	Err   *Error
 	Valid bool // stream ended properly, was non-empty and passed the class's validators

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/tokentop/tokentop/config"
+	"github.com/tokentop/tokentop/sim"
+)
+
+// simFlags parses --scenario plus every simulator knob. A knob given on the
+// command line overrides the scenario's preset, whatever the flag order.
+type simFlags struct {
+	scenario string
+	knobs    sim.Knobs
+}
+
+func (s *simFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&s.scenario, "scenario", "healthy", "simulator scenario: "+fmt.Sprint(sim.ScenarioNames()))
+	s.knobs = sim.DefaultKnobs()
+	s.knobs.RegisterFlags(fs)
+}
+
+// resolve applies the scenario, then the knobs set explicitly on fs.
+func (s *simFlags) resolve(fs *flag.FlagSet) (sim.Knobs, error) {
+	k, err := sim.Scenario(s.scenario)
+	if err != nil {
+		return sim.Knobs{}, usageError{err.Error()}
+	}
+	apply := flag.NewFlagSet("knobs", flag.ContinueOnError)
+	k.RegisterFlags(apply)
+	var setErr error
+	fs.Visit(func(f *flag.Flag) {
+		if apply.Lookup(f.Name) != nil && setErr == nil {
+			setErr = apply.Set(f.Name, f.Value.String())
+		}
+	})
+	if setErr != nil {
+		return sim.Knobs{}, usageError{setErr.Error()}
+	}
+	if err := k.Validate(); err != nil {
+		return sim.Knobs{}, usageError{err.Error()}
+	}
+	return k, nil
+}
+
+// simStack is a running simulator (and optional buffering proxy) on loopback.
+type simStack struct {
+	srv      *sim.Server
+	target   string
+	gateway  string
+	stop     context.CancelFunc
+	wg       sync.WaitGroup
+	servers  []*http.Server
+	errs     chan error
+}
+
+// startSim starts the simulator engine and its HTTP server on addr, plus the
+// buffering proxy on loopback when the knobs ask for one.
+func startSim(ctx context.Context, k sim.Knobs, addr string) (*simStack, error) {
+	srv, err := sim.New(k)
+	if err != nil {
+		return nil, fmt.Errorf("simulator: %w", err)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("simulator: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	st := &simStack{srv: srv, stop: cancel, target: "http://" + ln.Addr().String(), errs: make(chan error, 3)}
+	st.serve(ln, srv.Handler())
+	if k.ProxyBufferBytes > 0 {
+		pln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			st.Close()
+			return nil, fmt.Errorf("buffering proxy: %w", err)
+		}
+		up, _ := url.Parse(st.target)
+		flush := time.Duration(k.ProxyFlushMs * float64(time.Millisecond))
+		st.serve(pln, sim.NewBufferingProxy(up, k.ProxyBufferBytes, flush))
+		st.gateway = "http://" + pln.Addr().String()
+	}
+	st.wg.Add(1)
+	go func() {
+		defer st.wg.Done()
+		if err := srv.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			st.errs <- fmt.Errorf("simulator engine: %w", err)
+		}
+	}()
+	return st, nil
+}
+
+func (st *simStack) serve(ln net.Listener, h http.Handler) {
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	st.servers = append(st.servers, hs)
+	st.wg.Add(1)
+	go func() {
+		defer st.wg.Done()
+		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			st.errs <- err
+		}
+	}()
+}
+
+// Close stops the engine and the servers and waits for them.
+func (st *simStack) Close() {
+	st.stop()
+	for _, hs := range st.servers {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if err := hs.Shutdown(ctx); err != nil {
+			hs.Close()
+		}
+		cancel()
+	}
+	st.wg.Wait()
+}
+
+// demoClasses sizes the default classes for a demo: the simulator's own
+// background users make the contention; the probe only samples it.
+func demoClasses(cfg *config.Config) {
+	if b := cfg.Class("batch"); b != nil && b.Kind == config.KindBatch {
+		b.Arrival = config.Arrival{Process: config.ArrivalConcurrency, N: 4}
+		b.Job = &config.Job{Requests: 40, Deadline: config.Duration{Duration: 2 * time.Minute}}
+		b.MaxTokens = 120
+		tps := 400.0
+		b.SLO.OutputTokensPerS = &tps
+	}
+}
+
+func runDemo(ctx context.Context, e env, args []string) (int, error) {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	var common commonFlags
+	common.register(fs)
+	var sf simFlags
+	sf.register(fs)
+	if err := parseFlags(fs, args, e.Stderr); err != nil {
+		return exitUsage, err
+	}
+	if fs.NArg() > 0 {
+		return exitUsage, usagef("unexpected argument %q", fs.Arg(0))
+	}
+	knobs, err := sf.resolve(fs)
+	if err != nil {
+		return exitUsage, err
+	}
+	userConfig := common.configPath != ""
+	cfg, err := common.finish(e)
+	if err != nil {
+		return exitUsage, err
+	}
+	if !userConfig {
+		demoClasses(&cfg)
+	}
+	stack, err := startSim(ctx, knobs, "127.0.0.1:0")
+	if err != nil {
+		return exitNoData, err
+	}
+	defer stack.Close()
+	cfg.Target, cfg.Gateway, cfg.Metrics = stack.target, stack.gateway, stack.target+"/metrics"
+	cfg.Model = knobs.Model
+
+	title := fmt.Sprintf("tokentop demo · scenario %s · target %s", sf.scenario, cfg.Target)
+	if cfg.Gateway != "" {
+		title += " · gateway " + cfg.Gateway
+	}
+	code, err := runSession(ctx, e, sessionSpec{
+		cfg:    cfg,
+		common: common,
+		title:  title,
+		knobs:  &simKnobs{srv: stack.srv},
+		seed:   knobs.Seed,
+	})
+	select {
+	case serr := <-stack.errs:
+		if err == nil {
+			err = serr
+		}
+	default:
+	}
+	return code, err
+}
+
+func runSim(ctx context.Context, e env, args []string) error {
+	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+	listen := fs.String("listen", "127.0.0.1:8000", "address to serve the OpenAI-compatible API and /metrics on")
+	var sf simFlags
+	sf.register(fs)
+	if err := parseFlags(fs, args, e.Stderr); err != nil {
+		return err
+	}
+	knobs, err := sf.resolve(fs)
+	if err != nil {
+		return err
+	}
+	stack, err := startSim(ctx, knobs, *listen)
+	if err != nil {
+		return err
+	}
+	defer stack.Close()
+	fmt.Fprintf(e.Stdout, "tokentop sim: scenario %s, model %s, serving %s (metrics %s/metrics)\n", sf.scenario, knobs.Model, stack.target, stack.target)
+	if stack.gateway != "" {
+		fmt.Fprintf(e.Stdout, "tokentop sim: buffering proxy at %s\n", stack.gateway)
+	}
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-stack.errs:
+		return err
+	}
+}

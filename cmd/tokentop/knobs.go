@@ -1,0 +1,84 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/tokentop/tokentop/sim"
+	"github.com/tokentop/tokentop/tui"
+)
+
+// simKnobs lets the demo console change the simulator while it runs, so a
+// presenter can show a trade-off live (a smaller batch: better tails, fewer
+// tokens/s; priority scheduling: interactive protected from batch).
+type simKnobs struct{ srv *sim.Server }
+
+// liveKnob is one knob the console can move, and how one step moves it.
+type liveKnob struct {
+	name, help string
+	get        func(k *sim.Knobs) string
+	step       func(k *sim.Knobs, n int)
+}
+
+var _ tui.KnobController = (*simKnobs)(nil)
+
+func liveKnobs() []liveKnob {
+	return []liveKnob{
+		{"max-num-seqs", "running batch cap: lower = smoother streams, fewer tokens/s",
+			func(k *sim.Knobs) string { return strconv.Itoa(k.MaxNumSeqs) },
+			func(k *sim.Knobs, n int) { k.MaxNumSeqs = scaleInt(k.MaxNumSeqs, n, 1, 4096) }},
+		{"max-batched-tokens", "token budget per step (chunk size with chunked prefill)",
+			func(k *sim.Knobs) string { return strconv.Itoa(k.MaxBatchedTokens) },
+			func(k *sim.Knobs, n int) { k.MaxBatchedTokens = scaleInt(k.MaxBatchedTokens, n, 64, 1<<17) }},
+		{"chunked-prefill", "split long prompts so decodes keep flowing",
+			func(k *sim.Knobs) string { return strconv.FormatBool(k.ChunkedPrefill) },
+			func(k *sim.Knobs, n int) { k.ChunkedPrefill = !k.ChunkedPrefill }},
+		{"priority-scheduling", "serve interactive (lower priority value) first",
+			func(k *sim.Knobs) string { return strconv.FormatBool(k.PriorityScheduling) },
+			func(k *sim.Knobs, n int) { k.PriorityScheduling = !k.PriorityScheduling }},
+		{"background-interactive-rps", "simulated interactive users per second",
+			func(k *sim.Knobs) string { return strconv.FormatFloat(k.BackgroundInteractiveRPS, 'f', 1, 64) },
+			func(k *sim.Knobs, n int) { k.BackgroundInteractiveRPS = max(0, k.BackgroundInteractiveRPS+float64(n)) }},
+		{"background-batch-concurrency", "simulated batch workers",
+			func(k *sim.Knobs) string { return strconv.Itoa(k.BackgroundBatchConcurrency) },
+			func(k *sim.Knobs, n int) { k.BackgroundBatchConcurrency = max(0, k.BackgroundBatchConcurrency+8*n) }},
+		{"background-prompt-tokens", "median prompt of simulated interactive users",
+			func(k *sim.Knobs) string { return strconv.Itoa(k.BackgroundPromptTokens) },
+			func(k *sim.Knobs, n int) { k.BackgroundPromptTokens = scaleInt(k.BackgroundPromptTokens, n, 16, 32768) }},
+	}
+}
+
+// scaleInt doubles or halves v n times, within [lo, hi].
+func scaleInt(v, n, lo, hi int) int {
+	for ; n > 0; n-- {
+		v *= 2
+	}
+	for ; n < 0; n++ {
+		v /= 2
+	}
+	return max(lo, min(v, hi))
+}
+
+func (s *simKnobs) Knobs() []tui.Knob {
+	k := s.srv.Knobs()
+	var out []tui.Knob
+	for _, lk := range liveKnobs() {
+		out = append(out, tui.Knob{Name: lk.name, Value: lk.get(&k), Help: lk.help})
+	}
+	return out
+}
+
+func (s *simKnobs) Adjust(name string, step int) error {
+	for _, lk := range liveKnobs() {
+		if lk.name != name {
+			continue
+		}
+		k := s.srv.Knobs()
+		lk.step(&k, step)
+		if err := s.srv.SetKnobs(k); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("no live knob %q", name)
+}

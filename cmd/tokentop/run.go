@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/tokentop/tokentop/config"
+)
+
+// version is the tool's version, reported in User-Agent and reports.
+const version = "0.1.0"
+
+// Exit codes (CONTRACT.md).
+const (
+	exitOK       = 0
+	exitSLOFail  = 1
+	exitUsage    = 2
+	exitNoData   = 3
+)
+
+// usageError marks a mistake in how tokentop was called (exit 2).
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, a ...any) error { return usageError{fmt.Sprintf(format, a...)} }
+
+const topUsage = `tokentop: why does LLM streaming feel slow?
+
+Usage:
+  tokentop demo   [--scenario NAME] [sim knobs] [common flags]   console against an embedded simulated server
+  tokentop watch  --target URL [--metrics URL] [--gateway URL] [common flags]
+  tokentop sim    --listen ADDR [--scenario NAME] [sim knobs]    the simulator alone
+  tokentop scrape URL|FILE [--json]                              what tokentop reads from a /metrics endpoint
+  tokentop version
+
+Run "tokentop COMMAND --help" for a command's flags.
+`
+
+// run is the whole program; main only calls it.
+func run(ctx context.Context, e env, args []string) int {
+	cmd := "watch"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = args[0], args[1:]
+	}
+	var err error
+	code := exitOK
+	switch cmd {
+	case "demo":
+		code, err = runDemo(ctx, e, args)
+	case "watch":
+		code, err = runWatch(ctx, e, args)
+	case "sim":
+		err = runSim(ctx, e, args)
+	case "scrape":
+		code, err = runScrape(ctx, e, args)
+	case "version":
+		fmt.Fprintf(e.Stdout, "tokentop %s\n", version)
+	case "help", "-h", "--help":
+		fmt.Fprint(e.Stdout, topUsage)
+	default:
+		err = usagef("unknown command %q\n\n%s", cmd, topUsage)
+	}
+	var ue usageError
+	switch {
+	case err == nil:
+		return code
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case errors.As(err, &ue):
+		fmt.Fprintf(e.Stderr, "tokentop %s: %v\n", cmd, err)
+		return exitUsage
+	default:
+		fmt.Fprintf(e.Stderr, "tokentop %s: %v\n", cmd, err)
+		if code == exitOK {
+			code = exitNoData
+		}
+		return code
+	}
+}
+
+// commonFlags are shared by demo and watch (CONTRACT.md "Common flags").
+type commonFlags struct {
+	configPath string
+	headless   bool
+	duration   time.Duration
+	reportPath string
+	format     string
+	traceOut   string
+	model      string
+	apiKeyEnv  string
+	insecure   bool
+	noColor    bool
+}
+
+func (c *commonFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.configPath, "config", "", "YAML config `file` (classes, SLOs, target)")
+	fs.BoolVar(&c.headless, "headless", false, "no console; print a report at the end (automatic when stdout is not a terminal)")
+	fs.DurationVar(&c.duration, "duration", 0, "stop after this long (required with --headless)")
+	fs.StringVar(&c.reportPath, "report", "", "write the report to `PATH` (- for stdout) when the run ends")
+	fs.StringVar(&c.format, "format", "json", "report format: json or markdown")
+	fs.StringVar(&c.traceOut, "trace-out", "", "write one JSON line per request to `FILE`")
+	fs.StringVar(&c.model, "model", "", "model name, or auto (default from config, else auto)")
+	fs.StringVar(&c.apiKeyEnv, "api-key-env", "", "read the API key from this environment `VAR` (never from a flag)")
+	fs.BoolVar(&c.insecure, "insecure", false, "skip TLS certificate verification")
+	fs.BoolVar(&c.noColor, "no-color", false, "no colours (also NO_COLOR)")
+}
+
+// finish validates the flags against the environment and loads the config.
+func (c *commonFlags) finish(e env) (config.Config, error) {
+	if !e.IsTerminal {
+		c.headless = true
+	}
+	if e.Getenv("NO_COLOR") != "" {
+		c.noColor = true
+	}
+	if c.headless && c.duration <= 0 {
+		return config.Config{}, usagef("--duration is required with --headless (or when stdout is not a terminal)")
+	}
+	switch c.format {
+	case "json", "markdown", "md":
+	default:
+		return config.Config{}, usagef("--format %q: want json or markdown", c.format)
+	}
+	if c.headless && c.reportPath == "" {
+		c.reportPath = "-"
+	}
+	cfg := config.Default()
+	if c.configPath != "" {
+		f, err := os.Open(c.configPath)
+		if err != nil {
+			return config.Config{}, usagef("config: %v", err)
+		}
+		defer f.Close()
+		cfg, err = config.Parse(f)
+		if err != nil {
+			return config.Config{}, usageError{err.Error()}
+		}
+	}
+	if c.model != "" {
+		cfg.Model = c.model
+	}
+	return cfg, nil
+}
+
+func (c *commonFlags) apiKey(e env) (string, error) {
+	if c.apiKeyEnv == "" {
+		return "", nil
+	}
+	k := e.Getenv(c.apiKeyEnv)
+	if k == "" {
+		return "", usagef("--api-key-env %s: the variable is empty or unset", c.apiKeyEnv)
+	}
+	return k, nil
+}
+
+func parseFlags(fs *flag.FlagSet, args []string, out io.Writer) error {
+	fs.SetOutput(out)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err.Error()}
+	}
+	return nil
+}

@@ -1,0 +1,301 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/tokentop/tokentop/config"
+	"github.com/tokentop/tokentop/diagnose"
+	"github.com/tokentop/tokentop/gpu"
+	"github.com/tokentop/tokentop/metrics"
+	"github.com/tokentop/tokentop/probe"
+	"github.com/tokentop/tokentop/probe/scrape"
+	"github.com/tokentop/tokentop/report"
+	"github.com/tokentop/tokentop/tui"
+)
+
+// Rates of the sources. The console gets one snapshot per tick, never
+// per-token events.
+const (
+	tickEvery   = 250 * time.Millisecond
+	scrapeEvery = time.Second
+	gpuEvery    = time.Second
+	lagEvery    = 50 * time.Millisecond
+)
+
+// sessionSpec is one run of probes, scraper and GPU sampler against a target.
+type sessionSpec struct {
+	cfg    config.Config
+	common commonFlags
+	title  string
+	knobs  tui.KnobController // demo only
+	apiKey string
+	seed   int64
+}
+
+// runSession wires sources → aggregator → diagnosis → console or report.
+func runSession(ctx context.Context, e env, spec sessionSpec) (int, error) {
+	cfg := spec.cfg
+	maxConns := 0
+	for _, cl := range cfg.Classes {
+		maxConns += max(cl.Arrival.N, int(cl.Arrival.Rate*10)+8)
+	}
+	client := probe.NewClient(probe.ClientOptions{
+		MaxConns:      maxConns,
+		Insecure:      spec.common.insecure,
+		APIKey:        spec.apiKey,
+		Version:       version,
+		Timeout:       10 * time.Minute,
+		HeaderTimeout: 60 * time.Second,
+	})
+	defer client.CloseIdle()
+
+	model := cfg.Model
+	if model == "" || model == "auto" {
+		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		m, err := probe.DiscoverModel(dctx, client, cfg.Target)
+		cancel()
+		if err != nil {
+			return exitNoData, fmt.Errorf("target %s unreachable: %w", cfg.Target, err)
+		}
+		model = m
+	}
+	targets := []probe.Target{{Path: probe.PathDirect, BaseURL: cfg.Target}}
+	paths := []string{probe.PathDirect}
+	if cfg.Gateway != "" {
+		targets = append(targets, probe.Target{Path: probe.PathGateway, BaseURL: cfg.Gateway})
+		paths = append(paths, probe.PathGateway)
+	}
+	metricsURL := cfg.Metrics
+	if metricsURL == "" {
+		metricsURL = strings.TrimSuffix(cfg.Target, "/") + "/metrics"
+	}
+
+	var traces *traceWriter
+	if spec.common.traceOut != "" {
+		f, err := os.Create(spec.common.traceOut)
+		if err != nil {
+			return exitUsage, usagef("--trace-out: %v", err)
+		}
+		traces = newTraceWriter(f)
+		defer func() {
+			if err := traces.Close(); err != nil {
+				fmt.Fprintf(e.Stderr, "tokentop: writing traces: %v\n", err)
+			}
+		}()
+	}
+
+	started := time.Now()
+	agg := metrics.NewAggregator(metrics.Options{Classes: cfg.Classes, Started: started, Paths: paths})
+	events := make(chan metrics.Event, 1<<16)
+	pipeDone := make(chan struct{})
+	send := func(ev metrics.Event) {
+		select {
+		case events <- ev:
+		case <-pipeDone:
+		}
+	}
+
+	srcCtx, stopSources := context.WithCancel(ctx)
+	defer stopSources()
+	if spec.common.duration > 0 {
+		var cancel context.CancelFunc
+		srcCtx, cancel = context.WithTimeout(srcCtx, spec.common.duration)
+		defer cancel()
+	}
+
+	var runners []*probe.Runner
+	for i, cl := range cfg.Classes {
+		sink := func(t probe.Trace) {
+			if traces != nil {
+				traces.Write(&t)
+			}
+			send(func(a *metrics.Aggregator) { a.AddTrace(&t) })
+		}
+		r, err := probe.NewRunner(cl, client, sink, probe.RunnerOptions{
+			Seed:    spec.seed + int64(i)*7919,
+			Targets: targets,
+			Model:   model,
+		})
+		if err != nil {
+			return exitUsage, usageError{err.Error()}
+		}
+		runners = append(runners, r)
+	}
+
+	var sources sync.WaitGroup
+	goSource := func(name string, f func(context.Context) error) {
+		sources.Add(1)
+		go func() {
+			defer sources.Done()
+			if err := f(srcCtx); err != nil && srcCtx.Err() == nil {
+				fmt.Fprintf(e.Stderr, "tokentop: %s stopped: %v\n", name, err)
+			}
+		}()
+	}
+	for i, r := range runners {
+		goSource("probe "+cfg.Classes[i].Name, r.Run)
+	}
+	goSource("in-flight counter", func(ctx context.Context) error {
+		t := time.NewTicker(tickEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+				counts := make([]int64, len(runners))
+				for i, r := range runners {
+					counts[i] = r.InFlight()
+				}
+				send(func(a *metrics.Aggregator) {
+					for i, n := range counts {
+						a.SetInFlight(cfg.Classes[i].Name, n)
+					}
+				})
+			}
+		}
+	})
+	scraper := scrape.New(metricsURL, nil, promOptions(model))
+	goSource("scraper", func(ctx context.Context) error {
+		t := time.NewTicker(scrapeEvery)
+		defer t.Stop()
+		for {
+			sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			s, err := scraper.Scrape(sctx)
+			cancel()
+			if ctx.Err() != nil {
+				return nil
+			}
+			at := time.Now()
+			if s != nil {
+				s.At = at
+			}
+			send(func(a *metrics.Aggregator) { a.AddScrape(at, s, err) })
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+			}
+		}
+	})
+	sampler, closeGPU, gpuStatus := gpu.OpenNVML()
+	if gpuStatus != "" {
+		st := &gpu.Sample{At: time.Now(), Status: gpuStatus}
+		send(func(a *metrics.Aggregator) { a.AddGPU(st) })
+	} else {
+		defer closeGPU()
+		goSource("gpu sampler", func(ctx context.Context) error {
+			return gpu.Run(ctx, sampler, gpuEvery, func(s gpu.Sample) {
+				send(func(a *metrics.Aggregator) { a.AddGPU(&s) })
+			})
+		})
+	}
+	lag := probe.NewLagMonitor(lagEvery, probe.RealClock{})
+	goSource("self-check", func(ctx context.Context) error {
+		return lag.Run(ctx, func(l probe.LagSample) {
+			send(func(a *metrics.Aggregator) { a.AddLag(l) })
+		})
+	})
+
+	// The pipeline owns the aggregator; it stops after every source has.
+	var (
+		mu       sync.Mutex
+		lastSnap *metrics.Snapshot
+		prog     *tea.Program
+	)
+	headless := spec.common.headless
+	if !headless {
+		prog = tea.NewProgram(tui.New(tui.Options{Title: spec.title, NoColor: spec.common.noColor, Knobs: spec.knobs}),
+			tea.WithAltScreen(), tea.WithContext(ctx), tea.WithInput(e.Stdin), tea.WithOutput(e.Stdout))
+	}
+	ticker := time.NewTicker(tickEvery)
+	defer ticker.Stop()
+	pipeErr := make(chan error, 1)
+	go func() {
+		defer close(pipeDone)
+		pipeErr <- metrics.Run(context.WithoutCancel(ctx), agg, events, ticker.C, time.Now, func(s *metrics.Snapshot) {
+			mu.Lock()
+			lastSnap = s
+			mu.Unlock()
+			if prog != nil {
+				prog.Send(tui.SnapshotMsg{Snap: s, Diag: diagnose.Evaluate(&s.Live, cfg.Classes)})
+			}
+		})
+	}()
+	stopAll := func() {
+		stopSources()
+		sources.Wait()
+		close(events)
+		<-pipeDone
+	}
+
+	if headless {
+		<-srcCtx.Done()
+		stopAll()
+	} else {
+		quitOnEnd := make(chan struct{})
+		go func() {
+			select {
+			case <-srcCtx.Done():
+				prog.Quit()
+			case <-quitOnEnd:
+			}
+		}()
+		_, err := prog.Run()
+		close(quitOnEnd)
+		stopAll()
+		if err != nil && ctx.Err() == nil {
+			return exitNoData, fmt.Errorf("console: %w", err)
+		}
+	}
+	if err := <-pipeErr; err != nil {
+		return exitNoData, err
+	}
+
+	mu.Lock()
+	final := lastSnap
+	mu.Unlock()
+	diag := diagnose.Evaluate(&final.Run, cfg.Classes)
+	rep := report.Build(final, diag, report.Meta{ToolVersion: version, Target: cfg.Target, Gateway: cfg.Gateway, Model: model})
+	if spec.common.reportPath != "" {
+		if err := writeReport(e.Stdout, spec.common.reportPath, spec.common.format, rep); err != nil {
+			return exitNoData, err
+		}
+	}
+	return report.ExitCode(rep), nil
+}
+
+func writeReport(stdout io.Writer, path, format string, rep report.Report) error {
+	w := stdout
+	if path != "-" {
+		f, err := os.Create(path)
+		if err != nil {
+			return fmt.Errorf("report: %w", err)
+		}
+		defer f.Close()
+		w = f
+	}
+	var err error
+	if format == "json" {
+		err = report.WriteJSON(w, rep)
+	} else {
+		err = report.WriteMarkdown(w, rep)
+	}
+	if err != nil {
+		return fmt.Errorf("writing report: %w", err)
+	}
+	if f, ok := w.(*os.File); ok && path != "-" {
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("report: %w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+
+	"github.com/tokentop/tokentop/metrics/prom"
+	"github.com/tokentop/tokentop/probe/scrape"
+)
+
+func runWatch(ctx context.Context, e env, args []string) (int, error) {
+	fs := flag.NewFlagSet("watch", flag.ContinueOnError)
+	var common commonFlags
+	common.register(fs)
+	target := fs.String("target", "", "OpenAI-compatible base `URL` (overrides the config)")
+	metricsURL := fs.String("metrics", "", "Prometheus /metrics `URL` (default: target + /metrics)")
+	gateway := fs.String("gateway", "", "a second `URL` to the same server through a proxy or load balancer, compared with target")
+	if err := parseFlags(fs, args, e.Stderr); err != nil {
+		return exitUsage, err
+	}
+	if fs.NArg() > 0 {
+		return exitUsage, usagef("unexpected argument %q", fs.Arg(0))
+	}
+	cfg, err := common.finish(e)
+	if err != nil {
+		return exitUsage, err
+	}
+	if *target != "" {
+		cfg.Target = *target
+	} else if common.configPath == "" {
+		return exitUsage, usagef("--target URL is required (or a --config with target:)")
+	}
+	if *metricsURL != "" {
+		cfg.Metrics = *metricsURL
+	}
+	if *gateway != "" {
+		cfg.Gateway = *gateway
+	}
+	for _, u := range []string{cfg.Target, cfg.Gateway, cfg.Metrics} {
+		if u == "" {
+			continue
+		}
+		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			return exitUsage, usagef("%q is not an http(s) URL", u)
+		}
+	}
+	apiKey, err := common.apiKey(e)
+	if err != nil {
+		return exitUsage, err
+	}
+	title := "tokentop · target " + cfg.Target
+	if cfg.Gateway != "" {
+		title += " · gateway " + cfg.Gateway
+	}
+	return runSession(ctx, e, sessionSpec{cfg: cfg, common: common, title: title, apiKey: apiKey, seed: 1})
+}
+
+func promOptions(model string) prom.ParseOptions {
+	return prom.ParseOptions{Model: model}
+}
+
+// runScrape prints what tokentop reads from a /metrics endpoint or file.
+func runScrape(ctx context.Context, e env, args []string) (int, error) {
+	fs := flag.NewFlagSet("scrape", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "print the canonical JSON object (CONTRACT.md)")
+	model := fs.String("model", "", "select one model_name (default: all models summed)")
+	// Accept flags after the URL too: "tokentop scrape URL --json".
+	var positional []string
+	rest := args
+	for {
+		if err := parseFlags(fs, rest, e.Stderr); err != nil {
+			return exitUsage, err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		positional = append(positional, fs.Arg(0))
+		rest = fs.Args()[1:]
+	}
+	if len(positional) != 1 {
+		return exitUsage, usagef("want exactly one URL or FILE, got %d", len(positional))
+	}
+	src := positional[0]
+	opts := prom.ParseOptions{Model: *model}
+	var (
+		s   *prom.Sample
+		err error
+	)
+	if strings.HasPrefix(src, "http://") || strings.HasPrefix(src, "https://") {
+		s, err = scrape.New(src, nil, opts).Scrape(ctx)
+	} else {
+		var f *os.File
+		f, err = os.Open(src)
+		if err == nil {
+			s, err = prom.Parse(f, opts)
+			f.Close()
+		}
+	}
+	if err != nil {
+		return exitNoData, fmt.Errorf("%s: %w", src, err)
+	}
+	if *asJSON {
+		err = prom.WriteJSON(e.Stdout, s)
+	} else {
+		err = prom.WriteText(e.Stdout, s)
+	}
+	return exitOK, err
+}

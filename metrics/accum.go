@@ -1,0 +1,470 @@
+package metrics
+
+import (
+	"time"
+
+	"github.com/DataDog/sketches-go/ddsketch/mapping"
+
+	"github.com/tokentop/tokentop/config"
+	"github.com/tokentop/tokentop/probe"
+)
+
+// Prompt-length buckets of the report, by measured prompt tokens.
+var promptBucketNames = [...]string{"0-512", "512-2k", "2k-8k", "8k+"}
+
+func promptBucket(tokens int) int {
+	switch {
+	case tokens < 512:
+		return 0
+	case tokens < 2048:
+		return 1
+	case tokens < 8192:
+		return 2
+	default:
+		return 3
+	}
+}
+
+// requestMeasures are the per-request quantities derived from one Trace.
+// Deriving them once keeps the slot and run accumulators consistent.
+type requestMeasures struct {
+	hasTTFT         bool
+	ttftMs          float64
+	ttftIntendedMs  float64
+	chunkGapsMs     []float64
+	tokenGapsMs     []float64 // nil when token timing is not known exactly
+	completed       bool
+	e2eMs           float64
+	outputTokens    int
+	inputTokens     int
+	eventsInReads   int64
+	readsWithEvents int64
+	good            bool
+	onTime          bool
+}
+
+// measure derives requestMeasures from a trace. The class config supplies
+// the per-request goodput thresholds.
+func measure(t *probe.Trace, cl *config.Class) requestMeasures {
+	var m requestMeasures
+	m.completed = t.Err == nil && (t.SawDone || t.FinishReason != "")
+
+	var prev time.Time
+	exactTokens := true
+	contentDeltas := 0
+	for i := range t.Deltas {
+		d := &t.Deltas[i]
+		if d.Reasoning || d.Chars == 0 {
+			continue
+		}
+		contentDeltas++
+		if !m.hasTTFT {
+			m.hasTTFT = true
+			m.ttftMs = msBetween(t.Sent, d.At)
+			m.ttftIntendedMs = msBetween(t.IntendedStart, d.At)
+		} else {
+			g := msBetween(prev, d.At)
+			m.chunkGapsMs = append(m.chunkGapsMs, g)
+		}
+		if d.Tokens <= 0 {
+			exactTokens = false
+		}
+		prev = d.At
+	}
+
+	switch {
+	case t.Usage != nil:
+		m.outputTokens = t.Usage.CompletionTokens
+		m.inputTokens = t.Usage.PromptTokens
+	default:
+		m.outputTokens = 0
+		for _, d := range t.Deltas {
+			if !d.Reasoning {
+				m.outputTokens += d.Tokens
+			}
+		}
+		m.inputTokens = t.PromptTokensTarget
+	}
+
+	// Token gaps are exact only when every chunk's token count is known
+	// (per-chunk usage) or the server sent one token per chunk (usage equals
+	// the number of content chunks). A chunk holding k tokens contributes its
+	// chunk gap for the first token and k-1 zero gaps: that is when the client
+	// got them. A chunk gap is never divided by a guessed token count.
+	oneTokenPerChunk := t.Usage != nil && t.Usage.CompletionTokens == contentDeltas && contentDeltas > 0
+	if m.hasTTFT && (exactTokens || oneTokenPerChunk) {
+		m.tokenGapsMs = make([]float64, 0, max(m.outputTokens-1, len(m.chunkGapsMs)))
+		first := true
+		gi := 0
+		for i := range t.Deltas {
+			d := &t.Deltas[i]
+			if d.Reasoning || d.Chars == 0 {
+				continue
+			}
+			k := d.Tokens
+			if oneTokenPerChunk && !exactTokens {
+				k = 1
+			}
+			if first {
+				first = false
+				for j := 1; j < k; j++ {
+					m.tokenGapsMs = append(m.tokenGapsMs, 0)
+				}
+				continue
+			}
+			m.tokenGapsMs = append(m.tokenGapsMs, m.chunkGapsMs[gi])
+			gi++
+			for j := 1; j < k; j++ {
+				m.tokenGapsMs = append(m.tokenGapsMs, 0)
+			}
+		}
+	}
+
+	for _, r := range t.Reads {
+		if r.Events > 0 {
+			m.eventsInReads += int64(r.Events)
+			m.readsWithEvents++
+		}
+	}
+	if m.completed && !t.End.IsZero() {
+		m.e2eMs = msBetween(t.Sent, t.End)
+	}
+	m.onTime = t.Deadline.IsZero() || (!t.End.IsZero() && !t.End.After(t.Deadline))
+	m.good = t.Valid && m.completed && meetsRequestSLO(&m, cl)
+	return m
+}
+
+// meetsRequestSLO is the per-request goodput test (as in DistServe): TTFT
+// within the class's TTFT objective, time per output token within its ITL
+// objective and end-to-end within its E2E objective. The tightest percentile
+// the class sets is used as the per-request bound.
+func meetsRequestSLO(m *requestMeasures, cl *config.Class) bool {
+	if cl == nil {
+		return true
+	}
+	if lim, ok := requestBound(cl.SLO.TTFT); ok && (!m.hasTTFT || m.ttftMs > lim) {
+		return false
+	}
+	if lim, ok := requestBound(cl.SLO.ITL); ok && m.outputTokens > 1 {
+		tpot := (m.e2eMs - m.ttftMs) / float64(m.outputTokens-1)
+		if tpot > lim {
+			return false
+		}
+	}
+	if lim, ok := requestBound(cl.SLO.E2E); ok && m.e2eMs > lim {
+		return false
+	}
+	return true
+}
+
+func requestBound(p config.Percentiles) (float64, bool) {
+	for _, d := range []*config.Duration{p.P50, p.P95, p.P99} {
+		if d != nil {
+			return float64(d.Duration) / float64(time.Millisecond), true
+		}
+	}
+	return 0, false
+}
+
+func msBetween(a, b time.Time) float64 {
+	if a.IsZero() || b.IsZero() {
+		return 0
+	}
+	return float64(b.Sub(a)) / float64(time.Millisecond)
+}
+
+// classAccum accumulates one class over one slot (or the whole run).
+type classAccum struct {
+	requests, completed, errors, cancelled, valid, retries int64
+	errorsByKind                                           map[string]int64
+
+	ttft, ttftIntended, tokenGap, chunkGap, e2e, e2ePerToken *sketch
+	chunkBasisRequests                                      int64
+	stallGaps, gaps                                         int64
+	eventsInReads, readsWithEvents                          int64
+	outTokens, inTokens                                     *sketch
+	outTotal, inTotal                                       int64
+
+	good, validOut, expected                  int64
+	jobs, jobsOnTime, deadlineReqs, deadlineMet int64
+
+	buckets [len(promptBucketNames)]bucketAccum
+	paths   map[string]*pathAccum
+}
+
+type bucketAccum struct {
+	requests                 int64
+	ttft, itl, chunkGap, e2e *sketch
+}
+
+type pathAccum struct {
+	requests                       int64
+	ttft, chunkGap                 *sketch
+	eventsInReads, readsWithEvents int64
+}
+
+func newClassAccum(m mapping.IndexMapping) *classAccum {
+	c := &classAccum{
+		errorsByKind: map[string]int64{},
+		ttft:         newSketch(m),
+		ttftIntended: newSketch(m),
+		tokenGap:     newSketch(m),
+		chunkGap:     newSketch(m),
+		e2e:          newSketch(m),
+		e2ePerToken:  newSketch(m),
+		outTokens:    newSketch(m),
+		inTokens:     newSketch(m),
+		paths:        map[string]*pathAccum{},
+	}
+	for i := range c.buckets {
+		c.buckets[i] = bucketAccum{ttft: newSketch(m), itl: newSketch(m), chunkGap: newSketch(m), e2e: newSketch(m)}
+	}
+	return c
+}
+
+func (c *classAccum) path(m mapping.IndexMapping, name string) *pathAccum {
+	p := c.paths[name]
+	if p == nil {
+		p = &pathAccum{ttft: newSketch(m), chunkGap: newSketch(m)}
+		c.paths[name] = p
+	}
+	return p
+}
+
+func (c *classAccum) add(m mapping.IndexMapping, t *probe.Trace, rm *requestMeasures, stallGapMs float64) {
+	c.requests++
+	if t.Attempt > 0 {
+		c.retries++
+	}
+	if t.Err != nil {
+		if t.Err.Kind == probe.ErrCancelled {
+			c.cancelled++
+		} else {
+			c.errors++
+		}
+		c.errorsByKind[string(t.Err.Kind)]++
+	}
+	if rm.completed {
+		c.completed++
+	}
+	if t.Valid {
+		c.valid++
+	}
+	b := &c.buckets[promptBucket(rm.inputTokens)]
+	b.requests++
+	p := c.path(m, pathName(t.Path))
+	p.requests++
+	p.eventsInReads += rm.eventsInReads
+	p.readsWithEvents += rm.readsWithEvents
+	c.eventsInReads += rm.eventsInReads
+	c.readsWithEvents += rm.readsWithEvents
+
+	if rm.hasTTFT {
+		c.ttft.add(rm.ttftMs)
+		c.ttftIntended.add(rm.ttftIntendedMs)
+		b.ttft.add(rm.ttftMs)
+		p.ttft.add(rm.ttftMs)
+	}
+	for _, g := range rm.chunkGapsMs {
+		c.chunkGap.add(g)
+		b.chunkGap.add(g)
+		p.chunkGap.add(g)
+		c.gaps++
+		if g > stallGapMs {
+			c.stallGaps++
+		}
+	}
+	if rm.tokenGapsMs != nil {
+		for _, g := range rm.tokenGapsMs {
+			c.tokenGap.add(g)
+			b.itl.add(g)
+		}
+	} else if len(rm.chunkGapsMs) > 0 {
+		c.chunkBasisRequests++
+		for _, g := range rm.chunkGapsMs {
+			b.itl.add(g)
+		}
+	}
+	if rm.completed {
+		c.e2e.add(rm.e2eMs)
+		b.e2e.add(rm.e2eMs)
+		if rm.outputTokens > 0 {
+			c.e2ePerToken.add(rm.e2eMs / float64(rm.outputTokens))
+		}
+	}
+	if rm.outputTokens > 0 || rm.completed {
+		c.outTokens.add(float64(rm.outputTokens))
+	}
+	c.outTotal += int64(rm.outputTokens)
+	if rm.inputTokens > 0 {
+		c.inTokens.add(float64(rm.inputTokens))
+		c.inTotal += int64(rm.inputTokens)
+	}
+	if rm.good {
+		c.good++
+	}
+	c.expected += int64(max(t.MaxTokens, rm.outputTokens))
+	if !t.Deadline.IsZero() {
+		c.deadlineReqs++
+		if t.Valid && rm.onTime {
+			c.deadlineMet++
+		}
+	}
+	if t.Valid && rm.onTime {
+		c.validOut += int64(rm.outputTokens)
+	}
+}
+
+func pathName(p string) string {
+	if p == "" {
+		return "direct"
+	}
+	return p
+}
+
+func (c *classAccum) merge(o *classAccum) {
+	c.requests += o.requests
+	c.completed += o.completed
+	c.errors += o.errors
+	c.cancelled += o.cancelled
+	c.valid += o.valid
+	c.retries += o.retries
+	for k, v := range o.errorsByKind {
+		c.errorsByKind[k] += v
+	}
+	c.ttft.merge(o.ttft)
+	c.ttftIntended.merge(o.ttftIntended)
+	c.tokenGap.merge(o.tokenGap)
+	c.chunkGap.merge(o.chunkGap)
+	c.e2e.merge(o.e2e)
+	c.e2ePerToken.merge(o.e2ePerToken)
+	c.chunkBasisRequests += o.chunkBasisRequests
+	c.stallGaps += o.stallGaps
+	c.gaps += o.gaps
+	c.eventsInReads += o.eventsInReads
+	c.readsWithEvents += o.readsWithEvents
+	c.outTokens.merge(o.outTokens)
+	c.inTokens.merge(o.inTokens)
+	c.outTotal += o.outTotal
+	c.inTotal += o.inTotal
+	c.good += o.good
+	c.validOut += o.validOut
+	c.expected += o.expected
+	c.jobs += o.jobs
+	c.jobsOnTime += o.jobsOnTime
+	c.deadlineReqs += o.deadlineReqs
+	c.deadlineMet += o.deadlineMet
+	for i := range c.buckets {
+		b, ob := &c.buckets[i], &o.buckets[i]
+		b.requests += ob.requests
+		b.ttft.merge(ob.ttft)
+		b.itl.merge(ob.itl)
+		b.chunkGap.merge(ob.chunkGap)
+		b.e2e.merge(ob.e2e)
+	}
+	for name, op := range o.paths {
+		p := c.paths[name]
+		if p == nil {
+			p = &pathAccum{ttft: newSketch(o.ttft.s.IndexMapping), chunkGap: newSketch(o.ttft.s.IndexMapping)}
+			c.paths[name] = p
+		}
+		p.requests += op.requests
+		p.ttft.merge(op.ttft)
+		p.chunkGap.merge(op.chunkGap)
+		p.eventsInReads += op.eventsInReads
+		p.readsWithEvents += op.readsWithEvents
+	}
+}
+
+// stats turns the accumulator into the immutable ClassStats.
+func (c *classAccum) stats(name, kind string, span time.Duration, pathOrder []string) ClassStats {
+	cs := ClassStats{
+		Name:              name,
+		Kind:              kind,
+		Requests:          c.requests,
+		Completed:         c.completed,
+		Errors:            c.errors,
+		Cancelled:         c.cancelled,
+		Valid:             c.valid,
+		Retries:           c.retries,
+		ErrorsByKind:      copyCounts(c.errorsByKind),
+		TTFT:              c.ttft.dist(),
+		TTFTFromIntended:  c.ttftIntended.dist(),
+		ChunkGap:          c.chunkGap.dist(),
+		StallGaps:         c.stallGaps,
+		Gaps:              c.gaps,
+		E2E:               c.e2e.dist(),
+		E2EPerOutputToken: c.e2ePerToken.dist(),
+		GoodRequests:      c.good,
+		ValidOutputTokens: c.validOut,
+		ExpectedTokens:    c.expected,
+		Jobs:              c.jobs,
+		JobsOnTime:        c.jobsOnTime,
+		DeadlineRequests:  c.deadlineReqs,
+		DeadlineMet:       c.deadlineMet,
+	}
+	if c.chunkBasisRequests == 0 && c.tokenGap.count() > 0 {
+		cs.ITL, cs.ITLBasis = c.tokenGap.dist(), BasisToken
+	} else {
+		cs.ITL, cs.ITLBasis = cs.ChunkGap, BasisChunk
+	}
+	if c.gaps > 0 {
+		cs.StallFraction = float64(c.stallGaps) / float64(c.gaps)
+	}
+	if c.readsWithEvents > 0 {
+		cs.EventsPerRead = float64(c.eventsInReads) / float64(c.readsWithEvents)
+	}
+	cs.OutputTokens = tokenStats(c.outTokens, c.outTotal)
+	cs.InputTokens = tokenStats(c.inTokens, c.inTotal)
+	if secs := span.Seconds(); secs > 0 {
+		cs.Throughput = Throughput{
+			RequestsPerS:     float64(c.requests) / secs,
+			InputTokensPerS:  float64(c.inTotal) / secs,
+			OutputTokensPerS: float64(c.outTotal) / secs,
+			JobsPerS:         float64(c.jobs) / secs,
+		}
+	}
+	cs.ByPromptBucket = make([]BucketStats, len(c.buckets))
+	for i := range c.buckets {
+		b := &c.buckets[i]
+		cs.ByPromptBucket[i] = BucketStats{
+			Bucket:   promptBucketNames[i],
+			Requests: b.requests,
+			TTFT:     b.ttft.dist(),
+			ITL:      b.itl.dist(),
+			ChunkGap: b.chunkGap.dist(),
+			E2E:      b.e2e.dist(),
+		}
+	}
+	for _, name := range pathOrder {
+		p := c.paths[name]
+		if p == nil {
+			cs.Paths = append(cs.Paths, PathStats{Path: name})
+			continue
+		}
+		ps := PathStats{Path: name, Requests: p.requests, TTFT: p.ttft.dist(), ChunkGap: p.chunkGap.dist()}
+		if p.readsWithEvents > 0 {
+			ps.EventsPerRead = float64(p.eventsInReads) / float64(p.readsWithEvents)
+		}
+		cs.Paths = append(cs.Paths, ps)
+	}
+	return cs
+}
+
+func tokenStats(k *sketch, total int64) TokenStats {
+	if k.count() == 0 {
+		return TokenStats{Total: total}
+	}
+	return TokenStats{P50: k.quantile(0.5), P95: k.quantile(0.95), Total: total}
+}
+
+func copyCounts(m map[string]int64) map[string]int64 {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]int64, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}

@@ -1,0 +1,437 @@
+// Package metrics owns tokentop's state: it turns probe traces, server
+// scrapes, GPU samples and self-lag readings into windowed, mergeable
+// distributions, and hands out immutable Snapshots. It is pure: it never
+// touches the network and never reads the clock (times come with the events
+// and with each Tick).
+package metrics
+
+import (
+	"math"
+	"time"
+
+	"github.com/DataDog/sketches-go/ddsketch/mapping"
+
+	"github.com/tokentop/tokentop/config"
+	"github.com/tokentop/tokentop/gpu"
+	"github.com/tokentop/tokentop/metrics/prom"
+	"github.com/tokentop/tokentop/probe"
+)
+
+// Options configure an Aggregator.
+type Options struct {
+	Classes []config.Class
+	Started time.Time
+	// Window is the live view's span (default 30s), kept as Slots mergeable
+	// slots (default 10), so the window slides in Window/Slots steps.
+	Window time.Duration
+	Slots  int
+	// Paths are the probe paths in display order ("direct", "gateway").
+	Paths []string
+	// ReliableLagP99 is the self-lag p99 above which the probe's own timing
+	// is not trusted (default 10ms).
+	ReliableLagP99 time.Duration
+	// StaleAfter is how long a source may go without success before it is
+	// shown as stale (default 5s).
+	StaleAfter time.Duration
+}
+
+// Aggregator owns every accumulated statistic. It is not safe for concurrent
+// use: one goroutine (see Run) owns it and feeds it events.
+type Aggregator struct {
+	opts    Options
+	mapping mapping.IndexMapping
+	slotDur time.Duration
+
+	slots   []*slot // ring; slots[i] covers [start, start+slotDur)
+	run     *slot
+	classIx map[string]int
+
+	inFlight []int64
+
+	lastScrape  *prom.Sample // last successful scrape
+	prevScrape  *prom.Sample
+	scrapeOK    bool
+	profile     string
+	variant     string
+	lastGPU     *gpu.Sample
+	jobs        map[string]*jobState
+	series      Series
+	sources     map[string]*SourceStatus
+	sourceOrder []string
+}
+
+type slot struct {
+	start   time.Time
+	classes []*classAccum
+	server  *serverAccum
+	gpu     *gpuAccum
+	lag     lagAccum
+}
+
+type jobState struct {
+	size     int
+	deadline time.Time
+	valid    map[int]bool
+	onTime   bool
+	class    int
+}
+
+// maxTrackedJobs bounds memory when jobs never complete.
+const maxTrackedJobs = 10000
+
+// NewAggregator returns an empty aggregator.
+func NewAggregator(o Options) *Aggregator {
+	if o.Window <= 0 {
+		o.Window = 30 * time.Second
+	}
+	if o.Slots <= 0 {
+		o.Slots = 10
+	}
+	if o.ReliableLagP99 <= 0 {
+		o.ReliableLagP99 = 10 * time.Millisecond
+	}
+	if o.StaleAfter <= 0 {
+		o.StaleAfter = 5 * time.Second
+	}
+	if len(o.Paths) == 0 {
+		o.Paths = []string{"direct"}
+	}
+	a := &Aggregator{
+		opts:     o,
+		mapping:  newSketchMapping(),
+		slotDur:  o.Window / time.Duration(o.Slots),
+		classIx:  map[string]int{},
+		inFlight: make([]int64, len(o.Classes)),
+		jobs:     map[string]*jobState{},
+		sources:  map[string]*SourceStatus{},
+		series: Series{
+			TTFTP95:          map[string][]float64{},
+			OutputTokensPerS: map[string][]float64{},
+		},
+	}
+	for i, c := range o.Classes {
+		a.classIx[c.Name] = i
+	}
+	a.run = a.newSlot(o.Started)
+	return a
+}
+
+func (a *Aggregator) newSlot(start time.Time) *slot {
+	s := &slot{
+		start:  start,
+		server: newServerAccum(a.mapping),
+		gpu:    newGPUAccum(),
+		lag:    lagAccum{lag: newSketch(a.mapping)},
+	}
+	for range a.opts.Classes {
+		s.classes = append(s.classes, newClassAccum(a.mapping))
+	}
+	return s
+}
+
+// slotFor returns the live slot covering t, creating it (and dropping slots
+// that fell out of the window) as time moves on. Events older than the
+// window only count towards the run.
+func (a *Aggregator) slotFor(t time.Time) *slot {
+	idx := t.Sub(a.opts.Started) / a.slotDur
+	start := a.opts.Started.Add(idx * a.slotDur)
+	for _, s := range a.slots {
+		if s.start.Equal(start) {
+			return s
+		}
+	}
+	newest := time.Time{}
+	for _, s := range a.slots {
+		if s.start.After(newest) {
+			newest = s.start
+		}
+	}
+	if !newest.IsZero() && start.Before(newest.Add(-a.opts.Window)) {
+		return nil
+	}
+	s := a.newSlot(start)
+	a.slots = append(a.slots, s)
+	a.expire(start)
+	return s
+}
+
+// expire drops slots that end before the window ending at now.
+func (a *Aggregator) expire(now time.Time) {
+	cutoff := now.Add(-a.opts.Window)
+	kept := a.slots[:0]
+	for _, s := range a.slots {
+		if s.start.Add(a.slotDur).After(cutoff) {
+			kept = append(kept, s)
+		}
+	}
+	clear(a.slots[len(kept):])
+	a.slots = kept
+}
+
+func (a *Aggregator) source(name string) *SourceStatus {
+	s := a.sources[name]
+	if s == nil {
+		s = &SourceStatus{Name: name}
+		a.sources[name] = s
+		a.sourceOrder = append(a.sourceOrder, name)
+	}
+	return s
+}
+
+// SetInFlight records how many requests of a class are outstanding.
+func (a *Aggregator) SetInFlight(class string, n int64) {
+	if i, ok := a.classIx[class]; ok {
+		a.inFlight[i] = n
+	}
+}
+
+// AddTrace accounts one finished request. Traces of unknown classes are
+// ignored: the config is the set of classes.
+func (a *Aggregator) AddTrace(t *probe.Trace) {
+	ci, ok := a.classIx[t.Class]
+	if !ok {
+		return
+	}
+	cl := &a.opts.Classes[ci]
+	rm := measure(t, cl)
+	stall := durMs(cl.SLO.StallGap.Duration)
+	if stall <= 0 {
+		stall = 250
+	}
+	at := t.End
+	if at.IsZero() {
+		at = t.Sent
+	}
+	a.run.classes[ci].add(a.mapping, t, &rm, stall)
+	live := a.slotFor(at)
+	if live != nil {
+		live.classes[ci].add(a.mapping, t, &rm, stall)
+	}
+	a.trackJob(t, ci, live)
+
+	src := a.source("probe")
+	if t.Err == nil {
+		src.LastSuccess = laterOf(src.LastSuccess, at)
+	} else if t.Err.Kind != probe.ErrCancelled {
+		src.LastError, src.LastErrorAt = t.Err.Error(), at
+	}
+}
+
+func (a *Aggregator) trackJob(t *probe.Trace, ci int, live *slot) {
+	if t.JobID == "" || t.JobSize <= 0 {
+		return
+	}
+	j := a.jobs[t.JobID]
+	if j == nil {
+		if len(a.jobs) >= maxTrackedJobs {
+			return
+		}
+		j = &jobState{size: t.JobSize, deadline: t.Deadline, valid: map[int]bool{}, onTime: true, class: ci}
+		a.jobs[t.JobID] = j
+	}
+	if !t.Valid {
+		return
+	}
+	j.valid[t.JobIndex] = true
+	if !t.Deadline.IsZero() && t.End.After(t.Deadline) {
+		j.onTime = false
+	}
+	if len(j.valid) < j.size {
+		return
+	}
+	delete(a.jobs, t.JobID)
+	for _, s := range []*slot{a.run, live} {
+		if s == nil {
+			continue
+		}
+		s.classes[ci].jobs++
+		if j.onTime {
+			s.classes[ci].jobsOnTime++
+		}
+	}
+}
+
+// AddScrape accounts one scrape of the server's /metrics; err non-nil
+// records a failed scrape (s may be nil then).
+func (a *Aggregator) AddScrape(at time.Time, s *prom.Sample, err error) {
+	src := a.source("scrape")
+	if err != nil {
+		src.LastError, src.LastErrorAt = err.Error(), at
+		a.scrapeOK = false
+		return
+	}
+	src.LastSuccess = at
+	a.scrapeOK = true
+	if s.At.IsZero() {
+		s.At = at
+	}
+	a.profile, a.variant = s.Profile, s.Variant
+	a.run.server.addScrape(a.lastScrape, s)
+	if live := a.slotFor(at); live != nil {
+		live.server.addScrape(a.lastScrape, s)
+	}
+	a.prevScrape, a.lastScrape = a.lastScrape, s
+}
+
+// AddGPU accounts one GPU sample.
+func (a *Aggregator) AddGPU(s *gpu.Sample) {
+	name := s.Source
+	if name == "" {
+		name = "gpu"
+	}
+	src := a.source(name)
+	a.lastGPU = s
+	if s.Err != nil {
+		src.LastError, src.LastErrorAt = s.Err.Error(), s.At
+		return
+	}
+	if len(s.Devices) == 0 {
+		return
+	}
+	src.LastSuccess = s.At
+	a.run.gpu.add(a.mapping, s)
+	if live := a.slotFor(s.At); live != nil {
+		live.gpu.add(a.mapping, s)
+	}
+}
+
+// AddLag accounts one self-lag reading.
+func (a *Aggregator) AddLag(l probe.LagSample) {
+	ms := durMs(l.Lag)
+	a.run.lag.lag.add(ms)
+	if live := a.slotFor(l.At); live != nil {
+		live.lag.lag.add(ms)
+	}
+}
+
+// Tick builds the Snapshot for now and advances the live series by one
+// point. Call it at a fixed rate (every 250 ms).
+func (a *Aggregator) Tick(now time.Time) *Snapshot {
+	a.expire(now)
+	liveAcc := a.newSlot(now)
+	for _, s := range a.slots {
+		for i := range liveAcc.classes {
+			liveAcc.classes[i].merge(s.classes[i])
+		}
+		liveAcc.server.merge(s.server)
+		liveAcc.gpu.merge(a.mapping, s.gpu)
+		liveAcc.lag.lag.merge(s.lag.lag)
+	}
+	elapsed := now.Sub(a.opts.Started)
+	liveSpan := min(a.opts.Window, max(elapsed, 0))
+	snap := &Snapshot{
+		At:      now,
+		Started: a.opts.Started,
+		Window:  a.opts.Window,
+		Live:    a.view(liveAcc, liveSpan),
+		Run:     a.view(a.run, max(elapsed, 0)),
+	}
+	a.appendSeries(&snap.Live, now)
+	snap.Series = a.copySeries()
+	snap.Sources = a.sourceStatuses(now)
+	return snap
+}
+
+func (a *Aggregator) view(s *slot, span time.Duration) View {
+	v := View{Span: span}
+	for i, c := range a.opts.Classes {
+		cs := s.classes[i].stats(c.Name, c.Kind, span, a.opts.Paths)
+		cs.InFlight = a.inFlight[i]
+		v.Classes = append(v.Classes, cs)
+	}
+	v.Server = s.server.stats(a.profile, a.variant, a.scrapeOK, a.lastScrape)
+	v.GPU = s.gpu.stats(a.lastGPU)
+	v.Probe = s.lag.stats(durMs(a.opts.ReliableLagP99))
+	for i := range v.Classes {
+		v.Classes[i].TTFTBreakdown = breakdown(&v.Classes[i], &v.Server)
+	}
+	return v
+}
+
+// breakdown splits a class's median TTFT using the server's own view:
+// queue and prefill medians come from the server histograms; the network
+// (and proxy) share is what the client saw beyond the server's TTFT.
+func breakdown(c *ClassStats, s *ServerStats) TTFTBreakdown {
+	var b TTFTBreakdown
+	if s.Queue.Count > 0 {
+		b.Queue = ptrf(s.Queue.P50)
+	}
+	if s.Prefill.Count > 0 {
+		b.Prefill = ptrf(s.Prefill.P50)
+	}
+	if s.TTFT.Count > 0 && c.TTFT.Count > 0 {
+		b.Network = ptrf(math.Max(0, c.TTFT.P50-s.TTFT.P50))
+	}
+	return b
+}
+
+func ptrf(v float64) *float64 { return &v }
+
+func (a *Aggregator) appendSeries(live *View, now time.Time) {
+	fresh := a.lastScrape != nil && a.scrapeOK && now.Sub(a.lastScrape.At) <= a.opts.StaleAfter
+	point := func(name string) float64 {
+		if !fresh {
+			return math.NaN()
+		}
+		if v, ok := a.lastScrape.Signal(name); ok {
+			return v
+		}
+		return math.NaN()
+	}
+	push := func(s []float64, v float64) []float64 {
+		s = append(s, v)
+		if len(s) > SeriesLen {
+			s = s[len(s)-SeriesLen:]
+		}
+		return s
+	}
+	a.series.QueueDepth = push(a.series.QueueDepth, point(prom.SignalQueueDepth))
+	a.series.Running = push(a.series.Running, point(prom.SignalRunning))
+	a.series.KVUsage = push(a.series.KVUsage, point(prom.SignalKVUsage))
+	for _, c := range live.Classes {
+		v := math.NaN()
+		if c.TTFT.Count > 0 {
+			v = c.TTFT.P95
+		}
+		a.series.TTFTP95[c.Name] = push(a.series.TTFTP95[c.Name], v)
+		a.series.OutputTokensPerS[c.Name] = push(a.series.OutputTokensPerS[c.Name], c.Throughput.OutputTokensPerS)
+	}
+}
+
+func (a *Aggregator) copySeries() Series {
+	out := Series{
+		QueueDepth:       append([]float64(nil), a.series.QueueDepth...),
+		Running:          append([]float64(nil), a.series.Running...),
+		KVUsage:          append([]float64(nil), a.series.KVUsage...),
+		TTFTP95:          make(map[string][]float64, len(a.series.TTFTP95)),
+		OutputTokensPerS: make(map[string][]float64, len(a.series.OutputTokensPerS)),
+	}
+	for k, v := range a.series.TTFTP95 {
+		out.TTFTP95[k] = append([]float64(nil), v...)
+	}
+	for k, v := range a.series.OutputTokensPerS {
+		out.OutputTokensPerS[k] = append([]float64(nil), v...)
+	}
+	return out
+}
+
+func (a *Aggregator) sourceStatuses(now time.Time) []SourceStatus {
+	out := make([]SourceStatus, 0, len(a.sourceOrder))
+	for _, name := range a.sourceOrder {
+		s := *a.sources[name]
+		s.Stale = s.LastSuccess.IsZero() || now.Sub(s.LastSuccess) > a.opts.StaleAfter
+		if name == "probe" {
+			// The probe only reports when requests end; long streams are not staleness.
+			s.Stale = s.LastSuccess.IsZero() && !s.LastErrorAt.IsZero()
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func laterOf(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}

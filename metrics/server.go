@@ -1,0 +1,344 @@
+package metrics
+
+import (
+	"math"
+	"sort"
+	"time"
+
+	"github.com/DataDog/sketches-go/ddsketch/mapping"
+
+	"github.com/tokentop/tokentop/gpu"
+	"github.com/tokentop/tokentop/metrics/prom"
+)
+
+// serverHistNames are the canonical server histograms kept as windowed deltas.
+var serverHistNames = [...]string{prom.HistTTFT, prom.HistITL, prom.HistE2E, prom.HistQueue, prom.HistPrefill, prom.HistDecode}
+
+// serverAccum accumulates scrapes over one slot (or the run).
+type serverAccum struct {
+	scrapes               int64
+	queue, running, kv    *sketch
+	lastQueue, lastRun    float64
+	lastKV                float64
+	counterSeconds        float64 // time covered by counter deltas
+	preempt, prompt, gen  float64 // counter increases over counterSeconds
+	hasPreempt, hasPrompt bool
+	hasGen                bool
+	hists                 map[string]prom.Histogram // summed deltas
+}
+
+func newServerAccum(m mapping.IndexMapping) *serverAccum {
+	return &serverAccum{queue: newSketch(m), running: newSketch(m), kv: newSketch(m), hists: map[string]prom.Histogram{}}
+}
+
+// counterIncrease is cur-prev, or cur when the counter went backwards (the
+// server restarted and counts from zero again).
+func counterIncrease(prev, cur float64) float64 {
+	if cur < prev {
+		return cur
+	}
+	return cur - prev
+}
+
+// addScrape records cur; prev is the previous successful scrape (nil for the
+// first), from which counters and histograms are differenced.
+func (s *serverAccum) addScrape(prev, cur *prom.Sample) {
+	s.scrapes++
+	if v, ok := cur.Signal(prom.SignalQueueDepth); ok {
+		s.queue.add(v)
+		s.lastQueue = v
+	}
+	if v, ok := cur.Signal(prom.SignalRunning); ok {
+		s.running.add(v)
+		s.lastRun = v
+	}
+	if v, ok := cur.Signal(prom.SignalKVUsage); ok {
+		s.kv.add(v)
+		s.lastKV = v
+	}
+	if prev == nil {
+		return
+	}
+	dt := cur.At.Sub(prev.At).Seconds()
+	if dt <= 0 {
+		return
+	}
+	s.counterSeconds += dt
+	inc := func(name string, sum *float64, has *bool) {
+		a, ok1 := prev.Signal(name)
+		b, ok2 := cur.Signal(name)
+		if ok1 && ok2 {
+			*sum += counterIncrease(a, b)
+			*has = true
+		}
+	}
+	inc(prom.SignalPreemptionsTotal, &s.preempt, &s.hasPreempt)
+	inc(prom.SignalPromptTokensTotal, &s.prompt, &s.hasPrompt)
+	inc(prom.SignalGenerationTokens, &s.gen, &s.hasGen)
+	for _, name := range serverHistNames {
+		c, ok := cur.Histograms[name]
+		if !ok {
+			continue
+		}
+		d := c
+		if p, ok := prev.Histograms[name]; ok {
+			if dd, ok := prom.Delta(p, c); ok {
+				d = dd
+			}
+		}
+		s.hists[name] = addHist(s.hists[name], d)
+	}
+}
+
+// addHist sums two cumulative histograms with the same layout; when layouts
+// differ (a server reconfigured its buckets) the newer one wins.
+func addHist(a, b prom.Histogram) prom.Histogram {
+	if len(a.Buckets) == 0 {
+		return cloneHist(b)
+	}
+	if len(a.Buckets) != len(b.Buckets) {
+		return cloneHist(b)
+	}
+	for i := range a.Buckets {
+		if a.Buckets[i].UpperBound != b.Buckets[i].UpperBound {
+			return cloneHist(b)
+		}
+	}
+	out := cloneHist(a)
+	out.Count += b.Count
+	out.Sum += b.Sum
+	for i := range out.Buckets {
+		out.Buckets[i].CumulativeCount += b.Buckets[i].CumulativeCount
+	}
+	return out
+}
+
+func cloneHist(h prom.Histogram) prom.Histogram {
+	h.Buckets = append([]prom.Bucket(nil), h.Buckets...)
+	return h
+}
+
+func (s *serverAccum) merge(o *serverAccum) {
+	s.scrapes += o.scrapes
+	s.queue.merge(o.queue)
+	s.running.merge(o.running)
+	s.kv.merge(o.kv)
+	s.counterSeconds += o.counterSeconds
+	s.preempt += o.preempt
+	s.prompt += o.prompt
+	s.gen += o.gen
+	s.hasPreempt = s.hasPreempt || o.hasPreempt
+	s.hasPrompt = s.hasPrompt || o.hasPrompt
+	s.hasGen = s.hasGen || o.hasGen
+	for name, h := range o.hists {
+		s.hists[name] = addHist(s.hists[name], h)
+	}
+}
+
+func (s *serverAccum) stats(profile, variant string, scrapeOK bool, last *prom.Sample) ServerStats {
+	st := ServerStats{
+		Profile:    profile,
+		Variant:    variant,
+		ScrapeOK:   scrapeOK,
+		Scrapes:    s.scrapes,
+		QueueDepth: gaugeStats(s.queue, last, prom.SignalQueueDepth),
+		Running:    gaugeStats(s.running, last, prom.SignalRunning),
+		KVUsage:    gaugeStats(s.kv, last, prom.SignalKVUsage),
+	}
+	rate := func(v float64, has bool) *float64 {
+		if !has || s.counterSeconds <= 0 {
+			return nil
+		}
+		r := v / s.counterSeconds
+		return &r
+	}
+	st.PreemptionsPerS = rate(s.preempt, s.hasPreempt)
+	st.PromptTokensPerS = rate(s.prompt, s.hasPrompt)
+	st.GenerationTokensPerS = rate(s.gen, s.hasGen)
+	st.TTFT = histDist(s.hists[prom.HistTTFT])
+	st.ITL = histDist(s.hists[prom.HistITL])
+	st.E2E = histDist(s.hists[prom.HistE2E])
+	st.Queue = histDist(s.hists[prom.HistQueue])
+	st.Prefill = histDist(s.hists[prom.HistPrefill])
+	st.Decode = histDist(s.hists[prom.HistDecode])
+	return st
+}
+
+func gaugeStats(k *sketch, last *prom.Sample, name string) GaugeStats {
+	n := k.count()
+	if n == 0 {
+		return GaugeStats{}
+	}
+	mx, _ := k.s.GetMaxValue()
+	g := GaugeStats{Count: n, P50: k.quantile(0.5), P95: k.quantile(0.95), Max: mx}
+	g.P95 = math.Min(g.P95, g.Max)
+	g.P50 = math.Min(g.P50, g.P95)
+	if v, ok := last.Signal(name); ok {
+		g.Last = v
+	}
+	return g
+}
+
+// histDist converts a server histogram in seconds to a Dist in ms. Max is
+// the upper bound of the highest non-empty finite bucket: the exposition
+// cannot say more.
+func histDist(h prom.Histogram) Dist {
+	if h.Count <= 0 {
+		return Dist{}
+	}
+	q := func(p float64) float64 {
+		v, ok := h.Quantile(p)
+		if !ok {
+			return math.NaN()
+		}
+		return v * 1000
+	}
+	d := Dist{Count: int64(math.Round(h.Count)), P50: q(0.5), P95: q(0.95), P99: q(0.99), Mean: h.Sum / h.Count * 1000}
+	prevCum := 0.0
+	prevUB := 0.0
+	for _, b := range h.Buckets {
+		if math.IsInf(b.UpperBound, 1) {
+			if b.CumulativeCount > prevCum {
+				d.Max = math.Max(d.Max, prevUB*1000)
+			}
+			break
+		}
+		if c := b.CumulativeCount - prevCum; c > 0 {
+			d.Max = b.UpperBound * 1000
+			d.Bins = append(d.Bins, Bin{LoMs: prevUB * 1000, HiMs: b.UpperBound * 1000, Count: int64(math.Round(c))})
+		}
+		prevCum, prevUB = b.CumulativeCount, b.UpperBound
+	}
+	d.Max = math.Max(d.Max, d.P99)
+	return d
+}
+
+// gpuAccum accumulates GPU samples over one slot (or the run).
+type gpuAccum struct {
+	devices map[int]*gpuDeviceAccum
+}
+
+type gpuDeviceAccum struct {
+	name            string
+	util, bw, power *sketch
+	memFracMax      float64
+	hasMem          bool
+	words           map[string]bool
+}
+
+func newGPUAccum() *gpuAccum { return &gpuAccum{devices: map[int]*gpuDeviceAccum{}} }
+
+func (g *gpuAccum) device(m mapping.IndexMapping, idx int) *gpuDeviceAccum {
+	d := g.devices[idx]
+	if d == nil {
+		d = &gpuDeviceAccum{util: newSketch(m), bw: newSketch(m), power: newSketch(m), words: map[string]bool{}}
+		g.devices[idx] = d
+	}
+	return d
+}
+
+func (g *gpuAccum) add(m mapping.IndexMapping, s *gpu.Sample) {
+	for i := range s.Devices {
+		dev := &s.Devices[i]
+		d := g.device(m, dev.Index)
+		d.name = dev.Name
+		if dev.Util != nil {
+			d.util.add(*dev.Util)
+		}
+		if dev.MemBWUtil != nil {
+			d.bw.add(*dev.MemBWUtil)
+		}
+		if dev.PowerW != nil {
+			d.power.add(*dev.PowerW)
+		}
+		if dev.MemUsedBytes != nil && dev.MemTotalBytes != nil && *dev.MemTotalBytes > 0 {
+			f := float64(*dev.MemUsedBytes) / float64(*dev.MemTotalBytes)
+			d.memFracMax = math.Max(d.memFracMax, f)
+			d.hasMem = true
+		}
+		for _, w := range dev.ClockEventWords {
+			d.words[w] = true
+		}
+	}
+}
+
+func (g *gpuAccum) merge(m mapping.IndexMapping, o *gpuAccum) {
+	for idx, od := range o.devices {
+		d := g.device(m, idx)
+		if od.name != "" {
+			d.name = od.name
+		}
+		d.util.merge(od.util)
+		d.bw.merge(od.bw)
+		d.power.merge(od.power)
+		if od.hasMem {
+			d.memFracMax = math.Max(d.memFracMax, od.memFracMax)
+			d.hasMem = true
+		}
+		for w := range od.words {
+			d.words[w] = true
+		}
+	}
+}
+
+func (g *gpuAccum) stats(last *gpu.Sample) GPUStats {
+	st := GPUStats{}
+	if last != nil {
+		st.Source, st.Status = last.Source, last.Status
+	}
+	lastByIdx := map[int]gpu.Device{}
+	if last != nil {
+		for _, d := range last.Devices {
+			lastByIdx[d.Index] = d
+		}
+	}
+	idxs := make([]int, 0, len(g.devices))
+	for i := range g.devices {
+		idxs = append(idxs, i)
+	}
+	sort.Ints(idxs)
+	for _, i := range idxs {
+		d := g.devices[i]
+		ds := GPUDeviceStats{Index: i, Name: d.name, Last: lastByIdx[i]}
+		ds.UtilP50 = optQuantile(d.util, 0.5)
+		if d.util.count() > 0 {
+			mx, _ := d.util.s.GetMaxValue()
+			ds.UtilMax = &mx
+		}
+		ds.MemBWUtilP50 = optQuantile(d.bw, 0.5)
+		ds.PowerWP50 = optQuantile(d.power, 0.5)
+		if d.hasMem {
+			f := d.memFracMax
+			ds.MemUsedFracMax = &f
+		}
+		for w := range d.words {
+			ds.ClockEventWords = append(ds.ClockEventWords, w)
+		}
+		sort.Strings(ds.ClockEventWords)
+		st.Devices = append(st.Devices, ds)
+	}
+	return st
+}
+
+func optQuantile(k *sketch, q float64) *float64 {
+	if k.count() == 0 {
+		return nil
+	}
+	v := k.quantile(q)
+	return &v
+}
+
+// lagAccum accumulates the probe's self-lag readings.
+type lagAccum struct{ lag *sketch }
+
+func (l *lagAccum) stats(reliableP99Ms float64) ProbeStats {
+	n := l.lag.count()
+	if n == 0 {
+		return ProbeStats{Reliable: true}
+	}
+	mx, _ := l.lag.s.GetMaxValue()
+	p99 := math.Min(l.lag.quantile(0.99), mx)
+	return ProbeStats{SelfLagP99Ms: p99, SelfLagMaxMs: mx, Samples: n, Reliable: p99 <= reliableP99Ms}
+}
+
+func durMs(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -1,0 +1,139 @@
+package metrics
+
+import (
+	"math"
+
+	"github.com/DataDog/sketches-go/ddsketch"
+	"github.com/DataDog/sketches-go/ddsketch/mapping"
+	"github.com/DataDog/sketches-go/ddsketch/store"
+)
+
+// relativeAccuracy bounds the quantile error of every latency sketch: a
+// reported p99 of 200 ms means the true p99 is within 198–202 ms. DDSketch
+// keeps this guarantee under merging, which is what lets windows be built
+// from mergeable slots instead of sorted raw samples.
+const relativeAccuracy = 0.01
+
+// displayBins is how many bars a Dist's histogram has.
+const displayBins = 16
+
+// sketch is a mergeable quantile sketch with exact count, sum and max.
+// Values are milliseconds (latencies) or plain numbers (gauges, tokens).
+type sketch struct {
+	s *ddsketch.DDSketchWithExactSummaryStatistics
+}
+
+func newSketchMapping() mapping.IndexMapping {
+	m, err := mapping.NewLogarithmicMapping(relativeAccuracy)
+	if err != nil {
+		// Only fails for an accuracy outside (0,1); ours is a constant.
+		panic(err)
+	}
+	return m
+}
+
+func newSketch(m mapping.IndexMapping) *sketch {
+	return &sketch{s: ddsketch.NewDDSketchWithExactSummaryStatistics(m, store.DefaultProvider)}
+}
+
+// add records v; negative values (clock quirks) count as 0, NaN and Inf are
+// dropped because they carry no latency information.
+func (k *sketch) add(v float64) {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return
+	}
+	if v < 0 {
+		v = 0
+	}
+	_ = k.s.Add(v) // cannot fail for finite non-negative values
+}
+
+func (k *sketch) count() int64 { return int64(k.s.GetCount()) }
+
+func (k *sketch) merge(o *sketch) {
+	if o == nil || o.s.IsEmpty() {
+		return
+	}
+	_ = k.s.MergeWith(o.s) // same mapping everywhere: cannot fail
+}
+
+func (k *sketch) quantile(q float64) float64 {
+	v, err := k.s.GetValueAtQuantile(q)
+	if err != nil {
+		return math.NaN()
+	}
+	return v
+}
+
+// dist summarises the sketch, including display bins.
+func (k *sketch) dist() Dist {
+	n := k.count()
+	if n == 0 {
+		return Dist{}
+	}
+	qs, _ := k.s.GetValuesAtQuantiles([]float64{0.5, 0.95, 0.99})
+	mx, _ := k.s.GetMaxValue()
+	d := Dist{
+		Count: n,
+		P50:   qs[0],
+		P95:   qs[1],
+		P99:   qs[2],
+		Mean:  k.s.GetSum() / float64(n),
+		Max:   mx,
+	}
+	// Sketch quantiles are bucket representatives and can exceed the exact
+	// max by up to the relative accuracy; keep p50<=p95<=p99<=max.
+	d.P99 = math.Min(d.P99, d.Max)
+	d.P95 = math.Min(d.P95, d.P99)
+	d.P50 = math.Min(d.P50, d.P95)
+	d.Bins = k.bins()
+	return d
+}
+
+// bins spreads the sketch over displayBins log-spaced bars from its smallest
+// positive value to its max; zeros go into the first bar.
+func (k *sketch) bins() []Bin {
+	mn, err1 := k.s.GetMinValue()
+	mx, err2 := k.s.GetMaxValue()
+	if err1 != nil || err2 != nil {
+		return nil
+	}
+	lo := mn
+	if lo <= 0 {
+		lo = math.Inf(1)
+		k.s.ForEach(func(v, _ float64) bool {
+			if v > 0 && v < lo {
+				lo = v
+			}
+			return false
+		})
+		if math.IsInf(lo, 1) { // only zeros
+			return []Bin{{LoMs: 0, HiMs: 0, Count: k.count()}}
+		}
+	}
+	hi := mx
+	if hi <= lo {
+		hi = lo * 1.0001
+	}
+	bins := make([]Bin, displayBins)
+	ratio := math.Pow(hi/lo, 1/float64(displayBins))
+	edge := lo
+	for i := range bins {
+		bins[i].LoMs = edge
+		edge *= ratio
+		bins[i].HiMs = edge
+	}
+	bins[0].LoMs = math.Min(mn, lo)
+	bins[displayBins-1].HiMs = hi
+	logLo, logRatio := math.Log(lo), math.Log(ratio)
+	k.s.ForEach(func(v, c float64) bool {
+		i := 0
+		if v > lo {
+			i = int((math.Log(v) - logLo) / logRatio)
+		}
+		i = max(0, min(i, displayBins-1))
+		bins[i].Count += int64(math.Round(c))
+		return false
+	})
+	return bins
+}
