@@ -20,7 +20,7 @@ func Evaluate(v *metrics.View, classes []config.Class) Diagnosis {
 			failing[vd.Class] = true
 		}
 	}
-	in := ruleInput{view: v, failing: failing}
+	in := ruleInput{view: v, failing: failing, verdicts: d.Verdicts}
 	for _, r := range rules {
 		if f, ok := r.eval(&in); ok {
 			f.Rule = r.id
@@ -42,14 +42,31 @@ type rule struct {
 }
 
 type ruleInput struct {
-	view    *metrics.View
-	failing map[string]bool // classes failing their SLO
+	view     *metrics.View
+	failing  map[string]bool // classes failing their SLO
+	verdicts []Verdict
+}
+
+func (in *ruleInput) verdict(class string) *Verdict {
+	for i := range in.verdicts {
+		if in.verdicts[i].Class == class {
+			return &in.verdicts[i]
+		}
+	}
+	return nil
 }
 
 var rules = []rule{
+	{id: RuleProbeOverload, eval: probeOverload},
+	{id: RuleErrorBurst, eval: errorBurst},
 	{id: RuleProxyBuffering, eval: proxyBuffering},
 	{id: RulePrefillContention, eval: prefillContention},
 	{id: RuleDecodePressure, eval: decodePressure},
+	{id: RuleKVCachePressure, eval: kvCachePressure},
+	{id: RuleQueueSaturation, eval: queueSaturation},
+	{id: RuleBatchInterference, eval: batchInterference},
+	{id: RuleAverageHidesTail, symptom: true, eval: averageHidesTail},
+	{id: RuleStreamStutter, symptom: true, eval: streamStutter},
 }
 
 func sortFindings(fs []Finding) {
@@ -102,10 +119,10 @@ const (
 	minGapsForRule = 50 // fewer gaps than this say nothing about a tail
 
 	// prefill contention: gaps mostly normal, with spikes.
-	prefillSpikeRatio  = 4.0  // gap p99 / p50
-	prefillSpikeMinMs  = 80.0 // and the spike must be visible to a user
-	prefillMaxP50Ms    = 60.0 // above this every gap is slow: decode pressure
-	prefillPromptShare = 0.5  // server prompt tokens / all tokens processed
+	prefillSpikeRatio  = 4.0   // gap p99 / p50
+	prefillSpikeMinMs  = 150.0 // and the spike must be visible: a reader notices a 150 ms pause
+	prefillMaxP50Ms    = 60.0  // above this every gap is slow: decode pressure
+	prefillPromptShare = 0.5   // server prompt tokens / all tokens processed
 
 	// decode pressure: every gap slow, uniformly.
 	decodeSlowP50Ms       = 45.0

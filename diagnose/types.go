@@ -57,6 +57,10 @@ type Objective struct {
 	// and false for ratios and rates (actual must be >= target).
 	AtMost bool
 	Pass   bool
+	// Basis is set on ITL objectives: metrics.BasisToken when the gaps are
+	// between tokens, metrics.BasisChunk when only chunk gaps were seen (a
+	// chunk may hold several tokens, so the gap is per chunk, not per token).
+	Basis string
 }
 
 // Goodput keeps numerator and denominator visible.

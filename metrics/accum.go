@@ -31,6 +31,7 @@ type requestMeasures struct {
 	hasTTFT         bool
 	ttftMs          float64
 	ttftIntendedMs  float64
+	headersMs       float64 // send → response headers; 0 when none arrived
 	chunkGapsMs     []float64
 	tokenGapsMs     []float64 // nil when token timing is not known exactly
 	completed       bool
@@ -126,6 +127,9 @@ func measure(t *probe.Trace, cl *config.Class) requestMeasures {
 			m.readsWithEvents++
 		}
 	}
+	if !t.Headers.IsZero() {
+		m.headersMs = msBetween(t.Sent, t.Headers)
+	}
 	if m.completed && !t.End.IsZero() {
 		m.e2eMs = msBetween(t.Sent, t.End)
 	}
@@ -179,6 +183,7 @@ type classAccum struct {
 	errorsByKind                                           map[string]int64
 
 	ttft, ttftIntended, tokenGap, chunkGap, e2e, e2ePerToken *sketch
+	headers                                                 *sketch
 	chunkBasisRequests                                      int64
 	stallGaps, gaps                                         int64
 	eventsInReads, readsWithEvents                          int64
@@ -212,6 +217,7 @@ func newClassAccum(m mapping.IndexMapping) *classAccum {
 		chunkGap:     newSketch(m),
 		e2e:          newSketch(m),
 		e2ePerToken:  newSketch(m),
+		headers:      newSketch(m),
 		outTokens:    newSketch(m),
 		inTokens:     newSketch(m),
 		paths:        map[string]*pathAccum{},
@@ -259,6 +265,9 @@ func (c *classAccum) add(m mapping.IndexMapping, t *probe.Trace, rm *requestMeas
 	c.eventsInReads += rm.eventsInReads
 	c.readsWithEvents += rm.readsWithEvents
 
+	if rm.headersMs > 0 {
+		c.headers.add(rm.headersMs)
+	}
 	if rm.hasTTFT {
 		c.ttft.add(rm.ttftMs)
 		c.ttftIntended.add(rm.ttftIntendedMs)
@@ -303,6 +312,10 @@ func (c *classAccum) add(m mapping.IndexMapping, t *probe.Trace, rm *requestMeas
 	if rm.good {
 		c.good++
 	}
+	if t.Err != nil && t.Err.Kind == probe.ErrCancelled {
+		// Cut short by the end of the run: measured, but not judged.
+		return
+	}
 	c.expected += int64(max(t.MaxTokens, rm.outputTokens))
 	if !t.Deadline.IsZero() {
 		c.deadlineReqs++
@@ -338,6 +351,7 @@ func (c *classAccum) merge(o *classAccum) {
 	c.chunkGap.merge(o.chunkGap)
 	c.e2e.merge(o.e2e)
 	c.e2ePerToken.merge(o.e2ePerToken)
+	c.headers.merge(o.headers)
 	c.chunkBasisRequests += o.chunkBasisRequests
 	c.stallGaps += o.stallGaps
 	c.gaps += o.gaps
@@ -385,6 +399,7 @@ func (c *classAccum) stats(name, kind string, span time.Duration, pathOrder []st
 		Completed:         c.completed,
 		Errors:            c.errors,
 		Cancelled:         c.cancelled,
+		Judged:            c.requests - c.cancelled,
 		Valid:             c.valid,
 		Retries:           c.retries,
 		ErrorsByKind:      copyCounts(c.errorsByKind),
@@ -402,6 +417,9 @@ func (c *classAccum) stats(name, kind string, span time.Duration, pathOrder []st
 		JobsOnTime:        c.jobsOnTime,
 		DeadlineRequests:  c.deadlineReqs,
 		DeadlineMet:       c.deadlineMet,
+	}
+	if c.headers.count() > 0 {
+		cs.TTFTBreakdown.Network = ptrf(c.headers.quantile(0.5))
 	}
 	if c.chunkBasisRequests == 0 && c.tokenGap.count() > 0 {
 		cs.ITL, cs.ITLBasis = c.tokenGap.dist(), BasisToken

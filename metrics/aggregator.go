@@ -348,19 +348,18 @@ func (a *Aggregator) view(s *slot, span time.Duration) View {
 	return v
 }
 
-// breakdown splits a class's median TTFT using the server's own view:
-// queue and prefill medians come from the server histograms; the network
-// (and proxy) share is what the client saw beyond the server's TTFT.
+// breakdown fills the server-side parts of a class's TTFT breakdown: queue
+// and prefill medians from the server's own histograms (over all of the
+// server's traffic, not only the probe's: a server does not say which request
+// was whose). The network part, median time to response headers, is the
+// class's own and set by the class accumulator.
 func breakdown(c *ClassStats, s *ServerStats) TTFTBreakdown {
-	var b TTFTBreakdown
+	b := c.TTFTBreakdown
 	if s.Queue.Count > 0 {
 		b.Queue = ptrf(s.Queue.P50)
 	}
 	if s.Prefill.Count > 0 {
 		b.Prefill = ptrf(s.Prefill.P50)
-	}
-	if s.TTFT.Count > 0 && c.TTFT.Count > 0 {
-		b.Network = ptrf(math.Max(0, c.TTFT.P50-s.TTFT.P50))
 	}
 	return b
 }

@@ -88,6 +88,10 @@ type ClassStats struct {
 	Valid     int64
 	Retries   int64
 	InFlight  int64 // requests sent and not yet finished at snapshot time
+	// Judged is Requests minus Cancelled: the requests that ended on their
+	// own. Requests tokentop cancelled because the run stopped are not the
+	// server's failures, so validity and goodput use Judged as denominator.
+	Judged int64
 
 	ErrorsByKind map[string]int64
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"io"
 	"sync"
 
@@ -15,11 +16,13 @@ type traceWriter struct {
 	mu  sync.Mutex
 	c   io.Closer
 	w   *bufio.Writer
+	enc *json.Encoder
 	err error
 }
 
 func newTraceWriter(wc io.WriteCloser) *traceWriter {
-	return &traceWriter{c: wc, w: bufio.NewWriterSize(wc, 64<<10)}
+	w := bufio.NewWriterSize(wc, 64<<10)
+	return &traceWriter{c: wc, w: w, enc: json.NewEncoder(w)}
 }
 
 func (t *traceWriter) Write(tr *probe.Trace) {
@@ -28,7 +31,7 @@ func (t *traceWriter) Write(tr *probe.Trace) {
 	if t.err != nil {
 		return
 	}
-	t.err = probe.WriteTraceJSONL(t.w, tr)
+	t.err = t.enc.Encode(tr)
 }
 
 func (t *traceWriter) Close() error {

@@ -4,7 +4,10 @@
 // it is given and never touches the network or the clock.
 package prom
 
-import "time"
+import (
+	"strconv"
+	"time"
+)
 
 // Canonical gauge/counter signal names (see CONTRACT.md).
 const (
@@ -18,6 +21,43 @@ const (
 	SignalRequestSuccessTotal = "request_success_total"
 )
 
+// SignalNames lists the server signal names in the order `tokentop scrape`
+// prints them; every one appears in the JSON object, null when absent.
+func SignalNames() []string {
+	return []string{
+		SignalQueueDepth,
+		SignalRunning,
+		SignalKVUsage,
+		SignalPreemptionsTotal,
+		SignalPromptTokensTotal,
+		SignalGenerationTokens,
+		SignalPrefixCacheHitRate,
+		SignalRequestSuccessTotal,
+	}
+}
+
+// Per-GPU signal suffixes; the full name is GPUSignal(index, suffix), e.g.
+// "gpu.0.util".
+const (
+	GPUUtil         = "util"            // 0..1
+	GPUMemUsedBytes = "mem_used_bytes"  // bytes
+	GPUMemTotal     = "mem_total_bytes" // bytes
+	GPUMemBWUtil    = "mem_bw_util"     // 0..1
+	GPUSMClockMHz   = "sm_clock_mhz"
+	GPUPowerW       = "power_w"
+	GPUTempC        = "temp_c"
+)
+
+// GPUSignalSuffixes lists the per-device suffixes in print order.
+func GPUSignalSuffixes() []string {
+	return []string{GPUUtil, GPUMemUsedBytes, GPUMemTotal, GPUMemBWUtil, GPUSMClockMHz, GPUPowerW, GPUTempC}
+}
+
+// GPUSignal returns the canonical name of a per-device signal.
+func GPUSignal(index int, suffix string) string {
+	return "gpu." + strconv.Itoa(index) + "." + suffix
+}
+
 // Canonical histogram names (see CONTRACT.md).
 const (
 	HistTTFT    = "server_ttft_seconds"
@@ -27,6 +67,11 @@ const (
 	HistPrefill = "server_prefill_seconds"
 	HistDecode  = "server_decode_seconds"
 )
+
+// HistogramNames lists the canonical histogram names in print order.
+func HistogramNames() []string {
+	return []string{HistTTFT, HistITL, HistE2E, HistQueue, HistPrefill, HistDecode}
+}
 
 // Sample is one parsed scrape mapped to canonical signals.
 type Sample struct {
@@ -47,6 +92,9 @@ type Histogram struct {
 	Count   float64
 	Sum     float64
 	Buckets []Bucket // ascending by UpperBound; last is +Inf
+	// NoSum is true when the server exposed no _sum (Sum is then 0 and
+	// means nothing); JSON prints "sum": null.
+	NoSum bool
 }
 
 // Bucket is one cumulative bucket.

@@ -1,0 +1,202 @@
+package diagnose
+
+import (
+	"math"
+	"time"
+
+	"github.com/tokentop/tokentop/config"
+	"github.com/tokentop/tokentop/metrics"
+)
+
+// Goodput units.
+const (
+	GoodputUnitRequests     = "requests"
+	GoodputUnitOutputTokens = "output_tokens"
+)
+
+// Objective names. Each carries its unit: "_ms" for milliseconds, "_per_s"
+// for a rate, none for a ratio in [0,1].
+const (
+	ObjValidStreams       = "valid_streams"
+	ObjTTFTP50            = "ttft_p50_ms"
+	ObjTTFTP95            = "ttft_p95_ms"
+	ObjTTFTP99            = "ttft_p99_ms"
+	ObjITLP50             = "itl_p50_ms"
+	ObjITLP95             = "itl_p95_ms"
+	ObjITLP99             = "itl_p99_ms"
+	ObjE2EP50             = "e2e_p50_ms"
+	ObjE2EP95             = "e2e_p95_ms"
+	ObjE2EP99             = "e2e_p99_ms"
+	ObjDeadlineCompletion = "deadline_completion"
+	ObjOutputTokensPerS   = "output_tokens_per_s"
+	ObjValidity           = "validity"
+)
+
+// EvaluateSLO judges every class of the config against the view, one Verdict
+// per class in config order. It is pure: same inputs, same verdicts.
+//
+// Every objective set in a class's SLO is judged, whatever the class's kind,
+// so that an objective a user wrote is never silently ignored; the kind only
+// chooses the goodput unit. A class with no finished request in the span has
+// NoData set, fails, and keeps its objectives with nil actuals so a reader
+// still sees what was promised.
+func EvaluateSLO(v *metrics.View, classes []config.Class) []Verdict {
+	out := make([]Verdict, 0, len(classes))
+	for i := range classes {
+		out = append(out, evaluateClassSLO(v, &classes[i]))
+	}
+	return out
+}
+
+func evaluateClassSLO(v *metrics.View, cl *config.Class) Verdict {
+	var cs *metrics.ClassStats
+	var span time.Duration
+	if v != nil {
+		cs = v.Class(cl.Name)
+		span = v.Span
+	}
+	if cs == nil {
+		// The aggregator knows nothing of the class: judge it on zero stats
+		// so it reads as "no data" rather than vanishing from the report.
+		cs = &metrics.ClassStats{Name: cl.Name, Kind: cl.Kind}
+	}
+	kind := cl.Kind
+	if kind == "" {
+		kind = config.KindInteractive
+	}
+	verdict := Verdict{
+		Class:   cl.Name,
+		Kind:    kind,
+		NoData:  cs.Judged == 0,
+		Goodput: classGoodput(cs, kind, span),
+	}
+	verdict.Objectives = sloObjectives(cs, &cl.SLO, span)
+	if verdict.NoData {
+		for i := range verdict.Objectives {
+			verdict.Objectives[i].Actual = nil
+			verdict.Objectives[i].Pass = false
+		}
+	}
+	verdict.Pass = !verdict.NoData
+	for _, o := range verdict.Objectives {
+		verdict.Pass = verdict.Pass && o.Pass
+	}
+	return verdict
+}
+
+// sloObjectives lists the SLO's objectives in a fixed order: validity of
+// streams, then TTFT, ITL and E2E percentiles, then the batch objectives.
+func sloObjectives(cs *metrics.ClassStats, slo *config.SLO, span time.Duration) []Objective {
+	var objs []Objective
+	if slo.ValidStreams != nil {
+		objs = append(objs, sloAtLeast(ObjValidStreams, float64(*slo.ValidStreams), countRatio(cs.Valid, cs.Judged)))
+	}
+	objs = appendPercentileObjectives(objs, slo.TTFT, &cs.TTFT, ObjTTFTP50, ObjTTFTP95, ObjTTFTP99, "")
+	basis := cs.ITLBasis
+	if basis == "" {
+		basis = metrics.BasisChunk
+	}
+	objs = appendPercentileObjectives(objs, slo.ITL, &cs.ITL, ObjITLP50, ObjITLP95, ObjITLP99, basis)
+	// The probe always caps max_tokens, so E2E here is end-to-end latency
+	// for capped outputs, not for whatever length the server would choose.
+	objs = appendPercentileObjectives(objs, slo.E2E, &cs.E2E, ObjE2EP50, ObjE2EP95, ObjE2EP99, "")
+	if slo.DeadlineCompletion != nil {
+		// Retries and drops are in DeadlineRequests, so they count against.
+		objs = append(objs, sloAtLeast(ObjDeadlineCompletion, float64(*slo.DeadlineCompletion), countRatio(cs.DeadlineMet, cs.DeadlineRequests)))
+	}
+	if slo.OutputTokensPerS != nil {
+		objs = append(objs, sloAtLeast(ObjOutputTokensPerS, *slo.OutputTokensPerS, ratePerS(cs.ValidOutputTokens, span)))
+	}
+	if slo.Validity != nil {
+		objs = append(objs, sloAtLeast(ObjValidity, float64(*slo.Validity), countRatio(cs.Valid, cs.Judged)))
+	}
+	return objs
+}
+
+func appendPercentileObjectives(objs []Objective, p config.Percentiles, d *metrics.Dist, n50, n95, n99, basis string) []Objective {
+	for _, q := range []struct {
+		target *config.Duration
+		name   string
+		value  float64
+	}{
+		{p.P50, n50, d.P50},
+		{p.P95, n95, d.P95},
+		{p.P99, n99, d.P99},
+	} {
+		if q.target == nil {
+			continue
+		}
+		var actual *float64
+		if d.Count > 0 {
+			actual = sloFloat(q.value)
+		}
+		o := sloAtMost(q.name, sloMs(q.target.Duration), actual)
+		o.Basis = basis
+		objs = append(objs, o)
+	}
+	return objs
+}
+
+// sloAtMost builds a latency-like objective: actual <= target. A missing actual
+// fails: an SLO is held only when the data shows it.
+func sloAtMost(name string, target float64, actual *float64) Objective {
+	return Objective{
+		Name:   name,
+		Target: target,
+		Actual: actual,
+		AtMost: true,
+		Pass:   actual != nil && !sloExceeds(*actual, target),
+	}
+}
+
+// sloAtLeast builds a ratio- or rate-like objective: actual >= target.
+func sloAtLeast(name string, target float64, actual *float64) Objective {
+	return Objective{
+		Name:   name,
+		Target: target,
+		Actual: actual,
+		Pass:   actual != nil && !sloExceeds(target, *actual),
+	}
+}
+
+// sloExceeds reports whether a is above b by more than float rounding. Targets
+// parsed from "99.9%" come out as 0.9990000000000001 while 999/1000 is
+// 0.999; without the tolerance an exactly met target would fail.
+func sloExceeds(a, b float64) bool {
+	tol := 1e-9 * math.Max(1, math.Max(math.Abs(a), math.Abs(b)))
+	return a-b > tol
+}
+
+func classGoodput(cs *metrics.ClassStats, kind string, span time.Duration) Goodput {
+	g := Goodput{Unit: GoodputUnitRequests, Numerator: float64(cs.GoodRequests), Denominator: float64(cs.Judged)}
+	if kind == config.KindBatch {
+		g = Goodput{Unit: GoodputUnitOutputTokens, Numerator: float64(cs.ValidOutputTokens), Denominator: float64(cs.ExpectedTokens)}
+	}
+	if span > 0 {
+		g.PerS = g.Numerator / span.Seconds()
+	}
+	if g.Denominator > 0 {
+		g.Ratio = sloFloat(g.Numerator / g.Denominator)
+	}
+	return g
+}
+
+func countRatio(num, den int64) *float64 {
+	if den <= 0 {
+		return nil
+	}
+	return sloFloat(float64(num) / float64(den))
+}
+
+func ratePerS(n int64, span time.Duration) *float64 {
+	if span <= 0 {
+		return nil
+	}
+	return sloFloat(float64(n) / span.Seconds())
+}
+
+func sloMs(d time.Duration) float64 {
+	return float64(d) / float64(time.Millisecond)
+}
+
+func sloFloat(v float64) *float64 { return &v }

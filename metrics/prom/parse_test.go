@@ -1,0 +1,572 @@
+package prom
+
+import (
+	"errors"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// vllmV1DP is a vLLM V1 scrape with two data-parallel engines, each with
+// two tensor-parallel ranks reporting KV usage, serving two models. Lines are
+// deliberately out of order and formatted as real servers do (le="1.0" on one
+// engine, le="1" on the other).
+const vllmV1DP = `# HELP vllm:num_requests_waiting Number of requests waiting to be processed.
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{engine="0",model_name="m1"} 3.0
+vllm:num_requests_waiting{engine="1",model_name="m1"} 4.0
+vllm:num_requests_waiting{engine="0",model_name="m2"} 10.0
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="m1"} 8.0
+vllm:num_requests_running{engine="1",model_name="m1"} 6.0
+vllm:num_requests_running{engine="0",model_name="m2"} 1.0
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{engine="0",model_name="m1",tp_rank="0"} 0.25
+vllm:kv_cache_usage_perc{engine="0",model_name="m1",tp_rank="1"} 0.30
+vllm:kv_cache_usage_perc{engine="1",model_name="m1",tp_rank="0"} 0.70
+vllm:kv_cache_usage_perc{engine="1",model_name="m1",tp_rank="1"} 0.65
+vllm:kv_cache_usage_perc{engine="0",model_name="m2"} 0.9
+# TYPE vllm:num_preemptions_total counter
+vllm:num_preemptions_total{engine="0",model_name="m1"} 2.0
+vllm:num_preemptions_total{engine="1",model_name="m1"} 5.0
+# TYPE vllm:num_preemptions_created gauge
+vllm:num_preemptions_created{engine="0",model_name="m1"} 1.75e9
+# TYPE vllm:prefix_cache_queries_total counter
+vllm:prefix_cache_queries_total{engine="0",model_name="m1"} 100.0
+vllm:prefix_cache_queries_total{engine="1",model_name="m1"} 300.0
+# TYPE vllm:prefix_cache_hits_total counter
+vllm:prefix_cache_hits_total{engine="0",model_name="m1"} 50.0
+vllm:prefix_cache_hits_total{engine="1",model_name="m1"} 30.0
+# TYPE vllm:time_to_first_token_seconds histogram
+vllm:time_to_first_token_seconds_bucket{engine="0",le="10.0",model_name="m1"} 5.0
+vllm:time_to_first_token_seconds_bucket{engine="0",le="2.5",model_name="m1"} 4.0
+vllm:time_to_first_token_seconds_bucket{engine="0",le="1.0",model_name="m1"} 2.0
+vllm:time_to_first_token_seconds_bucket{engine="0",le="+Inf",model_name="m1"} 5.0
+vllm:time_to_first_token_seconds_count{engine="0",model_name="m1"} 5.0
+vllm:time_to_first_token_seconds_sum{engine="0",model_name="m1"} 9.5
+vllm:time_to_first_token_seconds_bucket{engine="1",le="1",model_name="m1"} 1.0
+vllm:time_to_first_token_seconds_bucket{engine="1",le="2.5",model_name="m1"} 1.0
+vllm:time_to_first_token_seconds_bucket{engine="1",le="10",model_name="m1"} 3.0
+vllm:time_to_first_token_seconds_bucket{engine="1",le="+Inf",model_name="m1"} 4.0
+vllm:time_to_first_token_seconds_count{engine="1",model_name="m1"} 4.0
+vllm:time_to_first_token_seconds_sum{engine="1",model_name="m1"} 30.5
+vllm:time_to_first_token_seconds_created{engine="1",model_name="m1"} 1.75e9
+`
+
+func TestVLLMV1DataParallel(t *testing.T) {
+	tests := []struct {
+		model   string
+		signals map[string]float64
+		ttft    *wantHist
+		warn    string
+	}{
+		{
+			model: "auto",
+			signals: map[string]float64{
+				SignalQueueDepth:         3 + 4 + 10,
+				SignalRunning:            8 + 6 + 1,
+				SignalKVUsage:            0.9, // max over engines, ranks and models
+				SignalPreemptionsTotal:   2 + 5,
+				SignalPrefixCacheHitRate: (50.0 + 30) / (100 + 300),
+			},
+			ttft: &wantHist{count: 9, sum: 40, buckets: 4, quantiles: map[float64]float64{
+				// cumulative sum: le1: 3, le2.5: 5, le10: 8, +Inf: 9.
+				// p50: rank 4.5 in (1, 2.5]: 1 + 1.5*(4.5-3)/(5-3).
+				0.5: 1 + 1.5*(4.5-3)/2,
+				// p95: rank 8.55 is past le=10: largest finite bound.
+				0.95: 10,
+			}},
+		},
+		{
+			model: "m1",
+			signals: map[string]float64{
+				SignalQueueDepth:         3 + 4,
+				SignalRunning:            8 + 6,
+				SignalKVUsage:            0.70,
+				SignalPreemptionsTotal:   2 + 5,
+				SignalPrefixCacheHitRate: (50.0 + 30) / (100 + 300),
+			},
+			ttft: &wantHist{count: 9, sum: 40, buckets: 4},
+		},
+		{
+			model:   "m2",
+			signals: map[string]float64{SignalQueueDepth: 10, SignalRunning: 1, SignalKVUsage: 0.9},
+		},
+		{
+			model:   "nope",
+			signals: map[string]float64{},
+			warn:    `model "nope" not found`,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.model, func(t *testing.T) {
+			s, err := Parse(strings.NewReader(vllmV1DP), ParseOptions{Model: tc.model})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Profile != ProfileVLLM || s.Variant != "v1" {
+				t.Errorf("profile = %s/%s", s.Profile, s.Variant)
+			}
+			if !slices.Equal(s.Models, []string{"m1", "m2"}) {
+				t.Errorf("models = %v", s.Models)
+			}
+			checkSignals(t, s, tc.signals)
+			hists := map[string]wantHist{}
+			if tc.ttft != nil {
+				hists[HistTTFT] = *tc.ttft
+			}
+			checkHists(t, s, hists)
+			if tc.warn != "" && !hasWarning(s, tc.warn) {
+				t.Errorf("no warning %q in %q", tc.warn, s.Warnings)
+			}
+		})
+	}
+}
+
+func TestCreatedDropped(t *testing.T) {
+	e, err := ParseExposition(strings.NewReader(vllmV1DP), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range e.Series {
+		if strings.HasSuffix(name, "_created") {
+			t.Errorf("series %s kept", name)
+		}
+	}
+	for name := range e.Types {
+		if strings.HasSuffix(name, "_created") {
+			t.Errorf("family %s kept", name)
+		}
+	}
+}
+
+func TestTensorParallelCountersNotDoubled(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		want map[string]float64
+	}{
+		{
+			// --enable-metrics-for-all-schedulers: every TP rank of a
+			// replica repeats its counters.
+			name: "tp ranks within dp replicas",
+			in: `sglang:num_queue_reqs{model_name="m",tp_rank="0",dp_rank="0"} 5
+sglang:num_queue_reqs{model_name="m",tp_rank="1",dp_rank="0"} 5
+sglang:num_queue_reqs{model_name="m",tp_rank="0",dp_rank="1"} 2
+sglang:num_queue_reqs{model_name="m",tp_rank="1",dp_rank="1"} 2
+sglang:token_usage{model_name="m",tp_rank="0",dp_rank="0"} 0.4
+sglang:token_usage{model_name="m",tp_rank="1",dp_rank="0"} 0.6
+sglang:prompt_tokens_total{model_name="m",tp_rank="0",dp_rank="0"} 100
+sglang:prompt_tokens_total{model_name="m",tp_rank="1",dp_rank="0"} 100`,
+			want: map[string]float64{
+				SignalQueueDepth:        5 + 2, // dp replicas summed, tp rank 1 skipped
+				SignalKVUsage:           0.6,   // max, not 0.4+0.6
+				SignalPromptTokensTotal: 100,
+			},
+		},
+		{
+			// DP attention: each replica's reporting scheduler has a global
+			// tp_rank that is not 0; those must still be summed.
+			name: "dp attention",
+			in: `sglang:num_running_reqs{model_name="m",tp_rank="0",pp_rank="0",moe_ep_rank="0",dp_rank="0"} 3
+sglang:num_running_reqs{model_name="m",tp_rank="4",pp_rank="0",moe_ep_rank="4",dp_rank="1"} 6
+sglang:num_running_reqs{model_name="m",tp_rank="5",pp_rank="0",moe_ep_rank="5",dp_rank="1"} 6`,
+			want: map[string]float64{SignalRunning: 3 + 6},
+		},
+		{
+			name: "plain tensor parallel, no dp label",
+			in: `sglang:num_running_reqs{model_name="m",tp_rank="1",pp_rank="0"} 7
+sglang:num_running_reqs{model_name="m",tp_rank="0",pp_rank="0"} 7
+sglang:time_to_first_token_seconds_bucket{model_name="m",tp_rank="0",le="+Inf"} 4
+sglang:time_to_first_token_seconds_sum{model_name="m",tp_rank="0"} 2
+sglang:time_to_first_token_seconds_bucket{model_name="m",tp_rank="1",le="+Inf"} 4
+sglang:time_to_first_token_seconds_sum{model_name="m",tp_rank="1"} 2`,
+			want: map[string]float64{SignalRunning: 7},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Parse(strings.NewReader(tc.in), ParseOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkSignals(t, s, tc.want)
+			if h, ok := s.Histograms[HistTTFT]; ok && h.Count != 4 {
+				t.Errorf("ttft count = %g, want 4 (one rank)", h.Count)
+			}
+		})
+	}
+}
+
+func TestSimulatorProfile(t *testing.T) {
+	in := "# TYPE tokentop_sim_info gauge\ntokentop_sim_info{version=\"dev\"} 1\n" + vllmV1DP
+	s, err := Parse(strings.NewReader(in), ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Profile != ProfileSim || s.Variant != "vllm-v1" {
+		t.Fatalf("profile = %s/%s, want tokentop-sim/vllm-v1", s.Profile, s.Variant)
+	}
+	// Mapped exactly like vLLM V1.
+	ref, err := Parse(strings.NewReader(vllmV1DP), ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range SignalNames() {
+		a, okA := s.Signal(name)
+		b, okB := ref.Signal(name)
+		if okA != okB || a != b {
+			t.Errorf("%s: sim %g/%v, vllm %g/%v", name, a, okA, b, okB)
+		}
+	}
+	if len(s.Histograms) != len(ref.Histograms) {
+		t.Errorf("sim has %d histograms, vllm %d", len(s.Histograms), len(ref.Histograms))
+	}
+}
+
+func TestTolerance(t *testing.T) {
+	// No HELP, blank lines, CRLF, a C-runtime NaN, a broken line in the
+	// middle, a timestamp, a trailing comma, escaped label values, no final
+	// newline.
+	in := "\n\n# TYPE vllm:num_requests_waiting gauge\r\n" +
+		"vllm:num_requests_waiting{model_name=\"a\\\"b\"} 4 1718140558000\r\n" +
+		"vllm:num_requests_running{model_name=\"a\\\"b\",} -nan(ind)\n" +
+		"this is not a metric line {\n" +
+		"vllm:num_requests_running{model_name=\"a\\\"b\"\n" +
+		"\t\n" +
+		"vllm:kv_cache_usage_perc{model_name=\"a\\\"b\"} 0.5"
+	s, err := Parse(strings.NewReader(in), ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSignals(t, s, map[string]float64{
+		SignalQueueDepth: 4,
+		SignalKVUsage:    0.5,
+		// running is NaN: absent, not 0.
+	})
+	if !slices.Equal(s.Models, []string{`a"b`}) {
+		t.Errorf("models = %q", s.Models)
+	}
+	for _, w := range []string{"line 6", "line 7", "is NaN"} {
+		if !hasWarning(s, w) {
+			t.Errorf("no warning %q in %q", w, s.Warnings)
+		}
+	}
+}
+
+func TestParseValue(t *testing.T) {
+	tests := []struct {
+		in   string
+		want float64
+	}{
+		{"1.5", 1.5}, {"1e+06", 1e6}, {"+Inf", math.Inf(1)}, {"-Inf", math.Inf(-1)},
+		{"NaN", math.NaN()}, {"-nan(ind)", math.NaN()}, {"nan", math.NaN()},
+		{"1.#INF", math.Inf(1)}, {"-1.#INF", math.Inf(-1)}, {"-1.#IND", math.NaN()}, {"1.#QNAN", math.NaN()},
+		{"inf", math.Inf(1)}, {"-infinity", math.Inf(-1)},
+	}
+	for _, tc := range tests {
+		got, err := parseValue(tc.in)
+		if err != nil {
+			t.Errorf("parseValue(%q): %v", tc.in, err)
+			continue
+		}
+		if math.IsNaN(tc.want) != math.IsNaN(got) || (!math.IsNaN(tc.want) && got != tc.want) {
+			t.Errorf("parseValue(%q) = %g, want %g", tc.in, got, tc.want)
+		}
+	}
+	for _, bad := range []string{"", "abc", "1.2.3", "0x"} {
+		if _, err := parseValue(bad); err == nil {
+			t.Errorf("parseValue(%q) accepted", bad)
+		}
+	}
+}
+
+func TestParseSampleLine(t *testing.T) {
+	tests := []struct {
+		in      string
+		name    string
+		labels  map[string]string
+		wantErr bool
+	}{
+		{in: `a 1`, name: "a", labels: nil},
+		{in: `a{} 1`, name: "a", labels: map[string]string{}},
+		{in: `a{b="c", d="e"} 1`, name: "a", labels: map[string]string{"b": "c", "d": "e"}},
+		{in: `{"a.b",c="d"} 1`, name: "a.b", labels: map[string]string{"c": "d"}},
+		{in: `a{"x.y"="z"} 1`, name: "a", labels: map[string]string{"x.y": "z"}},
+		{in: `a{b="multi\nline"} 1`, name: "a", labels: map[string]string{"b": "multi\nline"}},
+		{in: `a{b="c"} 1 # {trace_id="x"} 1`, name: "a", labels: map[string]string{"b": "c"}},
+		{in: `a{b="c" 1`, wantErr: true},
+		{in: `a{b=c} 1`, wantErr: true},
+		{in: `a{b="c",b="d"} 1`, wantErr: true},
+		{in: `a{b="c"}`, wantErr: true},
+		{in: `a 1 2 3`, wantErr: true},
+		{in: `a 1 notatime`, wantErr: true},
+		{in: `{} 1`, wantErr: true},
+		{in: `1a 1`, wantErr: true},
+	}
+	for _, tc := range tests {
+		s, err := parseSampleLine(tc.in)
+		if tc.wantErr {
+			if err == nil {
+				t.Errorf("%q: no error", tc.in)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", tc.in, err)
+			continue
+		}
+		if s.Name != tc.name || len(s.Labels) != len(tc.labels) {
+			t.Errorf("%q: got %q %v", tc.in, s.Name, s.Labels)
+			continue
+		}
+		for k, v := range tc.labels {
+			if s.Labels[k] != v {
+				t.Errorf("%q: label %s = %q, want %q", tc.in, k, s.Labels[k], v)
+			}
+		}
+	}
+}
+
+func TestMaxBytes(t *testing.T) {
+	body := strings.Repeat("vllm:num_requests_waiting 1\n", 100)
+	if _, err := Parse(strings.NewReader(body), ParseOptions{MaxBytes: int64(len(body))}); err != nil {
+		t.Fatalf("body of exactly MaxBytes rejected: %v", err)
+	}
+	_, err := Parse(strings.NewReader(body), ParseOptions{MaxBytes: int64(len(body) - 1)})
+	if !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("err = %v, want ErrTooLarge", err)
+	}
+}
+
+func TestWarningsBounded(t *testing.T) {
+	body := strings.Repeat("garbage {\n", 1000)
+	s, err := Parse(strings.NewReader(body), ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Warnings) > maxWarnings+1 {
+		t.Errorf("%d warnings, want at most %d", len(s.Warnings), maxWarnings+1)
+	}
+	if !hasWarning(s, "980 more warnings") {
+		t.Errorf("no summary warning: %q", s.Warnings[len(s.Warnings)-1])
+	}
+	if s.Profile != ProfileUnknown {
+		t.Errorf("profile = %s", s.Profile)
+	}
+}
+
+func TestHistogramOddities(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		want *wantHist // nil: histogram absent
+		warn string
+	}{
+		{
+			name: "no +Inf bucket, _count present",
+			in: `vllm:e2e_request_latency_seconds_bucket{le="1"} 2
+vllm:e2e_request_latency_seconds_count 3
+vllm:e2e_request_latency_seconds_sum 4`,
+			want: &wantHist{count: 3, sum: 4, buckets: 2},
+		},
+		{
+			name: "cut mid-histogram: no +Inf, no _count",
+			in: `vllm:e2e_request_latency_seconds_bucket{le="1"} 2
+vllm:e2e_request_latency_seconds_bucket{le="2"} 3`,
+			warn: "no +Inf bucket",
+		},
+		{
+			name: "non-monotonic buckets are repaired",
+			in: `vllm:e2e_request_latency_seconds_bucket{le="1"} 5
+vllm:e2e_request_latency_seconds_bucket{le="2"} 4
+vllm:e2e_request_latency_seconds_bucket{le="+Inf"} 6
+vllm:e2e_request_latency_seconds_sum 1`,
+			want: &wantHist{count: 6, sum: 1, buckets: 3, quantiles: map[float64]float64{0.5: 0.6}},
+			warn: "made monotonic",
+		},
+		{
+			name: "bad le",
+			in: `vllm:e2e_request_latency_seconds_bucket{le="x"} 5
+vllm:e2e_request_latency_seconds_bucket{le="+Inf"} 6
+vllm:e2e_request_latency_seconds_sum 1`,
+			want: &wantHist{count: 6, sum: 1, buckets: 1},
+			warn: "invalid le",
+		},
+		{
+			name: "different layouts across engines",
+			in: `vllm:e2e_request_latency_seconds_bucket{engine="0",le="1"} 1
+vllm:e2e_request_latency_seconds_bucket{engine="0",le="+Inf"} 2
+vllm:e2e_request_latency_seconds_sum{engine="0"} 3
+vllm:e2e_request_latency_seconds_bucket{engine="1",le="5"} 1
+vllm:e2e_request_latency_seconds_bucket{engine="1",le="+Inf"} 1
+vllm:e2e_request_latency_seconds_sum{engine="1"} 1`,
+			want: &wantHist{count: 2, sum: 3, buckets: 2},
+			warn: "different bucket layout",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Parse(strings.NewReader(tc.in), ParseOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]wantHist{}
+			if tc.want != nil {
+				want[HistE2E] = *tc.want
+			}
+			checkHists(t, s, want)
+			if tc.warn != "" && !hasWarning(s, tc.warn) {
+				t.Errorf("no warning %q in %q", tc.warn, s.Warnings)
+			}
+		})
+	}
+}
+
+func TestDCGMUnitsAndBlanks(t *testing.T) {
+	in := `DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="a"} 87
+DCGM_FI_DEV_GPU_UTIL{gpu="1",UUID="b"} 9223372036854775794
+DCGM_FI_DEV_FB_USED{gpu="0",UUID="a"} 1024
+DCGM_FI_DEV_FB_FREE{gpu="0",UUID="a"} 3000
+DCGM_FI_DEV_FB_RESERVED{gpu="0",UUID="a"} 72
+DCGM_FI_PROF_DRAM_ACTIVE{gpu="0",UUID="a"} 0.42
+DCGM_FI_DEV_MEM_COPY_UTIL{gpu="0",UUID="a"} 50
+DCGM_FI_DEV_MEM_COPY_UTIL{gpu="1",UUID="b"} 30
+DCGM_FI_DEV_POWER_USAGE{gpu="1",UUID="b"} 140737488355328
+DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="a",GPU_I_ID="1",GPU_I_PROFILE="1g.10gb"} 5
+DCGM_FI_DEV_SM_CLOCK{UUID="c"} 1400`
+	s, err := Parse(strings.NewReader(in), ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Profile != ProfileDCGM {
+		t.Errorf("profile = %s", s.Profile)
+	}
+	checkSignals(t, s, map[string]float64{
+		"gpu.0.util":            0.87,
+		"gpu.0.mem_used_bytes":  1024 * mibBytes,
+		"gpu.0.mem_total_bytes": (1024 + 3000 + 72) * mibBytes,
+		"gpu.0.mem_bw_util":     0.42, // PROF_DRAM_ACTIVE preferred
+		"gpu.1.mem_bw_util":     0.30, // fallback MEM_COPY_UTIL
+		// gpu 1 util and power are DCGM blanks: absent.
+	})
+	if !hasWarning(s, "without a usable gpu label") {
+		t.Errorf("warnings = %q", s.Warnings)
+	}
+}
+
+func TestOtherProfiles(t *testing.T) {
+	tests := []struct {
+		name, in         string
+		profile, variant string
+		signals          map[string]float64
+		hists            []string
+	}{
+		{
+			name: "trtllm-serve prefixed",
+			in: `trtllm_num_requests_waiting{model_name="m",engine_type="trtllm"} 2
+trtllm_num_requests_running{model_name="m",engine_type="trtllm"} 3
+trtllm_kv_cache_utilization{model_name="m",engine_type="trtllm"} 0.62
+trtllm_kv_cache_reused_blocks_total{model_name="m",engine_type="trtllm"} 30
+trtllm_kv_cache_missed_blocks_total{model_name="m",engine_type="trtllm"} 90
+trtllm_kv_cache_hit_rate{model_name="m",engine_type="trtllm"} 0.9
+trtllm_time_per_output_token_seconds_bucket{model_name="m",engine_type="trtllm",le="+Inf"} 1
+trtllm_time_per_output_token_seconds_sum{model_name="m",engine_type="trtllm"} 0.02`,
+			profile: "trtllm-serve",
+			signals: map[string]float64{SignalQueueDepth: 2, SignalRunning: 3, SignalKVUsage: 0.62, SignalPrefixCacheHitRate: 30.0 / (30 + 90)},
+			hists:   []string{HistITL},
+		},
+		{
+			name: "lmdeploy",
+			in: `lmdeploy:num_requests_waiting{model_name="m",engine="0"} 1
+lmdeploy:num_requests_waiting{model_name="m",engine="1"} 2
+lmdeploy:gpu_cache_usage_perc{model_name="m",engine="0"} 0.1
+lmdeploy:gpu_cache_usage_perc{model_name="m",engine="1"} 0.3
+lmdeploy:iter_token_latency_bucket{model_name="m",engine="0",le="+Inf"} 1
+lmdeploy:iter_token_latency_sum{model_name="m",engine="0"} 0.01`,
+			profile: "lmdeploy",
+			signals: map[string]float64{SignalQueueDepth: 3, SignalKVUsage: 0.3},
+			hists:   []string{HistITL},
+		},
+		{
+			name: "nim",
+			in: `num_requests_running{model_name="meta/llama"} 4
+num_requests_waiting{model_name="meta/llama"} 0
+gpu_cache_usage_perc{model_name="meta/llama"} 0.05
+prompt_tokens_total{model_name="meta/llama"} 1000`,
+			profile: "nim",
+			signals: map[string]float64{SignalRunning: 4, SignalQueueDepth: 0, SignalKVUsage: 0.05, SignalPromptTokensTotal: 1000},
+		},
+		{
+			name: "llama.cpp with KV metrics",
+			in: `llamacpp:kv_cache_usage_ratio 0.125
+llamacpp:requests_processing 1
+llamacpp:requests_deferred 2`,
+			profile: "llamacpp", variant: "kv",
+			signals: map[string]float64{SignalKVUsage: 0.125, SignalRunning: 1, SignalQueueDepth: 2},
+		},
+		{
+			name: "tgi batch histograms",
+			in: `tgi_queue_size 3
+tgi_batch_current_size 7
+tgi_request_generated_tokens_sum 500
+tgi_batch_inference_duration_bucket{method="prefill",le="+Inf"} 2
+tgi_batch_inference_duration_sum{method="prefill"} 0.5
+tgi_batch_inference_duration_bucket{method="decode",le="+Inf"} 9
+tgi_batch_inference_duration_sum{method="decode"} 0.9`,
+			profile: "tgi",
+			signals: map[string]float64{SignalQueueDepth: 3, SignalRunning: 7, SignalGenerationTokens: 500},
+			hists:   []string{HistPrefill, HistDecode},
+		},
+		{
+			name: "triton first-response histogram in ms",
+			in: `nv_trt_llm_request_metrics{model="tensorrt_llm",request_type="active",version="1"} 5
+nv_inference_pending_request_count{model="ensemble",version="1"} 9
+nv_inference_pending_request_count{model="tensorrt_llm",version="1"} 2
+nv_inference_first_response_histogram_ms_bucket{model="tensorrt_llm",version="1",le="100"} 1
+nv_inference_first_response_histogram_ms_bucket{model="tensorrt_llm",version="1",le="+Inf"} 2
+nv_inference_first_response_histogram_ms_sum{model="tensorrt_llm",version="1"} 350`,
+			profile: "triton-trtllm", variant: "trtllm",
+			// Only the TRT-LLM model's pending requests: the ensemble holds
+			// the same requests.
+			signals: map[string]float64{SignalRunning: 5, SignalQueueDepth: 2},
+			hists:   []string{HistTTFT},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Parse(strings.NewReader(tc.in), ParseOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Profile != tc.profile || s.Variant != tc.variant {
+				t.Errorf("profile = %s/%s, want %s/%s", s.Profile, s.Variant, tc.profile, tc.variant)
+			}
+			checkSignals(t, s, tc.signals)
+			var got []string
+			for n := range s.Histograms {
+				got = append(got, n)
+			}
+			slices.Sort(got)
+			want := slices.Clone(tc.hists)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Errorf("histograms %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+func TestTritonMillisecondsScaled(t *testing.T) {
+	in := `nv_inference_first_response_histogram_ms_bucket{model="m",version="1",le="100"} 1
+nv_inference_first_response_histogram_ms_bucket{model="m",version="1",le="+Inf"} 2
+nv_inference_first_response_histogram_ms_sum{model="m",version="1"} 350`
+	s, err := Parse(strings.NewReader(in), ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkHists(t, s, map[string]wantHist{
+		HistTTFT: {count: 2, sum: 0.350, buckets: 2, quantiles: map[float64]float64{0.25: 0.100 * 0.5 / 1}},
+	})
+}

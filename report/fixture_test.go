@@ -1,0 +1,193 @@
+package report
+
+import (
+	"time"
+
+	"github.com/tokentop/tokentop/config"
+	"github.com/tokentop/tokentop/diagnose"
+	"github.com/tokentop/tokentop/metrics"
+)
+
+func f64(v float64) *float64 { return &v }
+
+func fixtureDist(count int64, p50, p95, p99, mean, max float64) metrics.Dist {
+	return metrics.Dist{Count: count, P50: p50, P95: p95, P99: p99, Mean: mean, Max: max}
+}
+
+var bucketNames = []string{"0-512", "512-2k", "2k-8k", "8k+"}
+
+// emptyBuckets and emptyPaths are what the aggregator holds for a class
+// that has not finished a request yet: every fixed bucket and path, empty.
+func emptyBuckets() []metrics.BucketStats {
+	out := make([]metrics.BucketStats, 0, len(bucketNames))
+	for _, n := range bucketNames {
+		out = append(out, metrics.BucketStats{Bucket: n})
+	}
+	return out
+}
+
+func emptyPaths() []metrics.PathStats {
+	return []metrics.PathStats{{Path: "direct"}, {Path: "gateway"}}
+}
+
+// fixtureSnapshot is a 30 s session against a vLLM V1 server behind a
+// gateway: an interactive class that misses its TTFT p95, a batch class that
+// meets its SLO, and a canary class that never finished a request.
+func fixtureSnapshot() *metrics.Snapshot {
+	started := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	interactive := metrics.ClassStats{
+		Name: "interactive", Kind: config.KindInteractive,
+		Requests: 60, Completed: 58, Errors: 1, Cancelled: 1, Valid: 57, Retries: 1,
+		ErrorsByKind:      map[string]int64{"http_503": 1},
+		TTFT:              fixtureDist(58, 412.5, 1240, 1890.25, 530.1, 2210),
+		ITL:               fixtureDist(14000, 18.2, 41, 77.5, 21.3, 240),
+		ITLBasis:          metrics.BasisToken,
+		ChunkGap:          fixtureDist(9000, 22, 55, 130, 27.5, 610),
+		StallGaps:         27,
+		Gaps:              9000,
+		StallFraction:     0.003,
+		E2E:               fixtureDist(57, 5400, 8100, 9900, 5700, 10400),
+		E2EPerOutputToken: fixtureDist(57, 21.1, 31.6, 38.7, 22, 40.6),
+		TTFTBreakdown:     metrics.TTFTBreakdown{Queue: f64(250), Prefill: f64(140), Network: nil},
+		OutputTokens:      metrics.TokenStats{P50: 256, P95: 256, Total: 14592},
+		InputTokens:       metrics.TokenStats{P50: 690, P95: 1980, Total: 45000},
+		Throughput:        metrics.Throughput{RequestsPerS: 2, InputTokensPerS: 1500, OutputTokensPerS: 486.4},
+		GoodRequests:      50,
+		ByPromptBucket: []metrics.BucketStats{
+			{Bucket: "0-512", Requests: 22, TTFT: fixtureDist(22, 210, 420, 480, 230, 500), ITL: fixtureDist(5000, 17, 39, 70, 20, 200),
+				ChunkGap: fixtureDist(3200, 21, 50, 120, 26, 400), E2E: fixtureDist(22, 5200, 7600, 8000, 5300, 8100)},
+			{Bucket: "512-2k", Requests: 30, TTFT: fixtureDist(30, 480, 1300, 1800, 600, 2000), ITL: fixtureDist(7600, 18.5, 42, 80, 21.5, 240),
+				ChunkGap: fixtureDist(4900, 22, 56, 131, 27.6, 610), E2E: fixtureDist(29, 5500, 8200, 9900, 5800, 10400)},
+			{Bucket: "2k-8k", Requests: 8, TTFT: fixtureDist(6, 1500, 1890, 1890, 1600, 2210), ITL: fixtureDist(1400, 19, 44, 81, 22, 230),
+				ChunkGap: fixtureDist(900, 23, 57, 133, 28, 500), E2E: fixtureDist(6, 6600, 8700, 8700, 6900, 8700)},
+			{Bucket: "8k+"},
+		},
+		Paths: []metrics.PathStats{
+			{Path: "direct", Requests: 30, TTFT: fixtureDist(29, 300, 900, 1200, 380, 1300), ChunkGap: fixtureDist(4600, 20, 45, 90, 23, 300), EventsPerRead: 1.05},
+			{Path: "gateway", Requests: 30, TTFT: fixtureDist(29, 520, 1400, 2000, 680, 2210), ChunkGap: fixtureDist(1100, 95, 260, 410, 120, 610), EventsPerRead: 4.2},
+		},
+	}
+	batch := metrics.ClassStats{
+		Name: "batch", Kind: config.KindBatch,
+		Requests: 400, Completed: 400, Valid: 399,
+		TTFT:              fixtureDist(400, 900, 2400, 3100, 1100, 3500),
+		ITL:               fixtureDist(70000, 30, 62, 95, 33, 300),
+		ITLBasis:          metrics.BasisChunk,
+		ChunkGap:          fixtureDist(70000, 30, 62, 95, 33, 300),
+		StallGaps:         0,
+		Gaps:              70000,
+		StallFraction:     0,
+		E2E:               fixtureDist(400, 6200, 8800, 9900, 6500, 11000),
+		E2EPerOutputToken: fixtureDist(400, 34.4, 48.9, 55, 36.1, 61.1),
+		TTFTBreakdown:     metrics.TTFTBreakdown{Queue: f64(600), Prefill: f64(290), Network: f64(3.5)},
+		OutputTokens:      metrics.TokenStats{P50: 180, P95: 180, Total: 71820},
+		InputTokens:       metrics.TokenStats{P50: 1490, P95: 2950, Total: 610000},
+		Throughput:        metrics.Throughput{RequestsPerS: 13.33, InputTokensPerS: 20333.3, OutputTokensPerS: 2394, JobsPerS: 0.5},
+		ValidOutputTokens: 71820, ExpectedTokens: 72000,
+		Jobs: 15, JobsOnTime: 15, DeadlineRequests: 400, DeadlineMet: 399,
+		ByPromptBucket: []metrics.BucketStats{
+			{Bucket: "0-512"},
+			{Bucket: "512-2k", Requests: 120, TTFT: fixtureDist(120, 700, 1900, 2500, 820, 2700), ITL: fixtureDist(21000, 29, 60, 92, 32, 280),
+				ChunkGap: fixtureDist(21000, 29, 60, 92, 32, 280), E2E: fixtureDist(120, 6000, 8400, 9500, 6300, 10000)},
+			{Bucket: "2k-8k", Requests: 280, TTFT: fixtureDist(280, 1000, 2500, 3200, 1200, 3500), ITL: fixtureDist(49000, 30, 63, 96, 33.4, 300),
+				ChunkGap: fixtureDist(49000, 30, 63, 96, 33.4, 300), E2E: fixtureDist(280, 6300, 8900, 10000, 6600, 11000)},
+			{Bucket: "8k+"},
+		},
+		Paths: []metrics.PathStats{
+			{Path: "direct", Requests: 400, TTFT: fixtureDist(400, 900, 2400, 3100, 1100, 3500), ChunkGap: fixtureDist(70000, 30, 62, 95, 33, 300), EventsPerRead: 1.01},
+			{Path: "gateway"},
+		},
+	}
+	canary := metrics.ClassStats{
+		Name: "canary", Kind: config.KindInteractive, InFlight: 1,
+		ByPromptBucket: emptyBuckets(), Paths: emptyPaths(),
+	}
+	return &metrics.Snapshot{
+		At:      started.Add(30 * time.Second),
+		Started: started,
+		Window:  10 * time.Second,
+		Run: metrics.View{
+			Span:    30 * time.Second,
+			Classes: []metrics.ClassStats{interactive, batch, canary},
+			Server: metrics.ServerStats{
+				Profile: "vllm", Variant: "v1", ScrapeOK: true, Scrapes: 120,
+				QueueDepth:      metrics.GaugeStats{Count: 120, Last: 9, P50: 6, P95: 14, Max: 19},
+				Running:         metrics.GaugeStats{Count: 120, Last: 64, P50: 64, P95: 64, Max: 64},
+				KVUsage:         metrics.GaugeStats{Count: 120, Last: 0.71, P50: 0.68, P95: 0.83, Max: 0.9},
+				PreemptionsPerS: f64(0.2),
+				TTFT:            fixtureDist(900, 380, 1100, 1700, 450, 2000),
+				ITL:             fixtureDist(80000, 25, 55, 88, 28, 280),
+				Queue:           fixtureDist(900, 240, 800, 1300, 320, 1500),
+			},
+			GPU: metrics.GPUStats{
+				Source: "nvml",
+				Devices: []metrics.GPUDeviceStats{
+					{Index: 0, Name: "NVIDIA H100 80GB HBM3", UtilP50: f64(0.97), UtilMax: f64(1), MemUsedFracMax: f64(0.93),
+						MemBWUtilP50: f64(0.61), PowerWP50: f64(655), ClockEventWords: []string{"sw_power_cap"}},
+					{Index: 1, Name: "NVIDIA H100 80GB HBM3", UtilP50: f64(0.4), UtilMax: f64(0.55), MemUsedFracMax: f64(0.5)},
+				},
+			},
+			Probe: metrics.ProbeStats{SelfLagP99Ms: 1.8, SelfLagMaxMs: 4.2, Samples: 3000, Reliable: true},
+		},
+	}
+}
+
+// fixtureDiagnosis is what diagnose would say of fixtureSnapshot, built by
+// hand so that these tests do not depend on the rules.
+func fixtureDiagnosis() diagnose.Diagnosis {
+	return diagnose.Diagnosis{
+		Verdicts: []diagnose.Verdict{
+			{
+				Class: "interactive", Kind: config.KindInteractive, Pass: false,
+				Objectives: []diagnose.Objective{
+					{Name: "valid_streams", Target: 0.95, Actual: f64(0.95), Pass: true},
+					{Name: "ttft_p95_ms", Target: 800, Actual: f64(1240), AtMost: true, Pass: false},
+					{Name: "ttft_p99_ms", Target: 2000, Actual: f64(1890.25), AtMost: true, Pass: true},
+					{Name: "itl_p95_ms", Target: 150, Actual: f64(41), AtMost: true, Pass: true, Basis: metrics.BasisToken},
+					{Name: "e2e_p95_ms", Target: 20000, Actual: f64(8100), AtMost: true, Pass: true},
+				},
+				Goodput: diagnose.Goodput{Unit: "requests", Numerator: 50, Denominator: 60, PerS: 50.0 / 30, Ratio: f64(50.0 / 60)},
+			},
+			{
+				Class: "batch", Kind: config.KindBatch, Pass: true,
+				Objectives: []diagnose.Objective{
+					{Name: "deadline_completion", Target: 0.99, Actual: f64(0.9975), Pass: true},
+					{Name: "output_tokens_per_s", Target: 2000, Actual: f64(2394), Pass: true},
+					{Name: "validity", Target: 0.995, Actual: f64(0.9975), Pass: true},
+				},
+				Goodput: diagnose.Goodput{Unit: "output_tokens", Numerator: 71820, Denominator: 72000, PerS: 2394, Ratio: f64(0.9975)},
+			},
+			{
+				Class: "canary", Kind: config.KindInteractive, Pass: false, NoData: true,
+				Objectives: []diagnose.Objective{
+					{Name: "ttft_p95_ms", Target: 800, AtMost: true},
+				},
+				Goodput: diagnose.Goodput{Unit: "requests"},
+			},
+		},
+		Findings: []diagnose.Finding{
+			{
+				Rule: diagnose.RuleProxyBuffering, Severity: diagnose.SeverityCritical, Confidence: 0.86,
+				Summary: "The gateway holds stream bytes: 4.2 SSE events arrive per read through it against 1.05 direct.",
+				Evidence: []diagnose.Evidence{
+					{Signal: "gateway.events_per_read", Value: 4.2, Threshold: 2, Unit: ""},
+					{Signal: "gateway.chunk_gap_p95_ms", Value: 260, Threshold: 100, Unit: "ms"},
+				},
+				Advice: "Turn off response buffering for text/event-stream at the proxy (nginx: proxy_buffering off).",
+			},
+			{
+				Rule: diagnose.RulePrefillContention, Severity: diagnose.SeverityWarning, Confidence: 0.55,
+				Summary: "Long prompts wait behind prefill | TTFT grows with prompt length.",
+				Evidence: []diagnose.Evidence{
+					{Signal: "queue_depth_p95", Value: 14, Threshold: 4},
+					{Signal: "kv_usage_p95", Value: 0.83, Threshold: 0.8, Unit: "ratio"},
+				},
+				Advice: "Enable chunked prefill or lower max-num-batched-tokens.",
+			},
+		},
+	}
+}
+
+func fixtureMeta() Meta {
+	return Meta{ToolVersion: "v0.1.0-test", Target: "http://127.0.0.1:8000", Gateway: "http://127.0.0.1:8080", Model: "meta-llama/Llama-3.1-8B-Instruct"}
+}

@@ -1,0 +1,436 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// WriteMarkdown writes r as an incident summary for a human on call: the
+// verdict per class first, then the findings with their evidence, then the
+// tables behind them (latency per class, per prompt bucket and per path,
+// server, GPU, probe). It is rendered from the Report alone, so a report
+// read back with Parse renders the same.
+func WriteMarkdown(w io.Writer, r Report) error {
+	var b strings.Builder
+	writeHeader(&b, &r)
+	writeVerdicts(&b, &r)
+	writeFindings(&b, &r)
+	writeLatency(&b, &r)
+	writeBuckets(&b, &r)
+	writePaths(&b, &r)
+	writeServer(&b, &r)
+	writeGPU(&b, &r)
+	writeProbe(&b, &r)
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return fmt.Errorf("writing Markdown report: %w", err)
+	}
+	return nil
+}
+
+func writeHeader(b *strings.Builder, r *Report) {
+	failed, noData := 0, 0
+	for _, c := range r.Classes {
+		switch {
+		case c.SLO.NoData:
+			noData++
+		case !c.SLO.Pass:
+			failed++
+		}
+	}
+	var headline string
+	switch ExitCode(*r) {
+	case ExitNoData:
+		headline = "NO USABLE DATA: no request completed validly"
+	case ExitSLOFailed:
+		headline = fmt.Sprintf("FAIL: %d of %d classes missed their SLO", failed, len(r.Classes))
+		if noData > 0 {
+			headline += fmt.Sprintf(", %d had no data", noData)
+		}
+	default:
+		headline = fmt.Sprintf("PASS: all %d classes met their SLO", len(r.Classes))
+	}
+	fmt.Fprintf(b, "# tokentop report: %s\n\n", headline)
+	fmt.Fprintf(b, "- target: `%s`\n", r.Target)
+	if r.Gateway != nil {
+		fmt.Fprintf(b, "- gateway: `%s`\n", *r.Gateway)
+	}
+	fmt.Fprintf(b, "- model: `%s`, server: `%s`\n", r.Model, r.ServerProfile)
+	fmt.Fprintf(b, "- started %s, ran %s\n", r.StartedAt.UTC().Format(time.RFC3339), seconds(r.DurationS))
+	if r.ToolVersion != "" {
+		fmt.Fprintf(b, "- tokentop %s\n", r.ToolVersion)
+	}
+	if !r.Probe.Reliable && r.Probe.Samples > 0 {
+		b.WriteString("\n> **Warning:** the probe itself lagged (see Probe below); client-side latencies may be inflated.\n")
+	}
+	b.WriteString("\n")
+}
+
+func writeVerdicts(b *strings.Builder, r *Report) {
+	b.WriteString("## SLO verdict\n\n")
+	if len(r.Classes) == 0 {
+		b.WriteString("No traffic class was probed.\n\n")
+		return
+	}
+	table(b, []string{"class", "kind", "verdict", "goodput", "missed"})
+	for _, c := range r.Classes {
+		var missed []string
+		for _, o := range c.SLO.Objectives {
+			if !o.Pass && o.Actual != nil {
+				missed = append(missed, fmt.Sprintf("%s %s (target %s %s)", o.Name, objValue(o.Name, o.Actual), cmp(o.Name), objValue(o.Name, &o.Target)))
+			}
+		}
+		if c.SLO.NoData {
+			missed = []string{"no finished request"}
+		} else if !c.SLO.Pass && len(missed) == 0 {
+			missed = []string{"not measured"}
+		} else if len(missed) == 0 {
+			missed = []string{"none"}
+		}
+		row(b, c.Name, c.Kind, verdict(&c), goodput(&c.Goodput), strings.Join(missed, "; "))
+	}
+	b.WriteString("\n")
+	for _, c := range r.Classes {
+		fmt.Fprintf(b, "### %s objectives\n\n", inline(c.Name))
+		if len(c.SLO.Objectives) == 0 {
+			b.WriteString("No objective is set for this class.\n\n")
+			continue
+		}
+		table(b, []string{"objective", "target", "actual", "result"})
+		for _, o := range c.SLO.Objectives {
+			name := o.Name
+			if o.Basis != "" {
+				name += " (" + o.Basis + " basis)"
+			}
+			res := "pass"
+			if !o.Pass {
+				res = "**FAIL**"
+			}
+			row(b, name, cmp(o.Name)+" "+objValue(o.Name, &o.Target), objValue(o.Name, o.Actual), res)
+		}
+		b.WriteString("\n")
+	}
+}
+
+func verdict(c *Class) string {
+	switch {
+	case c.SLO.NoData:
+		return "**NO DATA**"
+	case c.SLO.Pass:
+		return "PASS"
+	default:
+		return "**FAIL**"
+	}
+}
+
+func goodput(g *Goodput) string {
+	unit := strings.ReplaceAll(g.Unit, "_", " ")
+	ratio := "n/a"
+	if g.Ratio != nil {
+		ratio = pct(*g.Ratio)
+	}
+	return fmt.Sprintf("%s (%s of %s %s, %s/s)", ratio, count(g.Numerator), count(g.Denominator), unit, rate(g.PerS))
+}
+
+func writeFindings(b *strings.Builder, r *Report) {
+	b.WriteString("## Findings\n\n")
+	if len(r.Findings) == 0 {
+		b.WriteString("No rule fired: the measurements show none of the known causes of slow streaming.\n\n")
+		return
+	}
+	for i, f := range r.Findings {
+		fmt.Fprintf(b, "%d. **%s** (%s, confidence %.2f): %s\n", i+1, f.Rule, f.Severity, f.Confidence, inline(f.Summary))
+		if len(f.Evidence) > 0 {
+			b.WriteString("\n")
+			b.WriteString("   | signal | value | threshold |\n   |---|---|---|\n")
+			for _, e := range f.Evidence {
+				fmt.Fprintf(b, "   | %s | %s | %s |\n", cell(e.Signal), withUnit(e.Value, e.Unit), withUnit(e.Threshold, e.Unit))
+			}
+		}
+		if f.Advice != "" {
+			fmt.Fprintf(b, "\n   Advice: %s\n", inline(f.Advice))
+		}
+		b.WriteString("\n")
+	}
+}
+
+func writeLatency(b *strings.Builder, r *Report) {
+	if len(r.Classes) == 0 {
+		return
+	}
+	b.WriteString("## Latency per class (ms)\n\n")
+	table(b, []string{"class", "requests", "completed", "errors", "cancelled", "valid", "retries",
+		"TTFT p50 / p95 / p99", "ITL p50 / p95 / p99", "chunk gap p50 / p95 / p99", "stall share", "E2E p50 / p95 / p99", "out tok/s"})
+	for _, c := range r.Classes {
+		row(b, c.Name, i64(c.Requests), i64(c.Completed), i64(c.Errors), i64(c.Cancelled), i64(c.Valid), i64(c.Retries),
+			tri(&c.TTFTMs), itlCell(&c.ITLMs), tri(&c.ChunkGapMs), ratioOrDash(c.StallFraction), tri(&c.E2EMs),
+			rate(c.Throughput.OutputTokensPerS))
+	}
+	b.WriteString("\n")
+	table(b, []string{"class", "TTFT queue / prefill / network (p50)", "E2E per output token p50 / p95 / p99",
+		"output tokens p50 / p95 / total", "input tokens p50 / p95 / total"})
+	for _, c := range r.Classes {
+		bd := c.TTFTBreakdownMs
+		e := c.E2EPerOutputTokenMs
+		row(b, c.Name,
+			ms(bd.Queue)+" / "+ms(bd.Prefill)+" / "+ms(bd.Network),
+			ms(e.P50)+" / "+ms(e.P95)+" / "+ms(e.P99),
+			tokenCell(&c.OutputTokens), tokenCell(&c.InputTokens))
+	}
+	b.WriteString("\n")
+}
+
+func writeBuckets(b *strings.Builder, r *Report) {
+	has := false
+	for _, c := range r.Classes {
+		has = has || len(c.ByPromptBucket) > 0
+	}
+	if !has {
+		return
+	}
+	b.WriteString("## Latency per prompt length (ms)\n\n")
+	table(b, []string{"class", "prompt tokens", "requests", "TTFT p50 / p95 / p99", "ITL p50 / p95 / p99", "chunk gap p95", "E2E p50 / p95 / p99"})
+	for _, c := range r.Classes {
+		for _, bk := range c.ByPromptBucket {
+			row(b, c.Name, bk.Name, i64(bk.Requests), tri(&bk.TTFTMs), itlCell(&bk.ITLMs), ms(bk.ChunkGapMs.P95), tri(&bk.E2EMs))
+		}
+	}
+	b.WriteString("\n")
+}
+
+func writePaths(b *strings.Builder, r *Report) {
+	has := false
+	for _, c := range r.Classes {
+		has = has || len(c.Paths) > 0
+	}
+	if !has {
+		return
+	}
+	b.WriteString("## Direct vs gateway (ms)\n\n")
+	table(b, []string{"class", "path", "requests", "TTFT p50 / p95 / p99", "chunk gap p50 / p95 / p99", "SSE events per read"})
+	for _, c := range r.Classes {
+		for _, p := range c.Paths {
+			epr := "—"
+			if p.EventsPerRead != nil {
+				epr = strconv.FormatFloat(*p.EventsPerRead, 'f', 2, 64)
+			}
+			row(b, c.Name, p.Name, i64(p.Requests), tri(&p.TTFTMs), tri(&p.ChunkGapMs), epr)
+		}
+	}
+	b.WriteString("\n")
+}
+
+func writeServer(b *strings.Builder, r *Report) {
+	s := &r.Server
+	b.WriteString("## Server\n\n")
+	profile := s.Profile
+	if s.Variant != nil {
+		profile += " " + *s.Variant
+	}
+	scrape := "metrics scraped"
+	if !s.ScrapeOK {
+		scrape = "**metrics not scraped**"
+	}
+	fmt.Fprintf(b, "Profile `%s`, %s (%d scrapes).\n\n", profile, scrape, s.Scrapes)
+	table(b, []string{"signal", "p50", "p95", "p99", "max"})
+	row(b, "queue depth", gaugeNum(s.QueueDepth.P50), gaugeNum(s.QueueDepth.P95), "", gaugeNum(s.QueueDepth.Max))
+	row(b, "running", gaugeNum(s.Running.P50), gaugeNum(s.Running.P95), "", gaugeNum(s.Running.Max))
+	row(b, "KV cache usage", ratioOrDash(s.KVUsage.P50), ratioOrDash(s.KVUsage.P95), "", ratioOrDash(s.KVUsage.Max))
+	row(b, "server TTFT (ms)", ms(s.ServerTTFTMs.P50), ms(s.ServerTTFTMs.P95), ms(s.ServerTTFTMs.P99), "")
+	row(b, "server ITL (ms)", ms(s.ServerITLMs.P50), ms(s.ServerITLMs.P95), ms(s.ServerITLMs.P99), "")
+	row(b, "server queue time (ms)", ms(s.ServerQueueMs.P50), ms(s.ServerQueueMs.P95), "", "")
+	b.WriteString("\n")
+	if s.PreemptionsPerS != nil {
+		fmt.Fprintf(b, "Preemptions: %s/s.\n\n", rate(*s.PreemptionsPerS))
+	} else {
+		b.WriteString("Preemptions: not exposed by the server.\n\n")
+	}
+}
+
+func writeGPU(b *strings.Builder, r *Report) {
+	g := &r.GPU
+	b.WriteString("## GPU\n\n")
+	fmt.Fprintf(b, "Source `%s`", g.Source)
+	if g.Status != "" {
+		fmt.Fprintf(b, ": %s", inline(g.Status))
+	}
+	b.WriteString(".\n\n")
+	if len(g.Devices) == 0 {
+		return
+	}
+	table(b, []string{"#", "name", "util p50 / max", "memory used max", "memory bandwidth p50", "power p50", "clock events"})
+	for _, d := range g.Devices {
+		power := "—"
+		if d.PowerW.P50 != nil {
+			power = strconv.FormatFloat(*d.PowerW.P50, 'f', 0, 64) + " W"
+		}
+		events := strings.Join(d.ClocksEventReasons, ", ")
+		if events == "" {
+			events = "none"
+		}
+		row(b, strconv.Itoa(d.Index), d.Name, ratioOrDash(d.Util.P50)+" / "+ratioOrDash(d.Util.Max),
+			ratioOrDash(d.MemUsedFrac.Max), ratioOrDash(d.MemBWUtil.P50), power, events)
+	}
+	b.WriteString("\n")
+}
+
+func writeProbe(b *strings.Builder, r *Report) {
+	p := &r.Probe
+	b.WriteString("## Probe\n\n")
+	if p.Samples == 0 {
+		b.WriteString("No self-lag samples: the probe's own timing is unknown.\n")
+		return
+	}
+	reliable := "reliable"
+	if !p.Reliable {
+		reliable = "**not reliable**: tokentop itself was a bottleneck"
+	}
+	fmt.Fprintf(b, "Self lag p99 %s ms, max %s ms over %d samples: %s.\n", ms(p.SelfLagMs.P99), ms(p.SelfLagMs.Max), p.Samples, reliable)
+}
+
+// table writes a Markdown table header.
+func table(b *strings.Builder, cols []string) {
+	b.WriteString("|")
+	for _, c := range cols {
+		b.WriteString(" " + c + " |")
+	}
+	b.WriteString("\n|")
+	for range cols {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+}
+
+// row writes one table row; cells are escaped so names cannot break it.
+func row(b *strings.Builder, cells ...string) {
+	b.WriteString("|")
+	for _, c := range cells {
+		b.WriteString(" " + cell(c) + " |")
+	}
+	b.WriteString("\n")
+}
+
+func cell(s string) string {
+	return strings.ReplaceAll(inline(s), "|", `\|`)
+}
+
+// inline keeps free text (summaries, names from config) on one line.
+func inline(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+func tri(d *Dist) string {
+	if d.Count == 0 {
+		return "—"
+	}
+	return ms(d.P50) + " / " + ms(d.P95) + " / " + ms(d.P99)
+}
+
+func itlCell(d *ITL) string {
+	s := tri(&d.Dist)
+	if d.Count > 0 && d.Basis != nil {
+		s += " (" + *d.Basis + ")"
+	}
+	return s
+}
+
+func tokenCell(t *Tokens) string {
+	p50, p95 := "—", "—"
+	if t.P50 != nil {
+		p50 = strconv.FormatFloat(*t.P50, 'f', 0, 64)
+	}
+	if t.P95 != nil {
+		p95 = strconv.FormatFloat(*t.P95, 'f', 0, 64)
+	}
+	return p50 + " / " + p95 + " / " + i64(t.Total)
+}
+
+// ms formats milliseconds with precision that shrinks as values grow.
+func ms(v *float64) string {
+	if v == nil {
+		return "—"
+	}
+	switch a := *v; {
+	case a >= 100 || a <= -100:
+		return strconv.FormatFloat(a, 'f', 0, 64)
+	case a >= 10 || a <= -10:
+		return strconv.FormatFloat(a, 'f', 1, 64)
+	default:
+		return strconv.FormatFloat(a, 'f', 2, 64)
+	}
+}
+
+func pct(v float64) string {
+	return strconv.FormatFloat(v*100, 'g', 4, 64) + "%"
+}
+
+func ratioOrDash(v *float64) string {
+	if v == nil {
+		return "—"
+	}
+	return pct(*v)
+}
+
+func gaugeNum(v *float64) string {
+	if v == nil {
+		return "—"
+	}
+	return strconv.FormatFloat(*v, 'f', -1, 64)
+}
+
+func rate(v float64) string {
+	if v >= 100 || v <= -100 {
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64)
+}
+
+func count(v float64) string {
+	return strconv.FormatFloat(v, 'f', -1, 64)
+}
+
+func i64(v int64) string { return strconv.FormatInt(v, 10) }
+
+func seconds(s float64) string {
+	return (time.Duration(s * float64(time.Second))).Round(100 * time.Millisecond).String()
+}
+
+// objValue formats an objective's value in the unit its name carries.
+func objValue(name string, v *float64) string {
+	switch {
+	case v == nil:
+		return "—"
+	case strings.HasSuffix(name, "_ms"):
+		return ms(v) + " ms"
+	case strings.HasSuffix(name, "_per_s"):
+		return rate(*v) + "/s"
+	default:
+		return pct(*v)
+	}
+}
+
+// cmp is the comparison an objective must satisfy: latencies at most their
+// target, ratios and rates at least theirs.
+func cmp(name string) string {
+	if strings.HasSuffix(name, "_ms") {
+		return "≤"
+	}
+	return "≥"
+}
+
+func withUnit(v float64, unit string) string {
+	switch unit {
+	case "ms":
+		return ms(&v) + " ms"
+	case "ratio":
+		return pct(v)
+	case "per_s":
+		return rate(v) + "/s"
+	case "":
+		return strconv.FormatFloat(v, 'g', 4, 64)
+	default:
+		return strconv.FormatFloat(v, 'g', 4, 64) + " " + unit
+	}
+}
