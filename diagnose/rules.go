@@ -160,7 +160,7 @@ func prefillContention(in *ruleInput) (Finding, bool) {
 			Summary: fmt.Sprintf("%s streams stall: gap p99 %.0f ms is %.1f× the p50 of %.0f ms — long prefills are pausing running decodes",
 				c.Name, g.P99, ratio, g.P50),
 			Evidence: []Evidence{
-				{Signal: c.Name + ".gap_p99_over_p50", Value: ratio, Threshold: prefillSpikeRatio, Unit: "ratio"},
+				{Signal: c.Name + ".gap_p99_over_p50", Value: ratio, Threshold: prefillSpikeRatio, Unit: "x"},
 				{Signal: c.Name + ".gap_p99_ms", Value: g.P99, Threshold: prefillSpikeMinMs, Unit: "ms"},
 			},
 			Advice: "Enable chunked prefill (vLLM --enable-chunked-prefill with a smaller --max-num-batched-tokens), cap prompt length for interactive traffic, or move long-prompt work to a separate replica (disaggregated prefill).",
@@ -214,7 +214,7 @@ func decodePressure(in *ruleInput) (Finding, bool) {
 				c.Name, g.P50, g.P99),
 			Evidence: []Evidence{
 				{Signal: c.Name + ".gap_p50_ms", Value: g.P50, Threshold: decodeSlowP50Ms, Unit: "ms"},
-				{Signal: c.Name + ".gap_p99_over_p50", Value: ratio, Threshold: decodeMaxSpikeRatio, Unit: "ratio"},
+				{Signal: c.Name + ".gap_p99_over_p50", Value: ratio, Threshold: decodeMaxSpikeRatio, Unit: "x"},
 			},
 			Advice: "Lower the running batch (vLLM --max-num-seqs) to trade tokens/s for per-stream speed, give interactive traffic priority, or add replicas.",
 		}

@@ -125,7 +125,7 @@ func batchInterference(in *ruleInput) (Finding, bool) {
 			Summary: fmt.Sprintf("%s misses its SLO while waiting like batch work: TTFT p95 %.0f ms vs %.0f ms for %s",
 				c.Name, c.TTFT.P95, batch.TTFT.P95, batch.Name),
 			Evidence: []Evidence{
-				{Signal: c.Name + ".ttft_p95_over_" + batch.Name, Value: ratio, Threshold: interferenceTTFT, Unit: "ratio"},
+				{Signal: c.Name + ".ttft_p95_over_" + batch.Name, Value: ratio, Threshold: interferenceTTFT, Unit: "x"},
 				{Signal: batch.Name + ".output_tokens_per_s", Value: batch.Throughput.OutputTokensPerS},
 			},
 			Advice: "Schedule by priority (vLLM --scheduling-policy priority with a lower priority value for interactive), cap batch concurrency, or serve batch from separate replicas.",
@@ -180,7 +180,7 @@ func averageHidesTail(in *ruleInput) (Finding, bool) {
 					c.Name, strings.ToUpper(m.name), m.d.Mean, target, m.d.P99),
 				Evidence: []Evidence{
 					{Signal: c.Name + "." + m.name + "_mean_ms", Value: m.d.Mean, Threshold: target, Unit: "ms"},
-					{Signal: c.Name + "." + m.name + "_p99_over_mean", Value: ratio, Threshold: tailOverMean, Unit: "ratio"},
+					{Signal: c.Name + "." + m.name + "_p99_over_mean", Value: ratio, Threshold: tailOverMean, Unit: "x"},
 				},
 				Advice: "Judge this service by p95/p99, not the mean; look at the findings above for what makes the tail.",
 			}, true

@@ -87,5 +87,5 @@ type Evidence struct {
 	Signal    string
 	Value     float64
 	Threshold float64
-	Unit      string // "ms", "ratio", "per_s", ""
+	Unit      string // "ms", "ratio" (a share in [0,1]), "x" (a multiple), "per_s", ""
 }

@@ -6,6 +6,7 @@
 package metrics
 
 import (
+	"errors"
 	"math"
 	"time"
 
@@ -275,12 +276,18 @@ func (a *Aggregator) AddScrape(at time.Time, s *prom.Sample, err error) {
 
 // AddGPU accounts one GPU sample.
 func (a *Aggregator) AddGPU(s *gpu.Sample) {
-	name := s.Source
-	if name == "" {
-		name = "gpu"
-	}
-	src := a.source(name)
 	a.lastGPU = s
+	if s.Source == "" {
+		// No source at all (no driver, NVML compiled out): the GPU panel
+		// shows s.Status; there is no feed to go stale.
+		return
+	}
+	src := a.source(s.Source)
+	if errors.Is(s.Err, gpu.ErrStale) {
+		// A reading is still in progress: the source goes stale by the age
+		// of its last success, not by an error of its own.
+		return
+	}
 	if s.Err != nil {
 		src.LastError, src.LastErrorAt = s.Err.Error(), s.At
 		return

@@ -428,6 +428,8 @@ func withUnit(v float64, unit string) string {
 		return pct(v)
 	case "per_s":
 		return rate(v) + "/s"
+	case "x":
+		return strconv.FormatFloat(v, 'f', 1, 64) + "×"
 	case "":
 		return strconv.FormatFloat(v, 'g', 4, 64)
 	default:

@@ -53,13 +53,13 @@ func (s *simFlags) resolve(fs *flag.FlagSet) (sim.Knobs, error) {
 
 // simStack is a running simulator (and optional buffering proxy) on loopback.
 type simStack struct {
-	srv      *sim.Server
-	target   string
-	gateway  string
-	stop     context.CancelFunc
-	wg       sync.WaitGroup
-	servers  []*http.Server
-	errs     chan error
+	srv     *sim.Server
+	target  string
+	gateway string
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
+	servers []*http.Server
+	errs    chan error
 }
 
 // startSim starts the simulator engine and its HTTP server on addr, plus the

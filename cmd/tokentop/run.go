@@ -18,10 +18,10 @@ const version = "0.1.0"
 
 // Exit codes (CONTRACT.md).
 const (
-	exitOK       = 0
-	exitSLOFail  = 1
-	exitUsage    = 2
-	exitNoData   = 3
+	exitOK      = 0
+	exitSLOFail = 1
+	exitUsage   = 2
+	exitNoData  = 3
 )
 
 // usageError marks a mistake in how tokentop was called (exit 2).

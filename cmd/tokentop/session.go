@@ -260,6 +260,10 @@ func runSession(ctx context.Context, e env, spec sessionSpec) (int, error) {
 		return exitNoData, err
 	}
 
+	if !headless && spec.common.reportPath == "" {
+		// A console the user quit is not a verdict; with --report it is.
+		return exitOK, nil
+	}
 	mu.Lock()
 	final := lastSnap
 	mu.Unlock()

@@ -30,9 +30,10 @@ type ParseOptions struct {
 // Aggregation rules, the same for every server:
 //   - queue depth, running requests and counters are summed over the series
 //     of data-parallel replicas (labels such as engine, dp_rank) and, with
-//     Model "auto", over models; series of a tensor/pipeline-parallel rank
-//     other than 0 (tp_rank, pp_rank, ...) are skipped because those ranks
-//     report the same requests again;
+//     Model "auto", over models; of the series of one replica that differ
+//     only in a tensor/pipeline/expert-parallel rank label (tp_rank, pp_rank,
+//     ...) only the lowest rank counts, because the others report the same
+//     requests again;
 //   - KV-cache usage is the maximum over all selected series: ranks and
 //     replicas each own a cache, and the fullest one is the one that
 //     preempts, so an average would hide the pressure the rules look for;
@@ -58,9 +59,9 @@ func Map(e *Exposition, model string) *Sample {
 		Variant:    variant,
 		Signals:    make(map[string]*float64),
 		Histograms: make(map[string]Histogram),
-		Warnings:   append([]string(nil), e.Warnings...),
+		Warnings:   append([]string(nil), e.warnings...),
 	}
-	m := &mapper{e: e, model: model, s: s, models: make(map[string]bool)}
+	m := &mapper{e: e, model: model, s: s, models: make(map[string]bool), dropped: e.dropped}
 	spec := specFor(profile, variant)
 	m.modelLabels = spec.modelLabels
 	for _, sig := range spec.signals {
@@ -81,10 +82,7 @@ func Map(e *Exposition, model string) *Sample {
 	if model != "" && len(s.Models) > 0 && !m.models[model] {
 		m.warnf("model %q not found; the server has %s", model, strings.Join(s.Models, ", "))
 	}
-	if len(s.Warnings) > maxWarnings+1 {
-		n := len(s.Warnings) - maxWarnings
-		s.Warnings = append(s.Warnings[:maxWarnings], fmt.Sprintf("%d more warnings not shown", n))
-	}
+	s.Warnings = withSummary(s.Warnings, m.dropped)
 	return s
 }
 
@@ -95,9 +93,14 @@ type mapper struct {
 	modelLabels []string
 	s           *Sample
 	models      map[string]bool
+	dropped     int // warnings beyond maxWarnings
 }
 
 func (m *mapper) warnf(format string, args ...any) {
+	if len(m.s.Warnings) >= maxWarnings {
+		m.dropped++
+		return
+	}
 	m.s.Warnings = append(m.s.Warnings, fmt.Sprintf(format, args...))
 }
 
@@ -308,14 +311,6 @@ func plus(a, b getter) getter {
 		x, ok1 := a(m)
 		y, ok2 := b(m)
 		return x + y, ok1 && ok2
-	}
-}
-
-// scaled multiplies by f (percent to ratio, MiB to bytes).
-func scaled(g getter, f float64) getter {
-	return func(m *mapper) (float64, bool) {
-		v, ok := g(m)
-		return v * f, ok
 	}
 }
 

@@ -255,6 +255,34 @@ func TestTolerance(t *testing.T) {
 	}
 }
 
+// TestOpenMetricsBody covers a server that ignores the Accept header and
+// answers in OpenMetrics: counter families without _total in TYPE, _created
+// samples, exemplars, # UNIT and # EOF.
+func TestOpenMetricsBody(t *testing.T) {
+	in := `# TYPE vllm:num_preemptions counter
+# HELP vllm:num_preemptions Cumulative number of preemption from the engine.
+vllm:num_preemptions_total{engine="0",model_name="m"} 3.0
+vllm:num_preemptions_created{engine="0",model_name="m"} 1.7e+09
+# TYPE vllm:e2e_request_latency_seconds histogram
+# UNIT vllm:e2e_request_latency_seconds seconds
+vllm:e2e_request_latency_seconds_bucket{engine="0",le="1.0",model_name="m"} 1.0 # {trace_id="abc"} 0.7 1.7e+09
+vllm:e2e_request_latency_seconds_bucket{engine="0",le="+Inf",model_name="m"} 2.0
+vllm:e2e_request_latency_seconds_count{engine="0",model_name="m"} 2.0
+vllm:e2e_request_latency_seconds_sum{engine="0",model_name="m"} 3.5
+vllm:e2e_request_latency_seconds_created{engine="0",model_name="m"} 1.7e+09
+# EOF
+`
+	s, err := Parse(strings.NewReader(in), ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Warnings) != 0 {
+		t.Errorf("warnings: %q", s.Warnings)
+	}
+	checkSignals(t, s, map[string]float64{SignalPreemptionsTotal: 3})
+	checkHists(t, s, map[string]wantHist{HistE2E: {count: 2, sum: 3.5, buckets: 2}})
+}
+
 func TestParseValue(t *testing.T) {
 	tests := []struct {
 		in   string
@@ -354,6 +382,17 @@ func TestWarningsBounded(t *testing.T) {
 	}
 	if s.Profile != ProfileUnknown {
 		t.Errorf("profile = %s", s.Profile)
+	}
+
+	// Parse warnings and mapping warnings share one budget and one count:
+	// 30 bad lines and 10 NaN queue series are 40 warnings, 20 shown.
+	body = strings.Repeat("garbage {\n", 30) + seriesFlood(10, "NaN")
+	s, err = Parse(strings.NewReader(body), ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Warnings) != maxWarnings+1 || s.Warnings[maxWarnings] != "20 more warnings not shown" {
+		t.Errorf("warnings = %q", s.Warnings)
 	}
 }
 

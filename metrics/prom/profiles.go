@@ -156,9 +156,9 @@ type profileSpec struct {
 	hists       []histSpec
 }
 
-func hs(name string, srcs ...histSrc) histSpec { return histSpec{name: name, srcs: srcs} }
+func canon(name string, srcs ...histSrc) histSpec { return histSpec{name: name, srcs: srcs} }
 
-func h(base string, match ...string) histSrc { return histSrc{base: base, match: match} }
+func from(base string, match ...string) histSrc { return histSrc{base: base, match: match} }
 
 func specFor(profile, variant string) profileSpec {
 	if profile == ProfileSim {
@@ -211,12 +211,12 @@ func vllmSpec() profileSpec {
 			{SignalRequestSuccessTotal, sumOf("vllm:request_success_total")},
 		},
 		hists: []histSpec{
-			hs(HistTTFT, h("vllm:time_to_first_token_seconds")),
-			hs(HistITL, h("vllm:inter_token_latency_seconds"), h("vllm:time_per_output_token_seconds")),
-			hs(HistE2E, h("vllm:e2e_request_latency_seconds")),
-			hs(HistQueue, h("vllm:request_queue_time_seconds")),
-			hs(HistPrefill, h("vllm:request_prefill_time_seconds")),
-			hs(HistDecode, h("vllm:request_decode_time_seconds")),
+			canon(HistTTFT, from("vllm:time_to_first_token_seconds")),
+			canon(HistITL, from("vllm:inter_token_latency_seconds"), from("vllm:time_per_output_token_seconds")),
+			canon(HistE2E, from("vllm:e2e_request_latency_seconds")),
+			canon(HistQueue, from("vllm:request_queue_time_seconds")),
+			canon(HistPrefill, from("vllm:request_prefill_time_seconds")),
+			canon(HistDecode, from("vllm:request_decode_time_seconds")),
 		},
 	}
 }
@@ -238,10 +238,10 @@ func sglangSpec() profileSpec {
 			)},
 		},
 		hists: []histSpec{
-			hs(HistTTFT, h("sglang:time_to_first_token_seconds")),
-			hs(HistITL, h("sglang:inter_token_latency_seconds"), h("sglang:time_per_output_token_seconds")),
-			hs(HistE2E, h("sglang:e2e_request_latency_seconds")),
-			hs(HistQueue, h("sglang:queue_time_seconds")),
+			canon(HistTTFT, from("sglang:time_to_first_token_seconds")),
+			canon(HistITL, from("sglang:inter_token_latency_seconds"), from("sglang:time_per_output_token_seconds")),
+			canon(HistE2E, from("sglang:e2e_request_latency_seconds")),
+			canon(HistQueue, from("sglang:queue_time_seconds")),
 		},
 	}
 }
@@ -259,11 +259,11 @@ func tgiSpec() profileSpec {
 			{SignalRequestSuccessTotal, sumOf("tgi_request_success")},
 		},
 		hists: []histSpec{
-			hs(HistITL, h("tgi_request_mean_time_per_token_duration")),
-			hs(HistE2E, h("tgi_request_duration")),
-			hs(HistQueue, h("tgi_request_queue_duration")),
-			hs(HistPrefill, h("tgi_batch_inference_duration", "method", "prefill")),
-			hs(HistDecode, h("tgi_batch_inference_duration", "method", "decode")),
+			canon(HistITL, from("tgi_request_mean_time_per_token_duration")),
+			canon(HistE2E, from("tgi_request_duration")),
+			canon(HistQueue, from("tgi_request_queue_duration")),
+			canon(HistPrefill, from("tgi_batch_inference_duration", "method", "prefill")),
+			canon(HistDecode, from("tgi_batch_inference_duration", "method", "decode")),
 		},
 	}
 }
@@ -298,7 +298,7 @@ func tritonSpec() profileSpec {
 			{SignalRequestSuccessTotal, sumOf("nv_inference_request_success")},
 		},
 		hists: []histSpec{
-			hs(HistTTFT, histSrc{base: "nv_inference_first_response_histogram_ms", scale: 1e-3}),
+			canon(HistTTFT, histSrc{base: "nv_inference_first_response_histogram_ms", scale: 1e-3}),
 		},
 	}
 }
@@ -352,13 +352,13 @@ func openaiStyleSpec(p string) profileSpec {
 			{SignalRequestSuccessTotal, sumOf(p + "request_success_total")},
 		},
 		hists: []histSpec{
-			hs(HistTTFT, h(p+"time_to_first_token_seconds")),
+			canon(HistTTFT, from(p+"time_to_first_token_seconds")),
 			// LMDeploy names its inter-token histogram iter_token_latency.
-			hs(HistITL, h(p+"inter_token_latency_seconds"), h(p+"iter_token_latency"), h(p+"time_per_output_token_seconds")),
-			hs(HistE2E, h(p+"e2e_request_latency_seconds")),
-			hs(HistQueue, h(p+"request_queue_time_seconds")),
-			hs(HistPrefill, h(p+"request_prefill_time_seconds")),
-			hs(HistDecode, h(p+"request_decode_time_seconds")),
+			canon(HistITL, from(p+"inter_token_latency_seconds"), from(p+"iter_token_latency"), from(p+"time_per_output_token_seconds")),
+			canon(HistE2E, from(p+"e2e_request_latency_seconds")),
+			canon(HistQueue, from(p+"request_queue_time_seconds")),
+			canon(HistPrefill, from(p+"request_prefill_time_seconds")),
+			canon(HistDecode, from(p+"request_decode_time_seconds")),
 		},
 	}
 }

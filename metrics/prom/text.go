@@ -51,23 +51,30 @@ type Exposition struct {
 	Series   map[string][]Series
 	Warnings []string
 
-	helped          map[string]bool // families with a HELP line
-	droppedWarnings int
+	helped   map[string]bool // families with a HELP line
+	warnings []string        // at most maxWarnings
+	dropped  int             // warnings beyond maxWarnings
 }
 
 func (e *Exposition) warnf(format string, args ...any) {
-	if len(e.Warnings) >= maxWarnings {
-		e.droppedWarnings++
+	if len(e.warnings) >= maxWarnings {
+		e.dropped++
 		return
 	}
-	e.Warnings = append(e.Warnings, fmt.Sprintf(format, args...))
+	e.warnings = append(e.warnings, fmt.Sprintf(format, args...))
 }
 
 func (e *Exposition) finishWarnings() {
-	if e.droppedWarnings > 0 {
-		e.Warnings = append(e.Warnings, fmt.Sprintf("%d more warnings not shown", e.droppedWarnings))
-		e.droppedWarnings = 0
+	e.Warnings = withSummary(e.warnings, e.dropped)
+}
+
+// withSummary appends "N more warnings not shown" when some were dropped.
+func withSummary(ws []string, dropped int) []string {
+	out := append([]string(nil), ws...)
+	if dropped > 0 {
+		out = append(out, fmt.Sprintf("%d more warnings not shown", dropped))
 	}
+	return out
 }
 
 // HasFamily reports whether the exposition declares or contains the family

@@ -1,0 +1,107 @@
+package prom
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// BenchmarkParse measures the whole path on a real capture and on a large
+// synthetic vLLM scrape (8 engines x 4 models x 6 histograms of 30
+// buckets, about 1 MiB).
+func BenchmarkParse(b *testing.B) {
+	real, err := os.ReadFile(filepath.Join("testdata", "sglang-docs-production_metrics-early2025.txt"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	inputs := map[string][]byte{"sglang-capture": real, "vllm-large": largeVLLM()}
+	for name, in := range inputs {
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(in)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Parse(bytes.NewReader(in), ParseOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func largeVLLM() []byte {
+	var sb strings.Builder
+	hists := []string{"time_to_first_token_seconds", "inter_token_latency_seconds", "e2e_request_latency_seconds",
+		"request_queue_time_seconds", "request_prefill_time_seconds", "request_decode_time_seconds"}
+	for m := range 4 {
+		for e := range 8 {
+			l := fmt.Sprintf(`engine="%d",model_name="model-%d"`, e, m)
+			fmt.Fprintf(&sb, "vllm:num_requests_waiting{%s} %d\n", l, e)
+			fmt.Fprintf(&sb, "vllm:num_requests_running{%s} %d\n", l, e+m)
+			fmt.Fprintf(&sb, "vllm:kv_cache_usage_perc{%s} 0.%d\n", l, e)
+			for _, h := range hists {
+				for i := range 30 {
+					fmt.Fprintf(&sb, "vllm:%s_bucket{%s,le=\"%g\"} %d\n", h, l, 0.001*float64(int(1)<<i), i*10)
+				}
+				fmt.Fprintf(&sb, "vllm:%s_bucket{%s,le=\"+Inf\"} 300\n", h, l)
+				fmt.Fprintf(&sb, "vllm:%s_count{%s} 300\nvllm:%s_sum{%s} 12.5\n", h, l, h, l)
+			}
+		}
+	}
+	return []byte(sb.String())
+}
+
+// TestPathologicalInputs guards against quadratic behaviour on the
+// shapes a fuzzer or a broken server produces: one huge line, a huge label
+// set, many distinct series, and a flood of warnings. Each must parse
+// under the default cap without error.
+func TestPathologicalInputs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocates several MiB")
+	}
+	const n = 1 << 20
+	inputs := map[string]string{
+		"one long name":   strings.Repeat("a", n) + " 1\n",
+		"one long label":  `x{a="` + strings.Repeat("b", n) + `"} 1` + "\n",
+		"many labels":     manyLabels(n / 12),
+		"many series":     strings.Repeat("vllm:num_requests_waiting{engine=\"0\"} 1\nvllm:num_requests_waiting{engine=\"1\"} 2\n", n/80),
+		"garbage":         strings.Repeat("{{{{\n", n/5),
+		"nan flood":       seriesFlood(n/60, "NaN"),
+		"histogram flood": histFlood(n / 80),
+	}
+	for name, in := range inputs {
+		t.Run(name, func(t *testing.T) {
+			if _, err := Parse(strings.NewReader(in), ParseOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func manyLabels(n int) string {
+	var sb strings.Builder
+	sb.WriteString("vllm:num_requests_waiting{")
+	for i := range n {
+		fmt.Fprintf(&sb, "l%d=\"v\",", i)
+	}
+	sb.WriteString("} 1\n")
+	return sb.String()
+}
+
+func seriesFlood(n int, v string) string {
+	var sb strings.Builder
+	for i := range n {
+		fmt.Fprintf(&sb, "vllm:num_requests_waiting{engine=\"%d\"} %s\n", i, v)
+	}
+	return sb.String()
+}
+
+func histFlood(n int) string {
+	var sb strings.Builder
+	for i := range n {
+		fmt.Fprintf(&sb, "vllm:time_to_first_token_seconds_bucket{engine=\"%d\",le=\"+Inf\"} 1\n", i)
+	}
+	return sb.String()
+}
