@@ -30,12 +30,22 @@ type Device struct {
 	PowerW          *float64
 	PowerLimitW     *float64
 	TempC           *uint32
-	ClockEventWords []string // decoded throttle reasons, e.g. "sw_power_cap"
-	Processes       []Process
+	ClockEventWords []string  // decoded throttle reasons, e.g. "sw_power_cap"; empty when none, nil when not supported
+	Processes       []Process // compute processes; empty when none, nil when not supported
+
+	// ClockEventReasons is the raw clock event (throttle) reason bitmask
+	// that ClockEventWords decodes; nil when not supported.
+	ClockEventReasons *uint64
+	// Err joins the read failures of this device other than "not
+	// supported" (those fields are nil); nil when every read succeeded.
+	Err error
 }
 
 // Process is one compute process with its GPU memory.
 type Process struct {
 	PID       uint32
 	UsedBytes uint64
+	// UsedUnknown is true when the driver cannot report this process's
+	// memory (UsedBytes is then 0 and means nothing).
+	UsedUnknown bool
 }

@@ -107,6 +107,7 @@ func addHist(a, b prom.Histogram) prom.Histogram {
 	out := cloneHist(a)
 	out.Count += b.Count
 	out.Sum += b.Sum
+	out.NoSum = a.NoSum || b.NoSum
 	for i := range out.Buckets {
 		out.Buckets[i].CumulativeCount += b.Buckets[i].CumulativeCount
 	}
@@ -194,6 +195,9 @@ func histDist(h prom.Histogram) Dist {
 		return v * 1000
 	}
 	d := Dist{Count: int64(math.Round(h.Count)), P50: q(0.5), P95: q(0.95), P99: q(0.99), Mean: h.Sum / h.Count * 1000}
+	if h.NoSum {
+		d.Mean = math.NaN() // the server sent no _sum: the mean is unknown
+	}
 	prevCum := 0.0
 	prevUB := 0.0
 	for _, b := range h.Buckets {

@@ -1,0 +1,198 @@
+package scrape
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tokentop/tokentop/metrics/prom"
+)
+
+const body = `# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{engine="0",model_name="m"} 3
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.5
+`
+
+func TestScrape(t *testing.T) {
+	var gotAccept string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gotAccept = r.Header.Get("Accept")
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		_, _ = w.Write([]byte(body))
+	}))
+	defer srv.Close()
+
+	s, err := New(srv.URL+"/metrics", srv.Client(), prom.ParseOptions{}).Scrape(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gotAccept != "text/plain;version=0.0.4" {
+		t.Errorf("Accept = %q", gotAccept)
+	}
+	if s.Profile != prom.ProfileVLLM {
+		t.Errorf("profile = %s", s.Profile)
+	}
+	if v, ok := s.Signal(prom.SignalQueueDepth); !ok || v != 3 {
+		t.Errorf("queue_depth = %g, %v", v, ok)
+	}
+	if v, ok := s.Signal(prom.SignalKVUsage); !ok || v != 0.5 {
+		t.Errorf("kv_usage = %g, %v", v, ok)
+	}
+}
+
+func TestScrapeErrors(t *testing.T) {
+	tests := []struct {
+		name    string
+		handler http.HandlerFunc
+		opts    prom.ParseOptions
+		timeout time.Duration
+		is      error  // errors.Is target, if any
+		msg     string // substring of the error
+	}{
+		{
+			name: "non-200",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				http.Error(w, "metrics disabled", http.StatusNotFound)
+			},
+			msg: "HTTP 404 Not Found: metrics disabled",
+		},
+		{
+			name: "html",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/html; charset=utf-8")
+				_, _ = w.Write([]byte("<html>login</html>"))
+			},
+			is:  ErrContentType,
+			msg: `"text/html"`,
+		},
+		{
+			name: "protobuf",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily")
+				_, _ = w.Write([]byte{0x0a, 0x01})
+			},
+			is: ErrContentType,
+		},
+		{
+			name: "body over the cap",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/plain")
+				_, _ = w.Write([]byte(strings.Repeat(body, 100)))
+			},
+			opts: prom.ParseOptions{MaxBytes: 1024},
+			is:   prom.ErrTooLarge,
+		},
+		{
+			name: "timeout",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				// Send headers, then stall until the client gives up:
+				// the deadline must cover the body too.
+				w.Header().Set("Content-Type", "text/plain")
+				w.WriteHeader(http.StatusOK)
+				_, _ = w.Write([]byte(body))
+				w.(http.Flusher).Flush()
+				<-r.Context().Done()
+			},
+			timeout: 50 * time.Millisecond,
+			is:      context.DeadlineExceeded,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(tc.handler)
+			defer srv.Close()
+			ctx := context.Background()
+			if tc.timeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, tc.timeout)
+				defer cancel()
+			}
+			s, err := New(srv.URL, srv.Client(), tc.opts).Scrape(ctx)
+			if err == nil {
+				t.Fatalf("no error, sample %+v", s)
+			}
+			if tc.is != nil && !errors.Is(err, tc.is) {
+				t.Errorf("err = %v, want errors.Is %v", err, tc.is)
+			}
+			if !strings.Contains(err.Error(), srv.URL) {
+				t.Errorf("error %q does not name the URL", err)
+			}
+			if tc.msg != "" && !strings.Contains(err.Error(), tc.msg) {
+				t.Errorf("error %q lacks %q", err, tc.msg)
+			}
+		})
+	}
+}
+
+func TestScrapeUnreachable(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close()
+	if _, err := New(url, nil, prom.ParseOptions{}).Scrape(context.Background()); err == nil {
+		t.Fatal("no error from a closed server")
+	}
+}
+
+func TestScrapeBadURL(t *testing.T) {
+	if _, err := New("://nope", nil, prom.ParseOptions{}).Scrape(context.Background()); err == nil {
+		t.Fatal("no error for a bad URL")
+	}
+}
+
+// TestScrapeWindow scrapes a server twice and takes the windowed TTFT from
+// the difference, through the same path the console uses; between the two
+// scrapes the server restarts its counters for the third one.
+func TestScrapeWindow(t *testing.T) {
+	bodies := []string{
+		// 100 fast requests since start.
+		ttftBody(100, 100, 100, 5),
+		// 10 more, all between 1 s and 10 s.
+		ttftBody(100, 100, 110, 60),
+		// restarted: counts went down.
+		ttftBody(1, 1, 1, 0.05),
+	}
+	n := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(bodies[n]))
+		n++
+	}))
+	defer srv.Close()
+	sc := New(srv.URL, srv.Client(), prom.ParseOptions{})
+	var got []prom.Histogram
+	for range bodies {
+		s, err := sc.Scrape(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, s.Histograms[prom.HistTTFT])
+	}
+	d, ok := prom.Delta(got[0], got[1])
+	if !ok {
+		t.Fatal("Delta of two growing scrapes failed")
+	}
+	// 10 new observations in (1, 10]: p50 at rank 5 = 1 + 9*5/10.
+	if p50, ok := d.Quantile(0.5); !ok || p50 != 5.5 {
+		t.Errorf("windowed p50 = %g, %v; want 5.5", p50, ok)
+	}
+	if _, ok := prom.Delta(got[1], got[2]); ok {
+		t.Error("Delta across a restart reported ok")
+	}
+}
+
+func ttftBody(le01, le1, le10 float64, sum float64) string {
+	return "# TYPE vllm:time_to_first_token_seconds histogram\n" +
+		"vllm:time_to_first_token_seconds_bucket{le=\"0.1\",model_name=\"m\"} " + ftoa(le01) + "\n" +
+		"vllm:time_to_first_token_seconds_bucket{le=\"1.0\",model_name=\"m\"} " + ftoa(le1) + "\n" +
+		"vllm:time_to_first_token_seconds_bucket{le=\"10.0\",model_name=\"m\"} " + ftoa(le10) + "\n" +
+		"vllm:time_to_first_token_seconds_bucket{le=\"+Inf\",model_name=\"m\"} " + ftoa(le10) + "\n" +
+		"vllm:time_to_first_token_seconds_count{model_name=\"m\"} " + ftoa(le10) + "\n" +
+		"vllm:time_to_first_token_seconds_sum{model_name=\"m\"} " + ftoa(sum) + "\n"
+}
+
+func ftoa(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
