@@ -192,6 +192,7 @@ func TestUsageErrors(t *testing.T) {
 		{"watch", "--duration", "1s"},
 		{"watch", "--target", "ftp://x", "--duration", "1s"},
 		{"scrape"},
+		{"demo", "--headless", "--duration", "1s", "--report", "/nonexistent-dir/r.json"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := run(context.Background(), testEnv(&stdout, &stderr), args); code != exitUsage {

@@ -131,6 +131,14 @@ func (c *commonFlags) finish(e env) (config.Config, error) {
 	if c.headless && c.reportPath == "" {
 		c.reportPath = "-"
 	}
+	if c.reportPath != "" && c.reportPath != "-" {
+		// Fail now, not after a long run whose report could not be kept.
+		f, err := os.OpenFile(c.reportPath, os.O_WRONLY|os.O_CREATE, 0o644)
+		if err != nil {
+			return config.Config{}, usagef("--report: %v", err)
+		}
+		f.Close()
+	}
 	cfg := config.Default()
 	if c.configPath != "" {
 		f, err := os.Open(c.configPath)

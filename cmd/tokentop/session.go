@@ -43,9 +43,16 @@ type sessionSpec struct {
 // runSession wires sources → aggregator → diagnosis → console or report.
 func runSession(ctx context.Context, e env, spec sessionSpec) (int, error) {
 	cfg := spec.cfg
+	// The pool must never be what limits concurrency: a request waiting for
+	// a connection would count the wait as server latency. Open-loop classes
+	// may have up to the safety cap in flight when the server slows down.
 	maxConns := 0
 	for _, cl := range cfg.Classes {
-		maxConns += max(cl.Arrival.N, int(cl.Arrival.Rate*10)+8)
+		if cl.Arrival.Process == config.ArrivalConcurrency {
+			maxConns += cl.Arrival.N
+		} else {
+			maxConns += config.MaxConcurrencyPerClass
+		}
 	}
 	client := probe.NewClient(probe.ClientOptions{
 		MaxConns:      maxConns,
@@ -226,7 +233,8 @@ func runSession(ctx context.Context, e env, spec sessionSpec) (int, error) {
 			lastSnap = s
 			mu.Unlock()
 			if prog != nil {
-				prog.Send(tui.SnapshotMsg{Snap: s, Diag: diagnose.Evaluate(&s.Live, cfg.Classes)})
+				runDiag := diagnose.Evaluate(&s.Run, cfg.Classes)
+				prog.Send(tui.SnapshotMsg{Snap: s, Diag: diagnose.Evaluate(&s.Live, cfg.Classes), RunDiag: &runDiag})
 			}
 		})
 	}()
@@ -278,28 +286,26 @@ func runSession(ctx context.Context, e env, spec sessionSpec) (int, error) {
 }
 
 func writeReport(stdout io.Writer, path, format string, rep report.Report) error {
-	w := stdout
-	if path != "-" {
-		f, err := os.Create(path)
-		if err != nil {
-			return fmt.Errorf("report: %w", err)
+	write := report.WriteJSON
+	if format != "json" {
+		write = report.WriteMarkdown
+	}
+	if path == "-" {
+		if err := write(stdout, rep); err != nil {
+			return fmt.Errorf("writing report: %w", err)
 		}
-		defer f.Close()
-		w = f
+		return nil
 	}
-	var err error
-	if format == "json" {
-		err = report.WriteJSON(w, rep)
-	} else {
-		err = report.WriteMarkdown(w, rep)
-	}
+	f, err := os.Create(path)
 	if err != nil {
-		return fmt.Errorf("writing report: %w", err)
+		return fmt.Errorf("report: %w", err)
 	}
-	if f, ok := w.(*os.File); ok && path != "-" {
-		if err := f.Sync(); err != nil {
-			return fmt.Errorf("report: %w", err)
-		}
+	if err := write(f, rep); err != nil {
+		f.Close()
+		return fmt.Errorf("writing report %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("writing report %s: %w", path, err)
 	}
 	return nil
 }
