@@ -275,11 +275,7 @@ func probeOverload(in *ruleInput) (Finding, bool) {
 		Severity:   SeverityWarning,
 		Confidence: 0.9,
 		Summary:    fmt.Sprintf("tokentop itself is overloaded: its timers fire %.1f ms late at p99 (max %.0f ms); latencies above include that delay", p.SelfLagP99Ms, p.SelfLagMaxMs),
-		Evidence:   []Evidence{{Signal: "probe.self_lag_p99_ms", Value: p.SelfLagP99Ms, Threshold: reliableLagMs, Unit: "ms"}},
+		Evidence:   []Evidence{{Signal: "probe.self_lag_p99_ms", Value: p.SelfLagP99Ms, Threshold: p.ReliableP99Ms, Unit: "ms"}},
 		Advice:     "Lower probe rates or concurrency, run tokentop on a less busy host, or give it more CPU.",
 	}, true
 }
-
-// reliableLagMs mirrors the aggregator's default reliability threshold for
-// the evidence line.
-const reliableLagMs = 10.0

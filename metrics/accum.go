@@ -183,14 +183,14 @@ type classAccum struct {
 	errorsByKind                                           map[string]int64
 
 	ttft, ttftIntended, tokenGap, chunkGap, e2e, e2ePerToken *sketch
-	headers                                                 *sketch
-	chunkBasisRequests                                      int64
-	stallGaps, gaps                                         int64
-	eventsInReads, readsWithEvents                          int64
-	outTokens, inTokens                                     *sketch
-	outTotal, inTotal                                       int64
+	headers                                                  *sketch
+	chunkBasisRequests                                       int64
+	stallGaps, gaps                                          int64
+	eventsInReads, readsWithEvents                           int64
+	outTokens, inTokens                                      *sketch
+	outTotal, inTotal                                        int64
 
-	good, validOut, expected                  int64
+	good, validOut, expected                    int64
 	jobs, jobsOnTime, deadlineReqs, deadlineMet int64
 
 	buckets [len(promptBucketNames)]bucketAccum

@@ -29,7 +29,8 @@ type Options struct {
 	// Paths are the probe paths in display order ("direct", "gateway").
 	Paths []string
 	// ReliableLagP99 is the self-lag p99 above which the probe's own timing
-	// is not trusted (default 10ms).
+	// is not trusted (default 20ms: the size of one decode step, so beyond
+	// it tokentop's delay is as large as what it measures).
 	ReliableLagP99 time.Duration
 	// StaleAfter is how long a source may go without success before it is
 	// shown as stale (default 5s).
@@ -89,7 +90,7 @@ func NewAggregator(o Options) *Aggregator {
 		o.Slots = 10
 	}
 	if o.ReliableLagP99 <= 0 {
-		o.ReliableLagP99 = 10 * time.Millisecond
+		o.ReliableLagP99 = 20 * time.Millisecond
 	}
 	if o.StaleAfter <= 0 {
 		o.StaleAfter = 5 * time.Second

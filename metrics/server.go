@@ -338,11 +338,11 @@ type lagAccum struct{ lag *sketch }
 func (l *lagAccum) stats(reliableP99Ms float64) ProbeStats {
 	n := l.lag.count()
 	if n == 0 {
-		return ProbeStats{Reliable: true}
+		return ProbeStats{Reliable: true, ReliableP99Ms: reliableP99Ms}
 	}
 	mx, _ := l.lag.s.GetMaxValue()
 	p99 := math.Min(l.lag.quantile(0.99), mx)
-	return ProbeStats{SelfLagP99Ms: p99, SelfLagMaxMs: mx, Samples: n, Reliable: p99 <= reliableP99Ms}
+	return ProbeStats{SelfLagP99Ms: p99, SelfLagMaxMs: mx, Samples: n, ReliableP99Ms: reliableP99Ms, Reliable: p99 <= reliableP99Ms}
 }
 
 func durMs(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -218,7 +218,10 @@ type ProbeStats struct {
 	SelfLagP99Ms float64
 	SelfLagMaxMs float64
 	Samples      int64
-	Reliable     bool
+	// ReliableP99Ms is the self-lag p99 above which the probe is not
+	// Reliable.
+	ReliableP99Ms float64
+	Reliable      bool
 }
 
 // SeriesLen is how many ticks the console's lines keep.

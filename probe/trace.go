@@ -110,4 +110,7 @@ func (e *Error) Error() string { return string(e.Kind) + ": " + e.Msg }
 type LagSample struct {
 	At  time.Time
 	Lag time.Duration
+	// CPU is the process's CPU use since the previous sample, in cores
+	// (1 = one core fully busy); -1 where the platform cannot tell.
+	CPU float64
 }

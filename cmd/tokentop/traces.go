@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"encoding/json"
 	"io"
 	"sync"
 
@@ -16,13 +15,11 @@ type traceWriter struct {
 	mu  sync.Mutex
 	c   io.Closer
 	w   *bufio.Writer
-	enc *json.Encoder
 	err error
 }
 
 func newTraceWriter(wc io.WriteCloser) *traceWriter {
-	w := bufio.NewWriterSize(wc, 64<<10)
-	return &traceWriter{c: wc, w: w, enc: json.NewEncoder(w)}
+	return &traceWriter{c: wc, w: bufio.NewWriterSize(wc, 64<<10)}
 }
 
 func (t *traceWriter) Write(tr *probe.Trace) {
@@ -31,7 +28,7 @@ func (t *traceWriter) Write(tr *probe.Trace) {
 	if t.err != nil {
 		return
 	}
-	t.err = t.enc.Encode(tr)
+	t.err = probe.WriteTraceJSONL(t.w, *tr)
 }
 
 func (t *traceWriter) Close() error {

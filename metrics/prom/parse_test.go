@@ -2,6 +2,8 @@ package prom
 
 import (
 	"errors"
+	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -283,77 +285,124 @@ vllm:e2e_request_latency_seconds_created{engine="0",model_name="m"} 1.7e+09
 	checkHists(t, s, map[string]wantHist{HistE2E: {count: 2, sum: 3.5, buckets: 2}})
 }
 
-func TestParseValue(t *testing.T) {
+func TestValues(t *testing.T) {
 	tests := []struct {
 		in   string
 		want float64
+		warn string // non-empty: the sample is skipped with this warning
 	}{
-		{"1.5", 1.5}, {"1e+06", 1e6}, {"+Inf", math.Inf(1)}, {"-Inf", math.Inf(-1)},
-		{"NaN", math.NaN()}, {"-nan(ind)", math.NaN()}, {"nan", math.NaN()},
-		{"1.#INF", math.Inf(1)}, {"-1.#INF", math.Inf(-1)}, {"-1.#IND", math.NaN()}, {"1.#QNAN", math.NaN()},
-		{"inf", math.Inf(1)}, {"-infinity", math.Inf(-1)},
+		{in: "1.5", want: 1.5}, {in: "1e+06", want: 1e6}, {in: "-0.25", want: -0.25},
+		{in: "+Inf", want: math.Inf(1)}, {in: "-Inf", want: math.Inf(-1)}, {in: "inf", want: math.Inf(1)},
+		{in: "-infinity", want: math.Inf(-1)}, {in: "NaN", want: math.NaN()}, {in: "nan", want: math.NaN()},
+		// C-runtime spellings carry no value: skipped, and the warning says
+		// what they meant.
+		{in: "-nan(ind)", warn: `line 1: x: value "-nan(ind)" is NaN, sample skipped`},
+		{in: "1.#QNAN", warn: `line 1: x: value "1.#QNAN" is NaN, sample skipped`},
+		{in: "-1.#IND", warn: `line 1: x: value "-1.#IND" is NaN, sample skipped`},
+		{in: "1.#INF", warn: `line 1: x: value "1.#INF" is +Inf, sample skipped`},
+		{in: "-1.#INF 1700000000000", warn: `line 1: x: value "-1.#INF" is -Inf, sample skipped`},
+		{in: "abc", warn: `line 1: x: expected float as value, got "abc"`},
+		{in: "1.2.3", warn: `line 1: x: expected float as value, got "1.2.3"`},
+		{in: "0x", warn: `line 1: x: expected float as value, got "0x"`},
+		{in: "1_000", warn: `line 1: x: expected float as value, got "1_000"`},
+		{in: "", warn: `line 1: x: missing value`},
 	}
 	for _, tc := range tests {
-		got, err := parseValue(tc.in)
-		if err != nil {
-			t.Errorf("parseValue(%q): %v", tc.in, err)
-			continue
-		}
-		if math.IsNaN(tc.want) != math.IsNaN(got) || (!math.IsNaN(tc.want) && got != tc.want) {
-			t.Errorf("parseValue(%q) = %g, want %g", tc.in, got, tc.want)
-		}
-	}
-	for _, bad := range []string{"", "abc", "1.2.3", "0x"} {
-		if _, err := parseValue(bad); err == nil {
-			t.Errorf("parseValue(%q) accepted", bad)
-		}
+		t.Run(tc.in, func(t *testing.T) {
+			e, err := ParseExposition(strings.NewReader("x "+tc.in+"\n"), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.warn != "" {
+				if len(e.Series["x"]) != 0 || !slices.Equal(e.Warnings, []string{tc.warn}) {
+					t.Errorf("series %v, warnings %q; want none and %q", e.Series["x"], e.Warnings, tc.warn)
+				}
+				return
+			}
+			if len(e.Warnings) != 0 || len(e.Series["x"]) != 1 {
+				t.Fatalf("series %v, warnings %q", e.Series["x"], e.Warnings)
+			}
+			got := e.Series["x"][0].Value
+			if math.IsNaN(tc.want) != math.IsNaN(got) || (!math.IsNaN(tc.want) && got != tc.want) {
+				t.Errorf("value = %g, want %g", got, tc.want)
+			}
+		})
 	}
 }
 
-func TestParseSampleLine(t *testing.T) {
+func TestSampleLine(t *testing.T) {
 	tests := []struct {
-		in      string
-		name    string
-		labels  map[string]string
-		wantErr bool
+		in     string
+		name   string
+		labels map[string]string
+		warn   string // non-empty: the line is skipped with this warning
 	}{
-		{in: `a 1`, name: "a", labels: nil},
-		{in: `a{} 1`, name: "a", labels: map[string]string{}},
+		{in: `a 1`, name: "a"},
+		{in: `a{} 1`, name: "a"},
+		{in: `  a 1  `, name: "a"},
+		{in: `a {b="c"} 1`, name: "a", labels: map[string]string{"b": "c"}},
 		{in: `a{b="c", d="e"} 1`, name: "a", labels: map[string]string{"b": "c", "d": "e"}},
+		{in: `a{b="c",} 1`, name: "a", labels: map[string]string{"b": "c"}},
 		{in: `{"a.b",c="d"} 1`, name: "a.b", labels: map[string]string{"c": "d"}},
 		{in: `a{"x.y"="z"} 1`, name: "a", labels: map[string]string{"x.y": "z"}},
-		{in: `a{b="multi\nline"} 1`, name: "a", labels: map[string]string{"b": "multi\nline"}},
+		{in: `a{b="multi\nline",c="q\"uote",d="back\\slash"} 1`, name: "a",
+			labels: map[string]string{"b": "multi\nline", "c": `q"uote`, "d": `back\slash`}},
+		// Undefined escapes stay literal, as in Prometheus' own parser.
+		{in: `a{path="C:\models\llama\\x",q="\"\t"} 1`, name: "a",
+			labels: map[string]string{"path": `C:\models\llama\x`, "q": `"\t`}},
+		{in: `a{le="+Inf"} 1 1718140558000`, name: "a", labels: map[string]string{"le": "+Inf"}},
+		// OpenMetrics: exemplars and timestamps in seconds are dropped.
 		{in: `a{b="c"} 1 # {trace_id="x"} 1`, name: "a", labels: map[string]string{"b": "c"}},
-		{in: `a{b="c" 1`, wantErr: true},
-		{in: `a{b=c} 1`, wantErr: true},
-		{in: `a{b="c",b="d"} 1`, wantErr: true},
-		{in: `a{b="c"}`, wantErr: true},
-		{in: `a 1 2 3`, wantErr: true},
-		{in: `a 1 notatime`, wantErr: true},
-		{in: `{} 1`, wantErr: true},
-		{in: `1a 1`, wantErr: true},
+		{in: `a{b="c"} 1 1.7e+09 # {trace_id="x"} 0.5 1.7e+09`, name: "a", labels: map[string]string{"b": "c"}},
+		{in: `a{b="x # y"} 1 # {trace_id="x"} 1`, name: "a", labels: map[string]string{"b": "x # y"}},
+		{in: `a 1 1520879607.789`, name: "a"},
+		{in: `a{b="c" 1`, warn: `line 1: unexpected end of label value "c" in "a{b=\"c\" 1"`},
+		{in: `a{b=c} 1`, warn: `line 1: expected '"' at start of label value, found 'c' in "a{b=c} 1"`},
+		{in: `a{b="c",b="d"} 1`, warn: `line 1: duplicate label names for metric "a" in "a{b=\"c\",b=\"d\"} 1"`},
+		{in: `a{b="c"}`, warn: `line 1: a: missing value`},
+		{in: `a 1 2 3`, warn: `line 1: a: spurious string after timestamp: " 3"`},
+		{in: `a 1 2 3.5`, warn: `line 1: a: spurious string after timestamp: " 3.5"`},
+		{in: `a 1 notatime`, warn: `line 1: a: expected integer as timestamp, got "notatime"`},
+		{in: `a{b="c\"} 1`, warn: `line 1: label value "c\"} 1" contains unescaped new-line in "a{b=\"c\\\"} 1"`},
+		{in: `{} 1`, warn: `line 1: invalid metric name in "{} 1"`},
+		{in: `1a 1`, warn: `line 1: invalid metric name in "1a 1"`},
+		{in: "a{b=\"\xff\"} 1", warn: `line 1: invalid label value "\xff" in "a{b=\"\xff\"} 1"`},
 	}
 	for _, tc := range tests {
-		s, err := parseSampleLine(tc.in)
-		if tc.wantErr {
-			if err == nil {
-				t.Errorf("%q: no error", tc.in)
+		t.Run(tc.in, func(t *testing.T) {
+			e, err := ParseExposition(strings.NewReader(tc.in+"\n"), 0)
+			if err != nil {
+				t.Fatal(err)
 			}
-			continue
-		}
-		if err != nil {
-			t.Errorf("%q: %v", tc.in, err)
-			continue
-		}
-		if s.Name != tc.name || len(s.Labels) != len(tc.labels) {
-			t.Errorf("%q: got %q %v", tc.in, s.Name, s.Labels)
-			continue
-		}
-		for k, v := range tc.labels {
-			if s.Labels[k] != v {
-				t.Errorf("%q: label %s = %q, want %q", tc.in, k, s.Labels[k], v)
+			if tc.warn != "" {
+				if len(e.Series) != 0 || !slices.Equal(e.Warnings, []string{tc.warn}) {
+					t.Errorf("series %v, warnings %q; want none and %q", e.Series, e.Warnings, tc.warn)
+				}
+				return
 			}
-		}
+			ss := e.Series[tc.name]
+			if len(e.Warnings) != 0 || len(e.Series) != 1 || len(ss) != 1 {
+				t.Fatalf("series %v, warnings %q", e.Series, e.Warnings)
+			}
+			if s := ss[0]; s.Line != 1 || s.Value != 1 || !maps.Equal(s.Labels, tc.labels) {
+				t.Errorf("got %+v, want labels %v", s, tc.labels)
+			}
+		})
+	}
+}
+
+func TestTooManyLabels(t *testing.T) {
+	in := manyLabels(maxEquals) + manyLabels(maxEquals+1)
+	e, err := ParseExposition(strings.NewReader(in), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(e.Series["vllm:num_requests_waiting"]); n != 1 {
+		t.Errorf("%d series kept, want the one with %d labels", n, maxEquals)
+	}
+	want := fmt.Sprintf("line 2: %d '=' signs, more labels than the %d accepted, skipped", maxEquals+1, maxEquals)
+	if !slices.Equal(e.Warnings, []string{want}) {
+		t.Errorf("warnings = %q, want %q", e.Warnings, want)
 	}
 }
 

@@ -1,15 +1,17 @@
 package prom
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // DefaultMaxBytes caps a /metrics body when ParseOptions.MaxBytes is zero.
@@ -21,6 +23,16 @@ const DefaultMaxBytes int64 = 16 << 20
 // maxWarnings bounds Sample.Warnings so that a garbage body cannot produce
 // an unbounded list; the last entry says how many were left out.
 const maxWarnings = 20
+
+// maxEquals bounds the '=' signs (so the labels) of one sample line.
+// expfmt's TextParser checks every new label against all earlier ones of
+// the line, which is quadratic; real servers put a few dozen labels on a
+// series at most.
+const maxEquals = 128
+
+// maxExemplarCuts bounds the " # " positions tried as the start of an
+// OpenMetrics exemplar when a label value itself contains " # ".
+const maxExemplarCuts = 4
 
 // ErrTooLarge is returned when a body exceeds the byte cap.
 var ErrTooLarge = errors.New("metrics body too large")
@@ -38,10 +50,17 @@ type Series struct {
 // reported in Warnings instead of failing the whole scrape, because one odd
 // line from a server should not blind the console to every other signal.
 //
-// The parser is written here rather than taken from prometheus/common/expfmt
-// for two reasons: expfmt stops at the first bad line (we want to skip it and
-// go on), and importing expfmt pulls client_model and protobuf, which are not
-// in this module's go.sum.
+// Sample lines are parsed by prometheus/common/expfmt's TextParser, one line
+// at a time: expfmt stops at the first bad line of its input, so feeding it
+// single lines confines a failure to that line, and it ties every sample to
+// its line number for the warnings the mapping reports. TYPE lines are not
+// given to expfmt, so every sample comes back as an untyped value with its
+// own name and labels ("le" and "quantile" included), which is what the
+// mapping reads; expfmt's histogram and summary assembly would lose the line
+// numbers, drop buckets without "le" silently and truncate a summary's
+// _count to an integer. HELP and TYPE comments are read here instead, since
+// expfmt discards a family that has no samples and rejects the OpenMetrics
+// types (unknown, info, stateset).
 type Exposition struct {
 	// Types maps a family name to its declared TYPE ("counter", "gauge",
 	// "histogram", "summary", "untyped").
@@ -97,7 +116,9 @@ func (e *Exposition) HasFamily(name string) bool {
 
 // ParseExposition reads a text exposition of at most maxBytes bytes
 // (DefaultMaxBytes when maxBytes <= 0). It fails only when the body cannot be
-// read or exceeds the cap; malformed lines become warnings.
+// read or exceeds the cap; malformed lines become warnings. It accepts what
+// servers answering in OpenMetrics send as well: exemplars, timestamps in
+// seconds, # UNIT and # EOF.
 func ParseExposition(r io.Reader, maxBytes int64) (*Exposition, error) {
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxBytes
@@ -118,22 +139,27 @@ func parseText(body []byte) *Exposition {
 		Series: make(map[string][]Series),
 		helped: make(map[string]bool),
 	}
+	p := newLineParser()
 	seen := make(map[string]int) // series identity -> line, to report duplicates
-	sc := bufio.NewScanner(bytes.NewReader(body))
-	sc.Buffer(make([]byte, 0, 64<<10), len(body)+1)
 	lineNo := 0
-	for sc.Scan() {
+	for rest := body; len(rest) > 0; {
 		lineNo++
-		line := strings.TrimRight(sc.Text(), "\r")
-		line = strings.TrimLeft(line, " \t")
-		if line == "" {
+		line := rest
+		rest = nil
+		if i := bytes.IndexByte(line, '\n'); i >= 0 {
+			line, rest = line[:i], line[i+1:]
+		}
+		// expfmt wants "\n" line ends and nothing after the value or
+		// timestamp; CRLF bodies and trailing blanks are common enough.
+		line = bytes.Trim(line, " \t\r")
+		if len(line) == 0 {
 			continue
 		}
 		if line[0] == '#' {
-			e.parseComment(line, lineNo)
+			e.parseComment(string(line), lineNo)
 			continue
 		}
-		s, err := parseSampleLine(line)
+		s, err := p.sample(line)
 		if err != nil {
 			e.warnf("line %d: %v", lineNo, err)
 			continue
@@ -150,13 +176,217 @@ func parseText(body []byte) *Exposition {
 		seen[id] = lineNo
 		e.Series[s.Name] = append(e.Series[s.Name], s)
 	}
-	if err := sc.Err(); err != nil {
-		// Only bufio.ErrTooLong is possible with an in-memory reader, and
-		// the buffer is as large as the body; report rather than panic.
-		e.warnf("line %d: %v", lineNo+1, err)
-	}
 	e.finishWarnings()
 	return e
+}
+
+// lineParser runs expfmt's TextParser over one sample line at a time,
+// reusing the parser's buffers across lines.
+type lineParser struct {
+	tp  expfmt.TextParser
+	in  bytes.Reader
+	buf []byte
+}
+
+func newLineParser() *lineParser {
+	// UTF-8 validation accepts the quoted names of the newer exposition
+	// syntax ({"name.with.dots",label="v"}) besides the legacy charset.
+	return &lineParser{tp: expfmt.NewTextParser(model.UTF8Validation)}
+}
+
+// sample parses one trimmed, non-comment line. The error says why the line
+// was skipped.
+func (p *lineParser) sample(line []byte) (Series, error) {
+	if n := bytes.Count(line, []byte{'='}); n > maxEquals {
+		return Series{}, fmt.Errorf("%d '=' signs, more labels than the %d accepted, skipped", n, maxEquals)
+	}
+	s, err := p.lenient(line)
+	if err == nil {
+		return s, nil
+	}
+	if fixed, ok := literalBackslashes(line); ok {
+		if s, err := p.lenient(fixed); err == nil {
+			return s, nil
+		}
+	}
+	return Series{}, err
+}
+
+// lenient parses line with expfmt, then tries the OpenMetrics forms, then
+// explains a C-runtime non-finite value.
+func (p *lineParser) lenient(line []byte) (Series, error) {
+	s, _, err := p.parse(line)
+	if err == nil {
+		return s, nil
+	}
+	if s, ok := p.openMetrics(line); ok {
+		return s, nil
+	}
+	if err := p.cNonFinite(line); err != nil {
+		return Series{}, err
+	}
+	return Series{}, describe(err, s.Name, line)
+}
+
+// parse runs expfmt on one line. It reports whether the sample carried a
+// timestamp; on error, Series.Name is the metric name when expfmt got that
+// far.
+func (p *lineParser) parse(line []byte) (Series, bool, error) {
+	p.buf = append(append(p.buf[:0], line...), '\n')
+	p.in.Reset(p.buf)
+	fams, err := p.tp.TextToMetricFamilies(&p.in)
+	for name, mf := range fams {
+		if err != nil {
+			return Series{Name: name}, false, err
+		}
+		// Without a TYPE line every family is untyped, and one line holds
+		// one sample.
+		for _, m := range mf.GetMetric() {
+			s := Series{Name: name, Value: m.GetUntyped().GetValue()}
+			if pairs := m.GetLabel(); len(pairs) > 0 {
+				s.Labels = make(map[string]string, len(pairs))
+				for _, l := range pairs {
+					s.Labels[l.GetName()] = l.GetValue()
+				}
+			}
+			return s, m.TimestampMs != nil, nil
+		}
+	}
+	if err == nil {
+		err = errors.New("no sample")
+	}
+	return Series{}, false, err
+}
+
+// openMetrics retries a rejected line without what OpenMetrics adds to a
+// sample and the 0.0.4 grammar lacks: an exemplar after " # ", and a
+// timestamp in (fractional) seconds. Neither is used here.
+func (p *lineParser) openMetrics(line []byte) (Series, bool) {
+	forms := [][]byte{line}
+	for off, n := 0, 0; n < maxExemplarCuts; n++ {
+		i := bytes.Index(line[off:], []byte(" # "))
+		if i < 0 {
+			break
+		}
+		forms = append(forms, line[:off+i])
+		off += i + 1
+	}
+	for k, f := range forms {
+		if k > 0 {
+			if s, _, err := p.parse(f); err == nil {
+				return s, true
+			}
+		}
+		if g, ok := withoutFloatField(f); ok {
+			// A form that still has a timestamp means the dropped field
+			// was not the timestamp but extra text.
+			if s, stamped, err := p.parse(g); err == nil && !stamped {
+				return s, true
+			}
+		}
+	}
+	return Series{}, false
+}
+
+// withoutFloatField drops the last field of line if it is a number.
+func withoutFloatField(line []byte) ([]byte, bool) {
+	line = bytes.TrimRight(line, " \t")
+	i := bytes.LastIndexAny(line, " \t")
+	if i < 0 {
+		return nil, false
+	}
+	if _, err := strconv.ParseFloat(string(line[i+1:]), 64); err != nil {
+		return nil, false
+	}
+	return bytes.TrimRight(line[:i], " \t"), true
+}
+
+// literalBackslashes escapes each backslash that does not start one of the
+// three escapes the format defines (\\, \" and \n), so that expfmt keeps it
+// as a literal backslash, as Prometheus' own parser does, instead of
+// rejecting the line: Windows paths in label values are the usual case. It
+// returns false when there is no such backslash.
+func literalBackslashes(line []byte) ([]byte, bool) {
+	var out []byte
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		if c != '\\' {
+			if out != nil {
+				out = append(out, c)
+			}
+			continue
+		}
+		if i+1 < len(line) && (line[i+1] == '\\' || line[i+1] == '"' || line[i+1] == 'n') {
+			if out != nil {
+				out = append(out, c, line[i+1])
+			}
+			i++
+			continue
+		}
+		if out == nil {
+			out = append(make([]byte, 0, len(line)+8), line[:i]...)
+		}
+		out = append(out, '\\', '\\')
+	}
+	return out, out != nil
+}
+
+// cNonFinite explains a line rejected for a value spelled the way C runtimes
+// print non-finite numbers ("-nan(ind)", "1.#INF", "-1.#IND", "1.#QNAN"),
+// which neither expfmt nor strconv accepts. Such a sample carries nothing
+// usable, so it is skipped; the error says so. It returns nil when the line
+// has no such value.
+func (p *lineParser) cNonFinite(line []byte) error {
+	fields := bytes.Fields(line)
+	// The value is the last field, or the one before a timestamp.
+	for _, f := range fields[max(0, len(fields)-2):] {
+		kind, ok := nonFiniteKind(string(f))
+		if !ok {
+			continue
+		}
+		i := bytes.LastIndex(line, f)
+		fixed := append(append(append([]byte(nil), line[:i]...), "NaN"...), line[i+len(f):]...)
+		if s, _, err := p.parse(fixed); err == nil {
+			return fmt.Errorf("%s: value %q is %s, sample skipped", s.Name, truncate(string(f), 40), kind)
+		}
+	}
+	return nil
+}
+
+// nonFiniteKind classifies a C-runtime spelling of NaN or an infinity.
+func nonFiniteKind(tok string) (string, bool) {
+	low := strings.ToLower(strings.TrimLeft(tok, "+-"))
+	switch {
+	case strings.HasPrefix(low, "nan"), strings.Contains(low, "#ind"),
+		strings.Contains(low, "#qnan"), strings.Contains(low, "#snan"):
+		return "NaN", true
+	case strings.HasPrefix(low, "inf"), strings.Contains(low, "#inf"):
+		if strings.HasPrefix(tok, "-") {
+			return "-Inf", true
+		}
+		return "+Inf", true
+	}
+	return "", false
+}
+
+// describe turns an expfmt error into a warning text: expfmt's message
+// without its line number (always 1 here), and the metric name or the start
+// of the line to say which sample it was.
+func describe(err error, name string, line []byte) error {
+	msg := err.Error()
+	var pe expfmt.ParseError
+	if errors.As(err, &pe) {
+		msg = pe.Msg
+		if msg == `expected float as value, got ""` {
+			// A bare name: partial captures list families this way.
+			msg = "missing value"
+		}
+	}
+	msg = truncate(msg, 120)
+	if name != "" {
+		return fmt.Errorf("%s: %s", truncate(name, 80), msg)
+	}
+	return fmt.Errorf("%s in %q", msg, truncate(string(line), 40))
 }
 
 func (e *Exposition) parseComment(line string, lineNo int) {
@@ -178,7 +408,7 @@ func (e *Exposition) parseComment(line string, lineNo int) {
 		switch typ {
 		case "counter", "gauge", "histogram", "summary", "untyped", "unknown", "gaugehistogram", "info", "stateset":
 		default:
-			e.warnf("line %d: unknown TYPE %q for %s", lineNo, fields[2], name)
+			e.warnf("line %d: unknown TYPE %q for %s", lineNo, truncate(fields[2], 40), name)
 			return
 		}
 		if prev, ok := e.Types[name]; ok && prev != typ {
@@ -219,205 +449,13 @@ func seriesID(name string, labels map[string]string) string {
 	return b.String()
 }
 
-func isNameStart(c byte) bool {
-	return c == '_' || c == ':' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
-}
-
-func isNameChar(c byte) bool {
-	return isNameStart(c) || (c >= '0' && c <= '9')
-}
-
-func isLabelStart(c byte) bool { return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') }
-
-func isLabelChar(c byte) bool { return isLabelStart(c) || (c >= '0' && c <= '9') }
-
-// parseSampleLine parses `name{labels} value [timestamp]`, also accepting the
-// UTF-8 form `{"name",labels} value`, spaces after label commas (as in the
-// dcgm-exporter README) and a trailing comma.
-func parseSampleLine(line string) (Series, error) {
-	var s Series
-	i := 0
-	if isNameStart(line[0]) {
-		for i < len(line) && isNameChar(line[i]) {
-			i++
-		}
-		s.Name = line[:i]
-	} else if line[0] != '{' {
-		return s, fmt.Errorf("invalid metric name start %q", truncate(line, 40))
-	}
-	for i < len(line) && (line[i] == ' ' || line[i] == '\t') {
-		i++
-	}
-	if i < len(line) && line[i] == '{' {
-		labels, name, n, err := parseLabels(line[i:])
-		if err != nil {
-			return s, err
-		}
-		if name != "" {
-			if s.Name != "" {
-				return s, errors.New("metric name given twice")
-			}
-			s.Name = name
-		}
-		s.Labels = labels
-		i += n
-	}
-	if s.Name == "" {
-		return s, errors.New("missing metric name")
-	}
-	rest := strings.Fields(line[i:])
-	if len(rest) == 0 {
-		return s, fmt.Errorf("%s: missing value", s.Name)
-	}
-	v, err := parseValue(rest[0])
-	if err != nil {
-		return s, fmt.Errorf("%s: %w", s.Name, err)
-	}
-	s.Value = v
-	if len(rest) > 1 && rest[1] != "#" { // "#" starts an OpenMetrics exemplar
-		if _, err := strconv.ParseFloat(rest[1], 64); err != nil {
-			return s, fmt.Errorf("%s: invalid timestamp %q", s.Name, truncate(rest[1], 40))
-		}
-		if len(rest) > 2 && rest[2] != "#" {
-			return s, fmt.Errorf("%s: unexpected text after timestamp", s.Name)
-		}
-	}
-	return s, nil
-}
-
-// parseLabels parses a brace-enclosed label set starting at in[0] == '{'. It
-// returns the labels, a quoted metric name when the UTF-8 syntax put one
-// inside the braces, and the number of bytes consumed.
-func parseLabels(in string) (map[string]string, string, int, error) {
-	labels := make(map[string]string)
-	var name string
-	i := 1
-	skipSpace := func() {
-		for i < len(in) && (in[i] == ' ' || in[i] == '\t') {
-			i++
-		}
-	}
-	for {
-		skipSpace()
-		if i >= len(in) {
-			return nil, "", 0, errors.New("unterminated label set")
-		}
-		if in[i] == '}' {
-			return labels, name, i + 1, nil
-		}
-		var key string
-		if in[i] == '"' {
-			q, n, err := readQuoted(in[i:])
-			if err != nil {
-				return nil, "", 0, err
-			}
-			i += n
-			skipSpace()
-			if i < len(in) && (in[i] == ',' || in[i] == '}') {
-				if name != "" {
-					return nil, "", 0, errors.New("two quoted metric names")
-				}
-				name = q
-				if in[i] == ',' {
-					i++
-				}
-				continue
-			}
-			key = q
-		} else {
-			start := i
-			if !isLabelStart(in[i]) {
-				return nil, "", 0, fmt.Errorf("invalid label name at %q", truncate(in[i:], 20))
-			}
-			for i < len(in) && isLabelChar(in[i]) {
-				i++
-			}
-			key = in[start:i]
-		}
-		skipSpace()
-		if i >= len(in) || in[i] != '=' {
-			return nil, "", 0, fmt.Errorf("label %q: expected '='", key)
-		}
-		i++
-		skipSpace()
-		if i >= len(in) || in[i] != '"' {
-			return nil, "", 0, fmt.Errorf("label %q: expected quoted value", key)
-		}
-		val, n, err := readQuoted(in[i:])
-		if err != nil {
-			return nil, "", 0, fmt.Errorf("label %q: %w", key, err)
-		}
-		i += n
-		if _, dup := labels[key]; dup {
-			return nil, "", 0, fmt.Errorf("label %q given twice", key)
-		}
-		labels[key] = val
-		skipSpace()
-		if i < len(in) && in[i] == ',' {
-			i++
-		} else if i < len(in) && in[i] != '}' {
-			return nil, "", 0, fmt.Errorf("expected ',' or '}' after label %q", key)
-		}
-	}
-}
-
-// readQuoted reads a double-quoted string with the exposition escapes \\, \"
-// and \n, returning the value and bytes consumed.
-func readQuoted(in string) (string, int, error) {
-	var b strings.Builder
-	for i := 1; i < len(in); i++ {
-		c := in[i]
-		switch c {
-		case '"':
-			return b.String(), i + 1, nil
-		case '\\':
-			i++
-			if i >= len(in) {
-				return "", 0, errors.New("unterminated escape")
-			}
-			switch in[i] {
-			case 'n':
-				b.WriteByte('\n')
-			case '\\', '"':
-				b.WriteByte(in[i])
-			default:
-				// The format only defines three escapes; keep others
-				// literally, as Prometheus' own parser does.
-				b.WriteByte('\\')
-				b.WriteByte(in[i])
-			}
-		default:
-			b.WriteByte(c)
-		}
-	}
-	return "", 0, errors.New("unterminated quoted string")
-}
-
-// parseValue parses a sample value, accepting what C runtimes print for
-// non-finite numbers ("-nan(ind)", "1.#INF", "-1.#IND", "nan") besides Go's
-// and Prometheus' spellings.
-func parseValue(tok string) (float64, error) {
-	if v, err := strconv.ParseFloat(tok, 64); err == nil {
-		return v, nil
-	}
-	low := strings.ToLower(tok)
-	neg := strings.HasPrefix(low, "-")
-	low = strings.TrimLeft(low, "+-")
-	switch {
-	case strings.HasPrefix(low, "nan"), strings.Contains(low, "#ind"), strings.Contains(low, "#qnan"), strings.Contains(low, "#snan"):
-		return math.NaN(), nil
-	case strings.HasPrefix(low, "inf"), strings.Contains(low, "#inf"):
-		if neg {
-			return math.Inf(-1), nil
-		}
-		return math.Inf(1), nil
-	}
-	return 0, fmt.Errorf("invalid value %q", truncate(tok, 40))
-}
-
+// truncate shortens s to about n bytes for a message, at a rune boundary.
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n] + "..."
 }

@@ -1,0 +1,108 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+const contractExample = `
+target: http://127.0.0.1:8000
+metrics: http://127.0.0.1:8000/metrics
+gateway: http://127.0.0.1:8080
+model: auto
+classes:
+  - name: interactive
+    kind: interactive
+    api: chat
+    arrival: {process: poisson, rate: 2}
+    prompt_tokens: {median: 700, p95: 2000}
+    max_tokens: 256
+    priority: 0
+    slo:
+      valid_streams: 99.9%
+      ttft: {p95: 800ms, p99: 2s}
+      itl:  {p95: 150ms, p99: 300ms}
+      e2e:  {p95: 20s}
+      stall_gap: 250ms
+  - name: batch
+    kind: batch
+    api: completions
+    job: {requests: 200, deadline: 10m}
+    arrival: {process: concurrency, n: 16}
+    prompt_tokens: {median: 1500, p95: 3000}
+    max_tokens: 180
+    slo:
+      deadline_completion: 99%
+      output_tokens_per_s: 3000
+      validity: 99.5%
+`
+
+func TestParseContractExample(t *testing.T) {
+	cfg, err := Parse(strings.NewReader(contractExample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Gateway != "http://127.0.0.1:8080" || len(cfg.Classes) != 2 {
+		t.Fatalf("parsed %+v", cfg)
+	}
+	in, b := cfg.Class("interactive"), cfg.Class("batch")
+	if in.SLO.TTFT.P99.Duration != 2*time.Second || in.SLO.ITL.P95.Duration != 150*time.Millisecond {
+		t.Errorf("interactive SLO = %+v", in.SLO)
+	}
+	if v := float64(*in.SLO.ValidStreams); v < 0.9989 || v > 0.9991 {
+		t.Errorf("valid_streams = %v", v)
+	}
+	if in.Priority == nil || *in.Priority != 0 {
+		t.Errorf("priority = %v", in.Priority)
+	}
+	if b.Job.Requests != 200 || b.Job.Deadline.Duration != 10*time.Minute || b.Arrival.N != 16 {
+		t.Errorf("batch = %+v", b)
+	}
+	if *b.SLO.OutputTokensPerS != 3000 || b.SLO.StallGap.Duration != 250*time.Millisecond {
+		t.Errorf("batch SLO = %+v (stall gap defaults to 250ms)", b.SLO)
+	}
+}
+
+func TestParseKeepsDefaultClassesWhenNoneGiven(t *testing.T) {
+	cfg, err := Parse(strings.NewReader("target: http://gpu-host:8000\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Target != "http://gpu-host:8000" || len(cfg.Classes) != 2 || cfg.Model != "auto" {
+		t.Errorf("got %+v", cfg)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"unknown field", "targt: x\n", "targt"},
+		{"bad duration", "classes: [{name: a, arrival: {process: poisson, rate: 1}, slo: {ttft: {p95: fast}}}]\n", "fast"},
+		{"bad ratio", "classes: [{name: a, arrival: {process: poisson, rate: 1}, slo: {valid_streams: 120%}}]\n", "outside"},
+		{"rate above cap", "classes: [{name: a, arrival: {process: poisson, rate: 5000}}]\n", "safety cap"},
+		{"concurrency above cap", "classes: [{name: a, arrival: {process: concurrency, n: 100000}}]\n", "safety cap"},
+		{"unknown process", "classes: [{name: a, arrival: {process: flood}}]\n", "flood"},
+		{"no rate", "classes: [{name: a, arrival: {process: poisson}}]\n", "rate > 0"},
+		{"duplicate class", "classes: [{name: a, arrival: {process: poisson, rate: 1}}, {name: a, arrival: {process: poisson, rate: 1}}]\n", "twice"},
+		{"bad kind", "classes: [{name: a, kind: bulk, arrival: {process: poisson, rate: 1}}]\n", "bulk"},
+		{"p95 below median", "classes: [{name: a, arrival: {process: poisson, rate: 1}, prompt_tokens: {median: 900, p95: 100}}]\n", "below median"},
+		{"max_tokens above cap", "classes: [{name: a, arrival: {process: poisson, rate: 1}, max_tokens: 100000}]\n", "cap"},
+		{"not yaml", "{{{", "parsing config"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse(strings.NewReader(tc.yaml))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want it to mention %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseRatio(t *testing.T) {
+	for in, want := range map[string]float64{"99.9%": 0.999, "0.5": 0.5, "100%": 1, " 1 ": 1} {
+		got, err := ParseRatio(in)
+		if err != nil || got < want-1e-12 || got > want+1e-12 {
+			t.Errorf("ParseRatio(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+}

@@ -1,0 +1,218 @@
+package probe
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// refChunk decodes with encoding/json: the reference parseChunk must agree
+// with.
+type refChunk struct {
+	Choices []struct {
+		Delta *struct {
+			Content          *string `json:"content"`
+			ReasoningContent *string `json:"reasoning_content"`
+			Reasoning        *string `json:"reasoning"`
+		} `json:"delta"`
+		Text         *string `json:"text"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *struct {
+		PromptTokens     int `json:"prompt_tokens"`
+		CompletionTokens int `json:"completion_tokens"`
+	} `json:"usage"`
+	Error json.RawMessage `json:"error"`
+}
+
+func refFields(t *testing.T, b []byte) (chunkFields, bool) {
+	var r refChunk
+	if err := json.Unmarshal(b, &r); err != nil {
+		return chunkFields{}, false
+	}
+	var f chunkFields
+	if len(r.Choices) > 0 {
+		c := r.Choices[0]
+		if c.Text != nil {
+			f.content = len(*c.Text)
+		}
+		if d := c.Delta; d != nil {
+			if d.Content != nil {
+				f.content = len(*d.Content)
+			}
+			if d.ReasoningContent != nil {
+				f.reasoning = len(*d.ReasoningContent)
+			}
+			if d.Reasoning != nil {
+				f.reasoning = max(f.reasoning, len(*d.Reasoning))
+			}
+		}
+		if c.FinishReason != nil && *c.FinishReason != "" {
+			f.hasFinish, f.finish = true, []byte(*c.FinishReason)
+		}
+	}
+	if r.Usage != nil {
+		f.hasUsage, f.promptTokens, f.completionTokens = true, r.Usage.PromptTokens, r.Usage.CompletionTokens
+	}
+	if len(r.Error) > 0 && string(r.Error) != "null" {
+		f.errRaw = r.Error
+	}
+	return f, true
+}
+
+func sameFields(a, b chunkFields) bool {
+	return a.content == b.content && a.reasoning == b.reasoning && a.hasFinish == b.hasFinish &&
+		string(a.finish) == string(b.finish) && a.hasUsage == b.hasUsage && a.promptTokens == b.promptTokens &&
+		a.completionTokens == b.completionTokens && (a.errRaw == nil) == (b.errRaw == nil)
+}
+
+var chunkCases = []string{
+	`{"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}`,
+	`{"choices":[{"index":0,"delta":{"content":" héllo\n\"q\" \u00e9\ud83d\ude00"},"finish_reason":null}],"usage":{"prompt_tokens":5,"total_tokens":9,"completion_tokens":4}}`,
+	`{"choices":[{"index":0,"text":" lorem","logprobs":null,"finish_reason":"length","stop_reason":null}]}`,
+	`{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2,"prompt_tokens_details":null}}`,
+	`{"choices":[{"delta":{"reasoning_content":"hmm"}}]}`,
+	`{"choices":[{"delta":{"reasoning":"hm"}}]}`,
+	`{"choices":null,"usage":null}`,
+	`{"choices":[null]}`,
+	`{"choices":[{"delta":null,"text":null}]}`,
+	`{"error":{"message":"boom","code":500}}`,
+	`{"error":null}`,
+	` { "choices" : [ { "delta" : { "content" : "a" } } , {"delta":{"content":"bbbb"}} ] } `,
+	`{"choices":[{"delta":{"content":"\ud800x"}}]}`,
+	`{"choices":[{"delta":{"content":"bad` + "\xff" + `utf8"}}]}`,
+	`{"x":[1,-2.5e3,true,false,null,{"y":[]}],"choices":[{"delta":{"content":"z"}}]}`,
+	// Malformed or mistyped: both must reject.
+	`{"choices":[{"delta":{"content":5}}]}`,
+	`{"choices":{}}`,
+	`{"usage":{"completion_tokens":1.5}}`,
+	`{"usage":{"completion_tokens":"3"}}`,
+	`{"choices":[{"finish_reason":3}]}`,
+	`{"choices":[}`,
+	`{"a":1}x`,
+	`[1]`,
+	`{"a":"` + "\x01" + `"}`,
+	`{"a":01}`,
+	`{"a":"\x"}`,
+	`{"a":tru}`,
+	``,
+	`{`,
+}
+
+func TestParseChunkMatchesEncodingJSON(t *testing.T) {
+	for _, c := range chunkCases {
+		ref, refOK := refFields(t, []byte(c))
+		got, err := parseChunk([]byte(c))
+		if refOK != (err == nil) {
+			t.Errorf("%s: encoding/json ok=%v, parseChunk err=%v", c, refOK, err)
+			continue
+		}
+		if refOK && !sameFields(ref, got) {
+			t.Errorf("%s:\n got %+v\nwant %+v", c, got, ref)
+		}
+	}
+}
+
+func TestParseChunkDepthLimit(t *testing.T) {
+	deep := `{"x":` + strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + `}`
+	if _, err := parseChunk([]byte(deep)); err == nil {
+		t.Error("20000-deep nesting accepted")
+	}
+}
+
+func TestParseChunkAllocs(t *testing.T) {
+	b := []byte(chunkCases[1])
+	if n := testing.AllocsPerRun(100, func() { _, _ = parseChunk(b) }); n > 0 {
+		t.Errorf("parseChunk allocates %.0f times per chunk", n)
+	}
+}
+
+func FuzzParseChunk(f *testing.F) {
+	for _, c := range chunkCases {
+		f.Add([]byte(c))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, err := parseChunk(b)
+		if err == nil && !json.Valid(b) {
+			t.Fatalf("accepted invalid JSON %q", b)
+		}
+		ref, refOK := refFields(t, b)
+		if err == nil && !refOK && exactKeys(b) {
+			t.Fatalf("accepted what encoding/json rejects: %q", b)
+		}
+		if err == nil && refOK && exactKeys(b) && noDupKeys(b) && !sameFields(ref, got) {
+			t.Fatalf("%q:\n got %+v\nwant %+v", b, got, ref)
+		}
+	})
+}
+
+// exactKeys reports whether every spelling of a field parseChunk reads is
+// exact: encoding/json also matches keys case-insensitively and through
+// \u escapes, which servers do not send and parseChunk does not copy.
+func exactKeys(b []byte) bool {
+	s := string(b)
+	if strings.Contains(s, `\u`) {
+		return false
+	}
+	lower := strings.ToLower(s)
+	for _, k := range []string{"choices", "delta", "content", "reasoning", "text", "finish_reason", "usage", "prompt_tokens", "completion_tokens", "error"} {
+		if strings.Count(lower, k) != strings.Count(s, k) {
+			return false
+		}
+	}
+	return true
+}
+
+// noDupKeys reports whether no object in b repeats a key; encoding/json
+// merges repeated keys in ways parseChunk need not copy.
+func noDupKeys(b []byte) bool {
+	d := json.NewDecoder(strings.NewReader(string(b)))
+	type frame struct {
+		obj  bool
+		keys map[string]bool
+		key  bool // next string token is a key
+	}
+	var st []*frame
+	for {
+		tok, err := d.Token()
+		if err != nil {
+			return true
+		}
+		var top *frame
+		if len(st) > 0 {
+			top = st[len(st)-1]
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			switch v {
+			case '{':
+				if top != nil && top.obj {
+					top.key = true
+				}
+				st = append(st, &frame{obj: true, keys: map[string]bool{}, key: true})
+				continue
+			case '[':
+				if top != nil && top.obj {
+					top.key = true
+				}
+				st = append(st, &frame{})
+				continue
+			default:
+				st = st[:len(st)-1]
+				continue
+			}
+		case string:
+			if top != nil && top.obj && top.key {
+				if top.keys[v] {
+					return false
+				}
+				top.keys[v] = true
+				top.key = false
+				continue
+			}
+		}
+		if top != nil && top.obj {
+			top.key = true
+		}
+	}
+}

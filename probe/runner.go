@@ -1,0 +1,576 @@
+package probe
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tokentop/tokentop/config"
+)
+
+// Sink receives every finished request's Trace, once, from the request's
+// goroutine. It must not block long: it delays the next closed-loop request.
+type Sink func(Trace)
+
+// RunnerOptions configure a Runner.
+type RunnerOptions struct {
+	Seed  int64
+	Clock Clock // nil means RealClock
+	// Targets receive requests in turn when there are several (direct and
+	// gateway), so both paths see the same traffic.
+	Targets []Target
+	Model   string
+
+	// MaxInFlight caps concurrent requests of an open-loop class; 0 means
+	// config.MaxConcurrencyPerClass. Closed-loop classes use arrival.n.
+	MaxInFlight int
+	// MaxRate caps sends per second whatever the arrival process (catch-up
+	// after a stall, a closed loop against a server that fails instantly);
+	// 0 means config.MaxRatePerClass.
+	MaxRate float64
+	// MaxTokensPerMinute caps prompt + max_tokens sent per minute;
+	// 0 means DefaultMaxTokensPerMinute.
+	MaxTokensPerMinute int
+	// Replay, when set, replaces the class's arrival process: request i is
+	// sent at start + Replay[i].At/ReplaySpeed with that entry's prompt and
+	// output tokens (see ReadReplay). ReplaySpeed 0 means 1; ReplayLoop
+	// starts over after the last entry instead of going idle.
+	Replay      []ReplayEntry
+	ReplaySpeed float64
+	ReplayLoop  bool
+	// SharedPrefixTokens starts every prompt of the class with the same
+	// text of about this many tokens (a system prompt), ahead of the
+	// per-request unique marker, so a prefix cache can serve that part and
+	// only that part. 0: every prompt is unique from its first token.
+	SharedPrefixTokens int
+	// Calibration maps prompt tokens to words (see Calibrate). When nil,
+	// the runner learns the ratio from the server's usage.prompt_tokens.
+	Calibration *Calibration
+	// Validate, when set, judges each response's text (see NewValidator).
+	Validate func(text string) error
+}
+
+// streamer is what a Runner needs from a Client; tests substitute it.
+type streamer interface {
+	Stream(ctx context.Context, r Request) Trace
+}
+
+// Runner generates one class's traffic.
+type Runner struct {
+	cl    config.Class
+	s     streamer
+	sink  Sink
+	o     RunnerOptions
+	clock Clock
+	ia    interarrival // nil for closed loop
+	sizer PromptSizer
+	limit *rateLimiter // requests
+	tpm   *rateLimiter // tokens
+
+	mu        sync.Mutex
+	rng       *rand.Rand // prompts, jitter; guarded by mu
+	pauseTill time.Time  // Retry-After; guarded by mu
+	jobs      *jobQueue  // nil unless the class has a job
+	learned   usageCalibrator
+	shared    string // shared prompt prefix; guarded by mu (built lazily once calibrated)
+	sharedLen int    // tokens the shared prefix stands for
+
+	seq      atomic.Uint64
+	inFlight atomic.Int64
+	skipped  atomic.Int64
+}
+
+// DefaultMaxTokensPerMinute is the per-class token cap when none is given:
+// far above the default classes (~0.6M/min together) and a guard against a
+// mistyped config.
+const DefaultMaxTokensPerMinute = 10_000_000
+
+// Retry policy of batch jobs.
+const (
+	maxAttempts      = 3
+	retryBaseBackoff = 500 * time.Millisecond
+	retryMaxBackoff  = 8 * time.Second
+)
+
+// NewRunner builds the runner of class cl. The class must have passed
+// config validation.
+func NewRunner(cl config.Class, c *Client, sink Sink, o RunnerOptions) (*Runner, error) {
+	if c == nil {
+		return nil, errors.New("probe: runner needs a client")
+	}
+	return newRunner(cl, c, sink, o)
+}
+
+func newRunner(cl config.Class, s streamer, sink Sink, o RunnerOptions) (*Runner, error) {
+	if sink == nil {
+		return nil, errors.New("probe: runner needs a sink")
+	}
+	if len(o.Targets) == 0 {
+		return nil, fmt.Errorf("probe: class %q: no targets", cl.Name)
+	}
+	if o.Clock == nil {
+		o.Clock = RealClock{}
+	}
+	if o.MaxInFlight <= 0 || o.MaxInFlight > config.MaxConcurrencyPerClass {
+		o.MaxInFlight = config.MaxConcurrencyPerClass
+	}
+	if o.MaxRate <= 0 || o.MaxRate > config.MaxRatePerClass {
+		o.MaxRate = config.MaxRatePerClass
+	}
+	r := &Runner{
+		cl:    cl,
+		s:     s,
+		sink:  sink,
+		o:     o,
+		clock: o.Clock,
+		sizer: NewPromptSizer(cl.PromptTokens),
+		rng:   rand.New(rand.NewPCG(uint64(o.Seed), 0x70726f6d7074)),
+		limit: newRateLimiter(o.MaxRate, time.Second),
+	}
+	if o.MaxTokensPerMinute <= 0 {
+		r.o.MaxTokensPerMinute = DefaultMaxTokensPerMinute
+	}
+	// Ten seconds' worth of tokens may go at once: enough for any single
+	// request under the cap, not enough to hit a server with a minute's
+	// budget in one burst.
+	r.tpm = newRateLimiter(float64(r.o.MaxTokensPerMinute)/60, 10*time.Second)
+	if cl.MaxTokens <= 0 || cl.MaxTokens > config.MaxMaxTokens {
+		return nil, fmt.Errorf("probe: class %q: max_tokens %d outside 1..%d", cl.Name, cl.MaxTokens, config.MaxMaxTokens)
+	}
+	switch cl.Arrival.Process {
+	case config.ArrivalConcurrency:
+		if cl.Arrival.N <= 0 || cl.Arrival.N > config.MaxConcurrencyPerClass {
+			return nil, fmt.Errorf("probe: class %q: concurrency %d outside 1..%d", cl.Name, cl.Arrival.N, config.MaxConcurrencyPerClass)
+		}
+	default:
+		if cl.Arrival.Rate > config.MaxRatePerClass {
+			return nil, fmt.Errorf("probe: class %q: rate %.1f/s above the cap of %.0f/s", cl.Name, cl.Arrival.Rate, config.MaxRatePerClass)
+		}
+		ia, err := newInterarrival(cl.Arrival)
+		if err != nil {
+			return nil, fmt.Errorf("probe: class %q: %w", cl.Name, err)
+		}
+		r.ia = ia
+	}
+	if len(o.Replay) > 0 {
+		if o.ReplaySpeed == 0 {
+			r.o.ReplaySpeed = 1
+		}
+		if !(r.o.ReplaySpeed > 0) || math.IsInf(r.o.ReplaySpeed, 0) {
+			return nil, fmt.Errorf("probe: class %q: replay speed %v must be > 0", cl.Name, o.ReplaySpeed)
+		}
+	}
+	if j := cl.Job; j != nil {
+		if j.Requests <= 0 {
+			return nil, fmt.Errorf("probe: class %q: job.requests must be > 0", cl.Name)
+		}
+		r.jobs = &jobQueue{class: cl.Name, size: j.Requests, deadline: j.Deadline.Duration}
+	}
+	return r, nil
+}
+
+// InFlight is the number of requests currently being streamed.
+func (r *Runner) InFlight() int64 { return r.inFlight.Load() }
+
+// Skipped counts open-loop arrivals not sent because the server had asked,
+// with Retry-After, for the class to pause.
+func (r *Runner) Skipped() int64 { return r.skipped.Load() }
+
+// Run sends the class's traffic until ctx is done, then cancels its
+// in-flight requests and waits for them. Every request that was started is
+// delivered to the sink, including those cut short, which end with an
+// ErrCancelled error (the aggregator counts them as cancelled, not as
+// failures). Run returns nil when ctx ends it.
+func (r *Runner) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	if len(r.o.Replay) > 0 {
+		r.replay(ctx, &wg)
+		return nil
+	}
+	if r.ia == nil {
+		for i := 0; i < r.cl.Arrival.N; i++ {
+			wg.Go(func() { r.closedLoop(ctx) })
+		}
+		<-ctx.Done()
+		return nil
+	}
+	arng := rand.New(rand.NewPCG(uint64(r.o.Seed), 0x617272697661))
+	sem := make(chan struct{}, r.o.MaxInFlight)
+	next := r.clock.Now()
+	for {
+		next = next.Add(r.ia(arng))
+		if !sleepUntil(ctx, r.clock, next) {
+			return nil
+		}
+		if r.paused(next) {
+			r.skipped.Add(1)
+			continue
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return nil
+		}
+		if !sleepUntil(ctx, r.clock, r.limit.reserve(r.clock.Now())) {
+			<-sem
+			return nil
+		}
+		w := r.nextWork(r.clock.Now())
+		intended := next
+		wg.Go(func() {
+			defer func() { <-sem }()
+			r.do(ctx, w, intended)
+		})
+	}
+}
+
+// replay sends the recorded arrivals on their schedule, with the same
+// pause, concurrency and rate caps as an open-loop process.
+func (r *Runner) replay(ctx context.Context, wg *sync.WaitGroup) {
+	sem := make(chan struct{}, r.o.MaxInFlight)
+	start := r.clock.Now()
+	for {
+		for _, e := range r.o.Replay {
+			intended := start.Add(time.Duration(float64(e.At) / r.o.ReplaySpeed))
+			if !sleepUntil(ctx, r.clock, intended) {
+				return
+			}
+			if r.paused(intended) {
+				r.skipped.Add(1)
+				continue
+			}
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			if !sleepUntil(ctx, r.clock, r.limit.reserve(r.clock.Now())) {
+				<-sem
+				return
+			}
+			w := r.nextWorkSized(r.clock.Now(), e.PromptTokens, e.OutputTokens)
+			wg.Go(func() {
+				defer func() { <-sem }()
+				r.do(ctx, w, intended)
+			})
+		}
+		if !r.o.ReplayLoop {
+			<-ctx.Done()
+			return
+		}
+		last := r.o.Replay[len(r.o.Replay)-1].At
+		// The next pass starts one mean gap after the last entry.
+		gap := last / time.Duration(len(r.o.Replay))
+		start = start.Add(time.Duration(float64(last+gap) / r.o.ReplaySpeed))
+	}
+}
+
+func (r *Runner) closedLoop(ctx context.Context) {
+	var backoff time.Duration
+	for ctx.Err() == nil {
+		now := r.clock.Now()
+		if till := r.pausedUntil(); now.Before(till) {
+			if !sleepUntil(ctx, r.clock, till) {
+				return
+			}
+			continue
+		}
+		// The worker was ready now: time spent held by the rate cap is
+		// client-side queueing and must show as such.
+		if !sleepUntil(ctx, r.clock, r.limit.reserve(now)) {
+			return
+		}
+		tr := r.do(ctx, r.nextWork(r.clock.Now()), now)
+		// A closed loop against a server that fails at once would spin:
+		// back off on failures, reset on success.
+		if tr.Err != nil && tr.Err.Kind != ErrCancelled {
+			backoff = min(max(2*backoff, 100*time.Millisecond), 5*time.Second)
+			if !sleepUntil(ctx, r.clock, r.clock.Now().Add(backoff)) {
+				return
+			}
+		} else {
+			backoff = 0
+		}
+	}
+}
+
+// work is one request to send.
+type work struct {
+	prompt       string
+	promptTokens int
+	maxTokens    int // 0: the class's
+	jobID        string
+	jobSize      int
+	jobIndex     int
+	deadline     time.Time
+	attempt      int
+}
+
+// newPrompt builds a prompt of n tokens, or of a length drawn from the
+// class's distribution when n ≤ 0.
+func (r *Runner) newPrompt(n int) (string, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if n <= 0 {
+		n = r.sizer.Next(r.rng)
+	}
+	unique := fmt.Sprintf("tt%016x", r.rng.Uint64())
+	if p := min(r.o.SharedPrefixTokens, n-1); p > 0 {
+		if r.shared == "" || r.sharedLen != p {
+			// Built from its own seed so every request (and every run with
+			// the same seed) shares exactly the same prefix.
+			r.shared = MakePrompt(rand.New(rand.NewPCG(uint64(r.o.Seed), 0x736861726564)), r.words(p), "")
+			r.sharedLen = p
+		}
+		return r.shared + " " + MakePrompt(r.rng, max(r.words(n)-r.words(p), 1), unique), n
+	}
+	return MakePrompt(r.rng, r.words(n), unique), n
+}
+
+// words converts a prompt length in tokens to MakePrompt words.
+func (r *Runner) words(tokens int) int {
+	if c := r.o.Calibration; c != nil && c.Source != "" {
+		return c.Words(tokens, r.cl.API)
+	}
+	if ratio, ok := r.learned.ratio(); ok {
+		return Calibration{TokensPerWord: ratio}.Words(tokens, "completions")
+	}
+	return tokens
+}
+
+func (r *Runner) nextWork(now time.Time) work { return r.nextWorkSized(now, 0, 0) }
+
+// nextWorkSized returns a pending retry or a fresh request with a prompt of
+// promptTokens (drawn when 0) and maxTokens (the class's when 0).
+func (r *Runner) nextWorkSized(now time.Time, promptTokens, maxTokens int) work {
+	if r.jobs == nil {
+		p, n := r.newPrompt(promptTokens)
+		return work{prompt: p, promptTokens: n, maxTokens: maxTokens}
+	}
+	if w, ok := r.jobs.retry(now); ok {
+		return w
+	}
+	jobID, index, deadline := r.jobs.fresh(now)
+	p, n := r.newPrompt(promptTokens)
+	return work{prompt: p, promptTokens: n, maxTokens: maxTokens, jobID: jobID, jobSize: r.jobs.size, jobIndex: index, deadline: deadline}
+}
+
+func (r *Runner) do(ctx context.Context, w work, intended time.Time) Trace {
+	seq := r.seq.Add(1) - 1
+	req := Request{
+		Target:        r.o.Targets[seq%uint64(len(r.o.Targets))],
+		Class:         r.cl.Name,
+		Kind:          r.cl.Kind,
+		API:           r.cl.API,
+		Model:         r.o.Model,
+		Priority:      r.cl.Priority,
+		Prompt:        w.prompt,
+		PromptTokens:  w.promptTokens,
+		MaxTokens:     cmp.Or(w.maxTokens, r.cl.MaxTokens),
+		IntendedStart: intended,
+		JobID:         w.jobID,
+		JobSize:       w.jobSize,
+		JobIndex:      w.jobIndex,
+		Attempt:       w.attempt,
+		Deadline:      w.deadline,
+		Validate:      r.o.Validate,
+	}
+	if !sleepUntil(ctx, r.clock, r.tpm.reserveN(r.clock.Now(), req.PromptTokens+req.MaxTokens)) {
+		tr := Trace{Class: req.Class, Kind: req.Kind, Path: req.Target.Path, API: req.API, Model: req.Model,
+			IntendedStart: intended, JobID: req.JobID, JobSize: req.JobSize, JobIndex: req.JobIndex, Attempt: req.Attempt, Deadline: req.Deadline,
+			PromptTokensTarget: req.PromptTokens, MaxTokens: req.MaxTokens, PreambleBytes: -1,
+			End: r.clock.Now(), Err: &Error{Kind: ErrCancelled, Msg: "stopped while held by the tokens-per-minute cap"}}
+		r.sink(tr)
+		return tr
+	}
+	r.inFlight.Add(1)
+	tr := r.s.Stream(ctx, req)
+	r.inFlight.Add(-1)
+	now := r.clock.Now()
+	if tr.Usage != nil && (r.o.Calibration == nil || r.o.Calibration.Source == "") {
+		r.learned.observe(wordCount(w.prompt), tr.Usage.PromptTokens, 0)
+	}
+	if tr.RetryAfter > 0 {
+		r.pause(now.Add(tr.RetryAfter))
+	}
+	if r.jobs != nil && !tr.Valid && retryable(tr) && w.attempt+1 < maxAttempts {
+		wait := r.backoff(w.attempt, tr.RetryAfter)
+		if w.deadline.IsZero() || now.Add(wait).Before(w.deadline) {
+			w.attempt++
+			r.jobs.push(w, now.Add(wait))
+			tr.WillRetry = true
+		}
+	}
+	r.sink(tr)
+	return tr
+}
+
+func retryable(tr Trace) bool {
+	e := tr.Err
+	if e == nil {
+		return true // ended without error but invalid (empty, unfinished)
+	}
+	switch e.Kind {
+	case ErrCancelled:
+		return false
+	case ErrHTTP:
+		// Client errors other than throttling will fail the same way again.
+		return e.Status == 0 || e.Status == 408 || e.Status == 429 || e.Status >= 500 || e.Status < 400
+	}
+	return true
+}
+
+func (r *Runner) backoff(attempt int, retryAfter time.Duration) time.Duration {
+	d := retryBaseBackoff << attempt
+	d = min(d, retryMaxBackoff)
+	r.mu.Lock()
+	jitter := 0.8 + 0.4*r.rng.Float64()
+	r.mu.Unlock()
+	return max(time.Duration(float64(d)*jitter), retryAfter)
+}
+
+func (r *Runner) pause(till time.Time) {
+	r.mu.Lock()
+	if till.After(r.pauseTill) {
+		r.pauseTill = till
+	}
+	r.mu.Unlock()
+}
+
+func (r *Runner) pausedUntil() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.pauseTill
+}
+
+func (r *Runner) paused(t time.Time) bool { return t.Before(r.pausedUntil()) }
+
+// jobQueue hands out the requests of batch jobs: retries whose backoff has
+// elapsed first, then fresh requests of the current job; a new job is
+// submitted as soon as every request of the current one has been sent, so
+// concurrency stays steady.
+type jobQueue struct {
+	class    string
+	size     int
+	deadline time.Duration
+
+	mu      sync.Mutex
+	seq     int
+	id      string
+	due     time.Time
+	left    int
+	pending []pendingRetry
+}
+
+type pendingRetry struct {
+	w     work
+	ready time.Time
+}
+
+func (q *jobQueue) retry(now time.Time) (work, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for i, p := range q.pending {
+		if !p.ready.After(now) {
+			q.pending = append(q.pending[:i], q.pending[i+1:]...)
+			return p.w, true
+		}
+	}
+	return work{}, false
+}
+
+// fresh returns the job and index of the next new request.
+func (q *jobQueue) fresh(now time.Time) (id string, index int, due time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.left == 0 {
+		q.seq++
+		q.id = fmt.Sprintf("%s-%d", q.class, q.seq)
+		q.left = q.size
+		q.due = time.Time{}
+		if q.deadline > 0 {
+			q.due = now.Add(q.deadline)
+		}
+	}
+	index = q.size - q.left
+	q.left--
+	return q.id, index, q.due
+}
+
+func (q *jobQueue) push(w work, ready time.Time) {
+	q.mu.Lock()
+	q.pending = append(q.pending, pendingRetry{w: w, ready: ready})
+	q.mu.Unlock()
+}
+
+// rateLimiter is a GCRA token bucket: at most rate units per second, with
+// a burst of burst's worth.
+type rateLimiter struct {
+	mu    sync.Mutex
+	per   float64 // nanoseconds per unit
+	burst time.Duration
+	tat   time.Time // theoretical arrival time
+}
+
+func newRateLimiter(rate float64, burst time.Duration) *rateLimiter {
+	return &rateLimiter{per: float64(time.Second) / rate, burst: burst}
+}
+
+// reserve books one unit and returns when it may be used.
+func (l *rateLimiter) reserve(now time.Time) time.Time { return l.reserveN(now, 1) }
+
+// reserveN books n units (at most a burst's worth) and returns when they
+// may be used.
+func (l *rateLimiter) reserveN(now time.Time, n int) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	cost := min(time.Duration(float64(n)*l.per), l.burst)
+	if l.tat.Before(now) {
+		l.tat = now
+	}
+	l.tat = l.tat.Add(cost)
+	at := l.tat.Add(-l.burst)
+	if at.Before(now) {
+		return now
+	}
+	return at
+}
+
+// sleepUntil waits for t on clock; false when ctx ended first.
+func sleepUntil(ctx context.Context, c Clock, t time.Time) bool {
+	d := t.Sub(c.Now())
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	tm := c.NewTimer(d)
+	select {
+	case <-tm.C():
+		return true
+	case <-ctx.Done():
+		tm.Stop()
+		return false
+	}
+}
+
+func wordCount(s string) int {
+	n, in := 0, false
+	for i := 0; i < len(s); i++ {
+		sp := s[i] == ' '
+		if !sp && !in {
+			n++
+		}
+		in = !sp
+	}
+	return n
+}

@@ -1,0 +1,454 @@
+package probe
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/tokentop/tokentop/config"
+)
+
+// fakeServer answers in virtual time (inside a synctest bubble).
+type fakeServer struct {
+	service  time.Duration
+	respond  func(n int64, r Request) Trace // optional; default success
+	n        atomic.Int64
+	inFlight atomic.Int64
+	maxSeen  atomic.Int64
+}
+
+func (f *fakeServer) Stream(ctx context.Context, r Request) Trace {
+	n := f.n.Add(1)
+	cur := f.inFlight.Add(1)
+	defer f.inFlight.Add(-1)
+	for {
+		m := f.maxSeen.Load()
+		if cur <= m || f.maxSeen.CompareAndSwap(m, cur) {
+			break
+		}
+	}
+	tr := Trace{Class: r.Class, Path: r.Target.Path, IntendedStart: r.IntendedStart, Sent: time.Now(), JobID: r.JobID, JobSize: r.JobSize, JobIndex: r.JobIndex, Attempt: r.Attempt, Deadline: r.Deadline, PromptTokensTarget: r.PromptTokens}
+	select {
+	case <-time.After(f.service):
+	case <-ctx.Done():
+		tr.End = time.Now()
+		tr.Err = &Error{Kind: ErrCancelled, Msg: "cancelled"}
+		return tr
+	}
+	tr.End = time.Now()
+	if f.respond != nil {
+		out := f.respond(n, r)
+		out.IntendedStart, out.Sent, out.End, out.JobID, out.JobSize, out.JobIndex, out.Attempt, out.Deadline = tr.IntendedStart, tr.Sent, tr.End, tr.JobID, tr.JobSize, tr.JobIndex, tr.Attempt, tr.Deadline
+		return out
+	}
+	tr.Valid, tr.SawDone = true, true
+	return tr
+}
+
+type collector struct {
+	mu sync.Mutex
+	ts []Trace
+}
+
+func (c *collector) sink(t Trace) {
+	c.mu.Lock()
+	c.ts = append(c.ts, t)
+	c.mu.Unlock()
+}
+
+func class(a config.Arrival) config.Class {
+	return config.Class{Name: "c", Kind: config.KindInteractive, API: "chat", Arrival: a, PromptTokens: config.Tokens{Fixed: 8}, MaxTokens: 4}
+}
+
+func runFor(t *testing.T, r *Runner, d time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	if err := r.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRunnerOpenLoopIgnoresResponseTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// A server 20x slower than the arrival gap must not slow arrivals.
+		f := &fakeServer{service: 2 * time.Second}
+		var c collector
+		r, err := newRunner(class(config.Arrival{Process: config.ArrivalPoisson, Rate: 10}), f, c.sink,
+			RunnerOptions{Seed: 1, Targets: []Target{{Path: PathDirect, BaseURL: "d"}, {Path: PathGateway, BaseURL: "g"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runFor(t, r, 500*time.Second)
+		ok, cancelled, paths := 0, 0, map[string]int{}
+		for _, tr := range c.ts {
+			if tr.Err != nil && tr.Err.Kind == ErrCancelled {
+				cancelled++
+				continue
+			}
+			ok++
+			paths[tr.Path]++
+			if tr.Sent.Before(tr.IntendedStart) {
+				t.Fatalf("sent %v before intended %v", tr.Sent, tr.IntendedStart)
+			}
+		}
+		if ok < 4800 || ok > 5200 {
+			t.Errorf("%d requests in 500s at 10/s", ok)
+		}
+		if cancelled == 0 || r.InFlight() != 0 {
+			t.Errorf("cancelled=%d inflight=%d: in-flight requests must end as cancelled traces", cancelled, r.InFlight())
+		}
+		if d := paths[PathDirect] - paths[PathGateway]; d < -1 || d > 1 {
+			t.Errorf("paths %v do not alternate", paths)
+		}
+	})
+}
+
+func TestRunnerOpenLoopQueueingIsVisible(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeServer{service: time.Second}
+		var c collector
+		r, err := newRunner(class(config.Arrival{Process: config.ArrivalConstant, Rate: 10}), f, c.sink,
+			RunnerOptions{Targets: []Target{{BaseURL: "d"}}, MaxInFlight: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runFor(t, r, 20*time.Second)
+		if m := f.maxSeen.Load(); m > 2 {
+			t.Fatalf("in flight reached %d over the cap of 2", m)
+		}
+		last := c.ts[len(c.ts)-1]
+		for _, tr := range c.ts {
+			if tr.Err == nil && tr.Sent.After(last.Sent) {
+				last = tr
+			}
+		}
+		if q := last.Sent.Sub(last.IntendedStart); q < 5*time.Second {
+			t.Errorf("late request queued only %v client-side; the schedule must not bend to the cap", q)
+		}
+	})
+}
+
+func TestRunnerClosedLoop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeServer{service: time.Second}
+		var c collector
+		r, err := newRunner(class(config.Arrival{Process: config.ArrivalConcurrency, N: 4}), f, c.sink,
+			RunnerOptions{Targets: []Target{{BaseURL: "d"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runFor(t, r, 100*time.Second+time.Millisecond)
+		if m := f.maxSeen.Load(); m != 4 {
+			t.Errorf("max in flight %d, want 4", m)
+		}
+		if n := len(c.ts); n < 400 || n > 404 {
+			t.Errorf("%d traces, want 400 (+4 cancelled)", n)
+		}
+	})
+}
+
+func TestRunnerClosedLoopBacksOffOnFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeServer{respond: func(int64, Request) Trace { return Trace{Err: &Error{Kind: ErrConnect}} }}
+		var c collector
+		r, err := newRunner(class(config.Arrival{Process: config.ArrivalConcurrency, N: 2}), f, c.sink,
+			RunnerOptions{Targets: []Target{{BaseURL: "d"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runFor(t, r, 60*time.Second)
+		if n := len(c.ts); n > 40 {
+			t.Errorf("%d requests in 60s against a dead server; want backoff", n)
+		}
+	})
+}
+
+func TestRunnerRateCap(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeServer{}
+		var c collector
+		r, err := newRunner(class(config.Arrival{Process: config.ArrivalConcurrency, N: 50}), f, c.sink,
+			RunnerOptions{Targets: []Target{{BaseURL: "d"}}, MaxRate: 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runFor(t, r, 10*time.Second)
+		if n := len(c.ts); n > 20*10+20+50 {
+			t.Errorf("%d requests in 10s with a 20/s cap", n)
+		}
+	})
+}
+
+func TestRunnerRetryAfterPausesClass(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeServer{respond: func(n int64, _ Request) Trace {
+			if n == 1 {
+				return Trace{Status: 429, RetryAfter: 30 * time.Second, Err: &Error{Kind: ErrHTTP, Status: 429}}
+			}
+			return Trace{Valid: true}
+		}}
+		var c collector
+		r, err := newRunner(class(config.Arrival{Process: config.ArrivalConstant, Rate: 1}), f, c.sink,
+			RunnerOptions{Targets: []Target{{BaseURL: "d"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runFor(t, r, 60*time.Second+time.Millisecond)
+		first := c.ts[0].End
+		for _, tr := range c.ts[1:] {
+			if tr.Sent.Sub(first) > 0 && tr.Sent.Sub(first) < 30*time.Second {
+				t.Fatalf("request sent %v after a 429 asking for 30s", tr.Sent.Sub(first))
+			}
+		}
+		if r.Skipped() < 28 || r.Skipped() > 31 {
+			t.Errorf("skipped %d arrivals, want about 29", r.Skipped())
+		}
+	})
+}
+
+func TestRunnerBatchJobsRetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeServer{service: 100 * time.Millisecond, respond: func(n int64, r Request) Trace {
+			if n%5 == 0 || r.PromptTokens == 13 {
+				return Trace{Status: 500, Err: &Error{Kind: ErrHTTP, Status: 500}}
+			}
+			return Trace{Valid: true}
+		}}
+		var c collector
+		cl := class(config.Arrival{Process: config.ArrivalConcurrency, N: 3})
+		cl.Kind = config.KindBatch
+		cl.Job = &config.Job{Requests: 10, Deadline: config.Duration{Duration: time.Minute}}
+		r, err := newRunner(cl, f, c.sink, RunnerOptions{Targets: []Target{{BaseURL: "d"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runFor(t, r, 20*time.Second)
+		jobs := map[string]int{}
+		retries, willRetry := 0, 0
+		firstTry := map[string]map[int]bool{}
+		for _, tr := range c.ts {
+			if tr.JobSize != 10 || tr.JobIndex < 0 || tr.JobIndex >= 10 {
+				t.Fatalf("job size %d index %d", tr.JobSize, tr.JobIndex)
+			}
+			if tr.Attempt == 0 {
+				if firstTry[tr.JobID] == nil {
+					firstTry[tr.JobID] = map[int]bool{}
+				}
+				if firstTry[tr.JobID][tr.JobIndex] {
+					t.Fatalf("job %s index %d sent twice as a first attempt", tr.JobID, tr.JobIndex)
+				}
+				firstTry[tr.JobID][tr.JobIndex] = true
+			}
+			if tr.JobID == "" || tr.Deadline.IsZero() {
+				t.Fatalf("batch trace without job: %+v", tr)
+			}
+			jobs[tr.JobID]++
+			if tr.Attempt > 0 {
+				retries++
+			}
+			if tr.WillRetry {
+				willRetry++
+				if tr.Valid {
+					t.Fatal("a valid request marked for retry")
+				}
+			}
+			if tr.Attempt >= maxAttempts {
+				t.Fatalf("attempt %d beyond the bound", tr.Attempt)
+			}
+		}
+		// Every WillRetry was either sent again or is still pending.
+		if retries == 0 || willRetry != retries+len(r.jobs.pending) {
+			t.Errorf("retries=%d willRetry=%d pending=%d", retries, willRetry, len(r.jobs.pending))
+		}
+		if len(jobs) < 3 {
+			t.Errorf("jobs %v", jobs)
+		}
+	})
+}
+
+func TestNewRunnerRejects(t *testing.T) {
+	f := &fakeServer{}
+	sink := func(Trace) {}
+	tgt := []Target{{BaseURL: "d"}}
+	for name, tc := range map[string]struct {
+		cl   config.Class
+		sink Sink
+		tgt  []Target
+	}{
+		"no targets":   {class(config.Arrival{Process: config.ArrivalPoisson, Rate: 1}), sink, nil},
+		"no sink":      {class(config.Arrival{Process: config.ArrivalPoisson, Rate: 1}), nil, tgt},
+		"rate 0":       {class(config.Arrival{Process: config.ArrivalPoisson}), sink, tgt},
+		"rate too big": {class(config.Arrival{Process: config.ArrivalPoisson, Rate: 1e6}), sink, tgt},
+		"n too big":    {class(config.Arrival{Process: config.ArrivalConcurrency, N: 1e6}), sink, tgt},
+		"unknown":      {class(config.Arrival{Process: "zipf", Rate: 1}), sink, tgt},
+	} {
+		if _, err := newRunner(tc.cl, f, tc.sink, RunnerOptions{Targets: tc.tgt}); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if _, err := NewRunner(class(config.Arrival{Process: config.ArrivalPoisson, Rate: 1}), nil, sink, RunnerOptions{Targets: tgt}); err == nil {
+		t.Error("nil client accepted")
+	}
+}
+
+// lateClock fires every timer late by lag, in virtual time.
+type lateClock struct {
+	mu  sync.Mutex
+	now time.Time
+	lag time.Duration
+}
+
+func (c *lateClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *lateClock) NewTimer(d time.Duration) Timer {
+	c.mu.Lock()
+	c.now = c.now.Add(d + c.lag)
+	ch := make(chan time.Time, 1)
+	ch <- c.now
+	c.mu.Unlock()
+	return firedTimer(ch)
+}
+
+type firedTimer chan time.Time
+
+func (t firedTimer) C() <-chan time.Time { return t }
+func (t firedTimer) Stop() bool          { return false }
+
+func TestLagMonitor(t *testing.T) {
+	clk := &lateClock{now: time.Unix(1000, 0), lag: 7 * time.Millisecond}
+	m := NewLagMonitor(100*time.Millisecond, clk)
+	ctx, cancel := context.WithCancel(context.Background())
+	var got []LagSample
+	err := m.Run(ctx, func(s LagSample) {
+		got = append(got, s)
+		if len(got) == 5 {
+			cancel()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range got {
+		if s.Lag != 7*time.Millisecond {
+			t.Errorf("lag %v, want 7ms", s.Lag)
+		}
+	}
+	if err := NewLagMonitor(0, nil).Run(context.Background(), func(LagSample) {}); err == nil {
+		t.Error("interval 0 accepted")
+	}
+}
+
+func TestJudgeSelf(t *testing.T) {
+	mk := func(lag time.Duration, cpu float64, n int) []LagSample {
+		s := make([]LagSample, n)
+		for i := range s {
+			s[i] = LagSample{Lag: lag, CPU: cpu}
+		}
+		return s
+	}
+	for name, tc := range map[string]struct {
+		s    []LagSample
+		want bool
+	}{
+		"none":        {nil, true},
+		"quiet":       {mk(time.Millisecond, 0.2, 100), true},
+		"late":        {mk(50*time.Millisecond, 0.2, 100), false},
+		"busy":        {mk(time.Millisecond, 1.9, 100), false},
+		"cpu unknown": {mk(time.Millisecond, -1, 100), true},
+		"one spike":   {append(mk(time.Millisecond, 0.1, 200), LagSample{Lag: time.Second}), true},
+	} {
+		if got, why := JudgeSelf(tc.s, 2); got != tc.want {
+			t.Errorf("%s: reliable=%v (%s), want %v", name, got, why, tc.want)
+		}
+	}
+}
+
+func TestLagMonitorRealCPU(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var got []LagSample
+	m := NewLagMonitor(20*time.Millisecond, nil)
+	err := m.Run(ctx, func(s LagSample) {
+		got = append(got, s)
+		if len(got) == 3 {
+			cancel()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range got {
+		if s.CPU < 0 || s.CPU > 64 || s.Lag < 0 {
+			t.Errorf("sample %+v", s)
+		}
+	}
+}
+
+func TestRunnerTokensPerMinuteCap(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeServer{service: 10 * time.Millisecond}
+		var c collector
+		cl := class(config.Arrival{Process: config.ArrivalConstant, Rate: 10})
+		cl.PromptTokens = config.Tokens{Fixed: 1000}
+		// 1004 tokens per request against 60240/min: one request a second.
+		r, err := newRunner(cl, f, c.sink, RunnerOptions{Targets: []Target{{BaseURL: "d"}}, MaxTokensPerMinute: 60240, MaxInFlight: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runFor(t, r, 120*time.Second)
+		sent := 0
+		for _, tr := range c.ts {
+			if tr.Err == nil {
+				sent++
+			}
+		}
+		// 120 s at 1/s plus a 10 s burst.
+		if sent < 120 || sent > 132 {
+			t.Errorf("%d requests in 120s under a one-per-second token cap", sent)
+		}
+	})
+}
+
+func TestRunnerSharedPrefix(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var (
+			mu      sync.Mutex
+			prompts []string
+		)
+		f := &fakeServer{respond: func(_ int64, r Request) Trace {
+			mu.Lock()
+			prompts = append(prompts, r.Prompt)
+			mu.Unlock()
+			return Trace{Valid: true}
+		}}
+		var c collector
+		cl := class(config.Arrival{Process: config.ArrivalConstant, Rate: 1})
+		cl.PromptTokens = config.Tokens{Fixed: 100}
+		r, err := newRunner(cl, f, c.sink, RunnerOptions{Targets: []Target{{BaseURL: "d"}}, SharedPrefixTokens: 30})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runFor(t, r, 5*time.Second+time.Millisecond)
+		if len(prompts) < 4 {
+			t.Fatalf("%d prompts", len(prompts))
+		}
+		a, b := strings.Fields(prompts[0]), strings.Fields(prompts[1])
+		if len(a) != 100 || len(b) != 100 {
+			t.Fatalf("prompt words %d, %d, want 100", len(a), len(b))
+		}
+		if strings.Join(a[:30], " ") != strings.Join(b[:30], " ") {
+			t.Error("shared prefix differs between requests")
+		}
+		if a[30] == b[30] || !strings.HasPrefix(a[30], "tt") {
+			t.Errorf("unique marker %q / %q must follow the shared prefix", a[30], b[30])
+		}
+	})
+}

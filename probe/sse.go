@@ -1,0 +1,157 @@
+package probe
+
+import (
+	"bytes"
+	"fmt"
+)
+
+// MaxEventBytes bounds one SSE line and one event's data. A longer line is a
+// malformed stream: rejecting it keeps memory per stream bounded whatever
+// the server sends.
+const MaxEventBytes = 1 << 20
+
+// sseParser is an incremental parser of the text/event-stream format
+// (https://html.spec.whatwg.org/multipage/server-sent-events.html). It is
+// fed whatever each body read returned, so an event may be split across
+// reads and one read may hold several events. Lines end in "\n", "\r\n" or
+// "\r"; lines starting with ':' are comments (keep-alives); several "data"
+// lines in one event are joined with "\n"; other fields are ignored.
+//
+// bufio.Scanner is not used because its token limit turns a long line into
+// an opaque error and it cannot report where events end relative to reads.
+type sseParser struct {
+	max     int
+	line    []byte // partial line carried over from the previous Feed
+	data    []byte // data of the event being assembled
+	hasData bool
+	skipLF  bool // the last Feed ended in '\r': a leading '\n' ends the same line
+
+	pos        int64 // bytes consumed so far
+	lineStart  int64 // offset where the current line began
+	inLine     bool
+	firstEvent int64 // offset of the first data line, -1 until seen
+}
+
+func newSSEParser() *sseParser {
+	return &sseParser{max: MaxEventBytes, firstEvent: -1}
+}
+
+// errEventTooLong is returned (wrapped) when a line or event exceeds max.
+type errEventTooLong struct{ n, max int }
+
+func (e errEventTooLong) Error() string {
+	return fmt.Sprintf("SSE line or event of more than %d bytes (at least %d)", e.max, e.n)
+}
+
+// Feed consumes b, calling emit with the data of every event it completes,
+// in order. The slice passed to emit is only valid during the call. Feed
+// stops at the first error, from emit or from an over-long line; the parser
+// must not be fed again after an error.
+func (p *sseParser) Feed(b []byte, emit func(data []byte) error) error {
+	for len(b) > 0 {
+		if p.skipLF {
+			p.skipLF = false
+			if b[0] == '\n' {
+				b = b[1:]
+				p.pos++
+				continue
+			}
+		}
+		if !p.inLine {
+			p.inLine = true
+			p.lineStart = p.pos
+		}
+		i := bytes.IndexAny(b, "\r\n")
+		if i < 0 {
+			if len(p.line)+len(b) > p.max {
+				return errEventTooLong{len(p.line) + len(b), p.max}
+			}
+			p.line = append(p.line, b...)
+			p.pos += int64(len(b))
+			return nil
+		}
+		var line []byte
+		if len(p.line) > 0 {
+			if len(p.line)+i > p.max {
+				return errEventTooLong{len(p.line) + i, p.max}
+			}
+			p.line = append(p.line, b[:i]...)
+			line = p.line
+		} else {
+			if i > p.max {
+				return errEventTooLong{i, p.max}
+			}
+			line = b[:i]
+		}
+		end := i + 1
+		if b[i] == '\r' {
+			if i+1 < len(b) {
+				if b[i+1] == '\n' {
+					end++
+				}
+			} else {
+				p.skipLF = true
+			}
+		}
+		b = b[end:]
+		p.pos += int64(end)
+		p.inLine = false
+		err := p.processLine(line, emit)
+		if cap(p.line) > 64<<10 {
+			p.line = nil // do not pin a once-long line's buffer for the whole stream
+		} else {
+			p.line = p.line[:0]
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *sseParser) processLine(line []byte, emit func([]byte) error) error {
+	if len(line) == 0 {
+		if !p.hasData {
+			return nil
+		}
+		d := p.data
+		if n := len(d); n > 0 && d[n-1] == '\n' {
+			d = d[:n-1]
+		}
+		err := emit(d)
+		if cap(p.data) > 64<<10 {
+			p.data = nil
+		} else {
+			p.data = p.data[:0]
+		}
+		p.hasData = false
+		return err
+	}
+	if line[0] == ':' {
+		return nil
+	}
+	field, value := line, []byte(nil)
+	if c := bytes.IndexByte(line, ':'); c >= 0 {
+		field, value = line[:c], line[c+1:]
+		if len(value) > 0 && value[0] == ' ' {
+			value = value[1:]
+		}
+	}
+	if string(field) != "data" {
+		return nil
+	}
+	if len(p.data)+len(value)+1 > p.max {
+		return errEventTooLong{len(p.data) + len(value) + 1, p.max}
+	}
+	if !p.hasData && p.firstEvent < 0 {
+		p.firstEvent = p.lineStart
+	}
+	p.data = append(p.data, value...)
+	p.data = append(p.data, '\n')
+	p.hasData = true
+	return nil
+}
+
+// preamble returns how many bytes came before the first event began, or -1
+// when no event has begun.
+func (p *sseParser) preamble() int64 { return p.firstEvent }

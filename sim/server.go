@@ -1,0 +1,247 @@
+// Package sim owns tokentop's simulated inference server: a continuous-
+// batching engine modelled on vLLM's scheduler (waiting queue, running batch,
+// per-step token budget, paged KV cache with preemption, optional chunked
+// prefill and priority scheduling), built-in background load, an
+// OpenAI-compatible HTTP API that streams like vLLM, /metrics in the real
+// names of several servers, fault injection, and a buffering reverse proxy.
+// `tokentop demo`, `tokentop sim`, the integration tests and the benchmarks
+// all run against it.
+//
+// Tokenization is by words: a prompt's token count is its number of
+// whitespace-separated words, and every generated token is one short word.
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Server is one simulated inference server. Create it with New, serve its
+// Handler, and call Run: requests only progress while Run runs.
+type Server struct {
+	clock Clock
+	met   *engineMetrics
+	eng   *engine // owned by the Run goroutine
+	epoch int64   // created, unix seconds (OpenAI "created")
+
+	mu           sync.Mutex
+	knobs        Knobs
+	knobsChanged bool
+	inbox        []*seq
+	closed       bool // Run has ended: nothing will serve the inbox
+	state        EngineState
+
+	wake    chan struct{}
+	running atomic.Bool
+	cancels atomic.Int64
+	reqID   atomic.Uint64
+
+	faultMu  sync.Mutex
+	faultRng *rand.Rand
+}
+
+// New builds a server with the given knobs.
+func New(k Knobs, opts ...Option) (*Server, error) {
+	if err := k.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{clock: realClock{}, knobs: k, wake: make(chan struct{}, 1)}
+	for _, o := range opts {
+		o(s)
+	}
+	now := s.clock.Now()
+	s.epoch = now.Unix()
+	warm := int64(k.WarmupS * 1e9)
+	s.met = newEngineMetrics(k.MaxModelLen, float64(now.UnixNano()-warm)/1e9)
+	s.eng = newEngine(k, s.met)
+	s.eng.warmup(now.UnixNano()-warm, now.UnixNano())
+	s.publish(s.eng)
+	s.faultRng = rand.New(rand.NewPCG(uint64(k.Seed), 0xfa017))
+	return s, nil
+}
+
+// Knobs returns the knobs in force.
+func (s *Server) Knobs() Knobs {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.knobs
+}
+
+// SetKnobs changes knobs while the server runs. The engine picks the change
+// up at its next step. MaxModelLen and BlockSize cannot change (an error);
+// Seed and WarmupS only matter to a new server.
+func (s *Server) SetKnobs(k Knobs) error {
+	if err := k.Validate(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if k.MaxModelLen != s.knobs.MaxModelLen || k.BlockSize != s.knobs.BlockSize {
+		s.mu.Unlock()
+		return errors.New("max-model-len and block-size cannot change on a running server")
+	}
+	s.knobs = k
+	s.knobsChanged = true
+	s.mu.Unlock()
+	s.poke()
+	return nil
+}
+
+// State returns the engine's true state after its latest step.
+func (s *Server) State() EngineState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state
+}
+
+func (s *Server) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// submit hands a request to the engine; false once the engine has stopped.
+func (s *Server) submit(q *seq) bool {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return false
+	}
+	s.inbox = append(s.inbox, q)
+	s.mu.Unlock()
+	s.poke()
+	return true
+}
+
+// Run runs the engine loop and the background load until ctx is done. It
+// may be called once.
+func (s *Server) Run(ctx context.Context) error {
+	if !s.running.CompareAndSwap(false, true) {
+		return errors.New("sim: Run called twice")
+	}
+	e := s.eng
+	timer := s.clock.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	var inbox []*seq
+	for {
+		now := s.clock.Now().UnixNano()
+		s.mu.Lock()
+		inbox, s.inbox = s.inbox, inbox[:0]
+		if s.knobsChanged {
+			e.setKnobs(s.knobs)
+			s.knobsChanged = false
+		}
+		s.mu.Unlock()
+		for i, q := range inbox {
+			e.enqueue(q)
+			inbox[i] = nil
+		}
+		if s.cancels.Swap(0) > 0 {
+			e.dropCancelled()
+		}
+		dur := e.schedule(now)
+		s.publish(e)
+		wait := dur
+		if dur == 0 {
+			wait = time.Hour
+			if next := e.nextArrival(); next > 0 {
+				wait = time.Duration(next - now)
+			}
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			s.shutdown(e)
+			return nil
+		case <-timer.C():
+			if dur > 0 {
+				e.complete(s.clock.Now().UnixNano())
+				s.publish(e)
+			}
+		case <-s.wake:
+			// New work while idle; a step in flight must still finish.
+			if dur > 0 {
+				select {
+				case <-timer.C():
+				case <-ctx.Done():
+					s.shutdown(e)
+					return nil
+				}
+				e.complete(s.clock.Now().UnixNano())
+				s.publish(e)
+			} else if !timer.Stop() {
+				select {
+				case <-timer.C():
+				default:
+				}
+			}
+		}
+	}
+}
+
+func (s *Server) publish(e *engine) {
+	st := e.state()
+	s.mu.Lock()
+	s.state = st
+	s.mu.Unlock()
+	s.met.setState(st)
+}
+
+// shutdown ends every open stream and rejects what arrives later.
+func (s *Server) shutdown(e *engine) {
+	s.mu.Lock()
+	pending := s.inbox
+	s.inbox = nil
+	s.closed = true
+	s.mu.Unlock()
+	for _, q := range pending {
+		e.enqueue(q)
+	}
+	e.abortAll()
+	s.publish(e)
+}
+
+// Handler serves /v1/chat/completions, /v1/completions, /v1/models,
+// /tokenize, /metrics, /health and /version.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { s.serveGenerate(w, r, apiChat) })
+	mux.HandleFunc("POST /v1/completions", func(w http.ResponseWriter, r *http.Request) { s.serveGenerate(w, r, apiCompletions) })
+	mux.HandleFunc("GET /v1/models", s.serveModels)
+	mux.HandleFunc("POST /tokenize", s.serveTokenize)
+	mux.HandleFunc("GET /metrics", s.serveMetrics)
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.HandleFunc("GET /version", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"version": "tokentop-sim " + Version})
+	})
+	return mux
+}
+
+func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request) {
+	b := s.met.render(s.Knobs())
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	_, _ = w.Write(b)
+}
+
+func (s *Server) serveModels(w http.ResponseWriter, _ *http.Request) {
+	k := s.Knobs()
+	writeJSON(w, http.StatusOK, map[string]any{
+		"object": "list",
+		"data": []map[string]any{{
+			"id": k.Model, "object": "model", "created": s.epoch, "owned_by": "vllm",
+			"root": k.Model, "parent": nil, "max_model_len": k.MaxModelLen,
+		}},
+	})
+}
+
+func (s *Server) newID(prefix string) string {
+	return fmt.Sprintf("%s%032x", prefix, s.reqID.Add(1))
+}

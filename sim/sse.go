@@ -1,0 +1,166 @@
+package sim
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+)
+
+// tokenWord is generated token i: one short word with its leading space,
+// so chunk sizes look like real BPE tokens.
+func tokenWord(i int) string {
+	words := [...]string{" lorem", " ipsum", " dolor", " sit", " amet", " consectetur", " adipiscing", " elit", " sed",
+		" do", " eiusmod", " tempor", " incididunt", " ut", " labore", " et", " dolore", " magna", " aliqua"}
+	return words[i%len(words)]
+}
+
+// chunkWriter writes one request's SSE events exactly as vLLM's OpenAI
+// server does, building each event in a reused buffer.
+type chunkWriter struct {
+	w      http.ResponseWriter
+	fl     http.Flusher
+	kind   apiKind
+	req    genRequest
+	id     string
+	model  string
+	prompt int
+	gt     bool
+	head   []byte // `data: {"id":...,"model":...,"choices":[`
+	buf    []byte
+}
+
+func (s *Server) newChunkWriter(w http.ResponseWriter, kind apiKind, model string, prompt int, req genRequest, gt bool) *chunkWriter {
+	cw := &chunkWriter{w: w, kind: kind, req: req, model: model, prompt: prompt, gt: gt}
+	cw.fl, _ = w.(http.Flusher)
+	obj := "text_completion"
+	prefix := "cmpl-"
+	if kind == apiChat {
+		obj, prefix = "chat.completion.chunk", "chatcmpl-"
+	}
+	cw.id = s.newID(prefix)
+	modelJSON, _ := json.Marshal(model) // a string always marshals
+	h := append([]byte(nil), `data: {"id":"`...)
+	h = append(h, cw.id...)
+	h = append(h, `","object":"`...)
+	h = append(h, obj...)
+	h = append(h, `","created":`...)
+	h = strconv.AppendInt(h, s.epoch, 10)
+	h = append(h, `,"model":`...)
+	h = append(h, modelJSON...)
+	h = append(h, `,"choices":[`...)
+	cw.head = h
+	cw.buf = make([]byte, 0, 512)
+	return cw
+}
+
+func (cw *chunkWriter) continuous() bool {
+	o := cw.req.StreamOptions
+	return o != nil && o.IncludeUsage && o.ContinuousUsageStats
+}
+
+func (cw *chunkWriter) appendUsage(b []byte, completion int) []byte {
+	b = append(b, `"usage":{"prompt_tokens":`...)
+	b = strconv.AppendInt(b, int64(cw.prompt), 10)
+	b = append(b, `,"total_tokens":`...)
+	b = strconv.AppendInt(b, int64(cw.prompt+completion), 10)
+	b = append(b, `,"completion_tokens":`...)
+	b = strconv.AppendInt(b, int64(completion), 10)
+	return append(b, '}')
+}
+
+func (cw *chunkWriter) roleChunk(now int64) {
+	b := append(cw.buf[:0], cw.head...)
+	b = append(b, `{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]`...)
+	if cw.continuous() {
+		b = append(b, ',')
+		b = cw.appendUsage(b, 0)
+	}
+	if cw.gt {
+		b = append(b, `,"tokentop_sim":{"emit_unix_ns":`...)
+		b = strconv.AppendInt(b, now, 10)
+		b = append(b, `,"tokens":0}`...)
+	}
+	b = append(b, "}\n\n"...)
+	cw.write(b)
+}
+
+// tokenChunk writes tokens [from, from+n) as one event; finish is set on
+// the last event.
+func (cw *chunkWriter) tokenChunk(from, n int, finish string, emitNs, queueNs, prefillNs int64) {
+	b := append(cw.buf[:0], cw.head...)
+	if cw.kind == apiChat {
+		b = append(b, `{"index":0,"delta":{"content":"`...)
+	} else {
+		b = append(b, `{"index":0,"text":"`...)
+	}
+	for i := from; i < from+n; i++ {
+		b = append(b, tokenWord(i)...)
+	}
+	if cw.kind == apiChat {
+		b = append(b, `"},"logprobs":null,"finish_reason":`...)
+	} else {
+		b = append(b, `","logprobs":null,"finish_reason":`...)
+	}
+	if finish == "" {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '"')
+		b = append(b, finish...)
+		b = append(b, '"')
+	}
+	if finish != "" || cw.kind == apiCompletions {
+		b = append(b, `,"stop_reason":null`...)
+	}
+	b = append(b, "}]"...)
+	if cw.continuous() {
+		b = append(b, ',')
+		b = cw.appendUsage(b, from+n)
+	}
+	if cw.gt {
+		b = append(b, `,"tokentop_sim":{"emit_unix_ns":`...)
+		b = strconv.AppendInt(b, emitNs, 10)
+		b = append(b, `,"tokens":`...)
+		b = strconv.AppendInt(b, int64(n), 10)
+		if finish != "" {
+			b = append(b, `,"queue_ms":`...)
+			b = strconv.AppendFloat(b, float64(queueNs)/1e6, 'f', -1, 64)
+			b = append(b, `,"prefill_ms":`...)
+			b = strconv.AppendFloat(b, float64(prefillNs)/1e6, 'f', -1, 64)
+		}
+		b = append(b, '}')
+	}
+	b = append(b, "}\n\n"...)
+	cw.write(b)
+}
+
+// usageChunk is the final event of include_usage: no choices, the totals.
+func (cw *chunkWriter) usageChunk(completion int) {
+	b := append(cw.buf[:0], cw.head...)
+	b = append(b, "],"...)
+	b = cw.appendUsage(b, completion)
+	b = append(b, "}\n\n"...)
+	cw.write(b)
+}
+
+// malformed writes an event whose JSON is cut short (fault injection).
+func (cw *chunkWriter) malformed() {
+	b := append(cw.buf[:0], cw.head...)
+	b = append(b, `{"index":0,"delta":{"content":`...)
+	b = append(b, "\n\n"...)
+	cw.write(b)
+}
+
+func (cw *chunkWriter) done() { cw.write(append(cw.buf[:0], "data: [DONE]\n\n"...)) }
+
+func (cw *chunkWriter) write(b []byte) {
+	cw.buf = b[:0]
+	// A write error means the client went away; the request context says
+	// so too, and the stream loop ends on it.
+	_, _ = cw.w.Write(b)
+}
+
+func (cw *chunkWriter) flush() {
+	if cw.fl != nil {
+		cw.fl.Flush()
+	}
+}

@@ -1,0 +1,302 @@
+package tui
+
+import (
+	"math"
+	"slices"
+	"time"
+
+	"github.com/tokentop/tokentop/diagnose"
+	"github.com/tokentop/tokentop/gpu"
+	"github.com/tokentop/tokentop/metrics"
+)
+
+// Hand-built snapshots standing in for the aggregator's output. The numbers
+// are chosen by hand, consistent with each other (p50 ≤ p95 ≤ p99, counts
+// matching the bins), so that goldens read like a real console.
+
+var t0 = time.Date(2026, 11, 30, 13, 0, 0, 0, time.UTC)
+
+func f64(v float64) *float64 { return &v }
+func u64(v uint64) *uint64   { return &v }
+func u32(v uint32) *uint32   { return &v }
+
+// logBins builds display bins starting at lo, each factor wider than the
+// last, with the given counts.
+func logBins(lo, factor float64, counts ...int64) []metrics.Bin {
+	bins := make([]metrics.Bin, len(counts))
+	for i, c := range counts {
+		hi := lo * factor
+		bins[i] = metrics.Bin{LoMs: lo, HiMs: hi, Count: c}
+		lo = hi
+	}
+	return bins
+}
+
+func sum(bins []metrics.Bin) int64 {
+	var n int64
+	for _, b := range bins {
+		n += b.Count
+	}
+	return n
+}
+
+func dist(p50, p95, p99, mean, maxv float64, bins []metrics.Bin) metrics.Dist {
+	return metrics.Dist{Count: sum(bins), P50: p50, P95: p95, P99: p99, Mean: mean, Max: maxv, Bins: bins}
+}
+
+// wave is a deterministic series: a slow swell between lo and hi, with a
+// stretch of NaN (the scraper missed) when gap is true.
+func wave(n int, lo, hi float64, gap bool) []float64 {
+	s := make([]float64, n)
+	for i := range s {
+		s[i] = lo + (hi-lo)*(0.5+0.5*math.Sin(float64(i)/9))
+		if gap && i >= n/3 && i < n/3+6 {
+			s[i] = math.NaN()
+		}
+	}
+	return s
+}
+
+func healthySnap() *metrics.Snapshot {
+	inter := metrics.ClassStats{
+		Name: "interactive", Kind: "interactive",
+		Requests: 166, Completed: 165, Errors: 1, Valid: 165, InFlight: 3,
+		TTFT:     dist(182, 410, 620, 205, 702, logBins(40, 1.25, 0, 2, 5, 11, 19, 28, 31, 24, 17, 11, 7, 5, 3, 2, 1, 0)),
+		ITL:      dist(21, 34, 48, 23, 77, logBins(8, 1.2, 40, 210, 950, 2100, 2900, 2200, 1300, 620, 240, 90, 30, 9, 3)),
+		ITLBasis: metrics.BasisToken,
+		ChunkGap: dist(22, 36, 51, 24, 80, logBins(8, 1.2, 30, 180, 900, 2050, 2850, 2250, 1350, 650, 260, 95, 33, 10, 4)),
+		Gaps:     11658, StallGaps: 12, StallFraction: 12.0 / 11658,
+		E2E:          dist(5200, 7900, 9100, 5300, 9800, logBins(3000, 1.15, 4, 20, 48, 51, 27, 11, 4)),
+		OutputTokens: metrics.TokenStats{P50: 230, P95: 256, Total: 37200},
+		InputTokens:  metrics.TokenStats{P50: 690, P95: 1980, Total: 131000},
+		Throughput:   metrics.Throughput{RequestsPerS: 2.0, InputTokensPerS: 1580, OutputTokensPerS: 451.2},
+		GoodRequests: 163,
+	}
+	batch := metrics.ClassStats{
+		Name: "batch", Kind: "batch",
+		Requests: 412, Completed: 412, Valid: 412, InFlight: 16,
+		TTFT:     dist(950, 1900, 2600, 1010, 3100, logBins(300, 1.3, 3, 12, 40, 88, 120, 80, 40, 20, 7, 2)),
+		ITL:      dist(38, 61, 80, 41, 130, logBins(15, 1.2, 200, 1500, 6000, 14000, 12000, 7000, 2500, 600, 120, 20)),
+		ITLBasis: metrics.BasisChunk,
+		ChunkGap: dist(38, 61, 80, 41, 130, logBins(15, 1.2, 200, 1500, 6000, 14000, 12000, 7000, 2500, 600, 120, 20)),
+		Gaps:     43940, StallGaps: 0,
+		E2E:          dist(7800, 11200, 13900, 8100, 15000, logBins(5000, 1.2, 30, 120, 160, 70, 25, 7)),
+		OutputTokens: metrics.TokenStats{P50: 180, P95: 180, Total: 74160},
+		InputTokens:  metrics.TokenStats{P50: 1490, P95: 2980, Total: 640000},
+		Throughput:   metrics.Throughput{RequestsPerS: 13.7, InputTokensPerS: 21300, OutputTokensPerS: 2472, JobsPerS: 0.07},
+	}
+	live := metrics.View{
+		Span:    30 * time.Second,
+		Classes: []metrics.ClassStats{inter, batch},
+		Server: metrics.ServerStats{
+			Profile: "tokentop-sim", ScrapeOK: true, Scrapes: 120,
+			QueueDepth:      metrics.GaugeStats{Count: 120, Last: 3, P50: 2, P95: 6, Max: 9},
+			Running:         metrics.GaugeStats{Count: 120, Last: 22, P50: 21, P95: 24, Max: 24},
+			KVUsage:         metrics.GaugeStats{Count: 120, Last: 0.41, P50: 0.38, P95: 0.52, Max: 0.57},
+			PreemptionsPerS: f64(0),
+			TTFT:            dist(160, 380, 590, 190, 690, logBins(40, 1.3, 10, 40, 60, 30, 8)),
+			ITL:             dist(19, 31, 44, 21, 70, logBins(8, 1.3, 100, 900, 2000, 700, 60)),
+		},
+		GPU: metrics.GPUStats{
+			Source: "nvml",
+			Devices: []metrics.GPUDeviceStats{{
+				Index: 0, Name: "NVIDIA H200",
+				Last:    gpu.Device{Index: 0, Name: "NVIDIA H200", MemUsedBytes: u64(101 << 30), MemTotalBytes: u64(141 << 30), SMClockMHz: u32(1980)},
+				UtilP50: f64(0.87), UtilMax: f64(0.99), MemUsedFracMax: f64(0.72), MemBWUtilP50: f64(0.45), PowerWP50: f64(612),
+			}},
+		},
+		Probe: metrics.ProbeStats{SelfLagP99Ms: 1.2, SelfLagMaxMs: 3.9, Samples: 300, Reliable: true},
+	}
+	// The whole run saw more requests than the trailing window.
+	run := live
+	run.Span = 83 * time.Second
+	run.Classes = slices.Clone(live.Classes)
+	run.Classes[0].Requests, run.Classes[0].Completed, run.Classes[0].Valid = 451, 450, 450
+	run.Classes[1].Requests, run.Classes[1].Completed, run.Classes[1].Valid = 1130, 1130, 1130
+	return &metrics.Snapshot{
+		At: t0.Add(83 * time.Second), Started: t0, Window: 30 * time.Second,
+		Live: live, Run: run,
+		Series: metrics.Series{
+			QueueDepth: wave(metrics.SeriesLen, 0, 9, false),
+			Running:    wave(metrics.SeriesLen, 18, 24, false),
+			KVUsage:    wave(metrics.SeriesLen, 0.3, 0.57, false),
+		},
+		Sources: []metrics.SourceStatus{
+			{Name: "probe", LastSuccess: t0.Add(83 * time.Second)},
+			{Name: "scrape", LastSuccess: t0.Add(82750 * time.Millisecond)},
+			{Name: "nvml", LastSuccess: t0.Add(82500 * time.Millisecond)},
+		},
+	}
+}
+
+func healthyDiag() diagnose.Diagnosis {
+	return diagnose.Diagnosis{Verdicts: []diagnose.Verdict{
+		{
+			Class: "interactive", Kind: "interactive", Pass: true,
+			Objectives: []diagnose.Objective{
+				{Name: "valid_streams", Target: 0.999, Actual: f64(0.9939), Pass: true},
+				{Name: "ttft_p95_ms", Target: 800, Actual: f64(410), AtMost: true, Pass: true},
+				{Name: "itl_p95_ms", Target: 150, Actual: f64(34), AtMost: true, Pass: true},
+			},
+			Goodput: diagnose.Goodput{Unit: "requests", Numerator: 163, Denominator: 166, PerS: 1.96, Ratio: f64(163.0 / 166)},
+		},
+		{
+			Class: "batch", Kind: "batch", Pass: true,
+			Objectives: []diagnose.Objective{
+				{Name: "output_tokens_per_s", Target: 2000, Actual: f64(2472), Pass: true},
+			},
+			Goodput: diagnose.Goodput{Unit: "output_tokens", Numerator: 74160, Denominator: 74160, PerS: 2472, Ratio: f64(1)},
+		},
+	}}
+}
+
+func failingSnap() *metrics.Snapshot {
+	s := healthySnap()
+	for _, v := range []*metrics.View{&s.Live, &s.Run} {
+		c := &v.Classes[0]
+		c.TTFT = dist(1450, 3900, 5200, 1700, 6100, logBins(200, 1.3, 1, 4, 9, 14, 20, 18, 15, 12, 10, 8, 6, 3, 2))
+		c.Errors, c.Completed, c.Valid = 9, 157, 157
+		v.Server.QueueDepth = metrics.GaugeStats{Count: 120, Last: 41, P50: 30, P95: 44, Max: 52}
+		v.Server.KVUsage = metrics.GaugeStats{Count: 120, Last: 0.97, P50: 0.9, P95: 0.99, Max: 1}
+		v.Server.PreemptionsPerS = f64(3.4)
+		v.Server.ScrapeOK = false
+		v.Probe = metrics.ProbeStats{SelfLagP99Ms: 84, SelfLagMaxMs: 310, Samples: 300, Reliable: false}
+		devs := make([]metrics.GPUDeviceStats, 8)
+		for i := range devs {
+			devs[i] = metrics.GPUDeviceStats{
+				Index: i, Name: "NVIDIA H100 80GB HBM3",
+				UtilP50: f64(0.95), UtilMax: f64(1), MemUsedFracMax: f64(0.93), PowerWP50: f64(690),
+				ClockEventWords: []string{"sw_power_cap", "hw_thermal_slowdown"},
+			}
+		}
+		v.GPU.Devices = devs
+	}
+	s.Series.QueueDepth = wave(metrics.SeriesLen, 10, 52, true)
+	s.Series.KVUsage = wave(metrics.SeriesLen, 0.8, 1, true)
+	s.Sources[1] = metrics.SourceStatus{Name: "scrape", LastSuccess: t0.Add(71 * time.Second), Stale: true,
+		LastError: "connection refused", LastErrorAt: t0.Add(82 * time.Second)}
+	return s
+}
+
+func failingDiag() diagnose.Diagnosis {
+	d := healthyDiag()
+	d.Verdicts[0].Pass = false
+	d.Verdicts[0].Objectives = []diagnose.Objective{
+		{Name: "valid_streams", Target: 0.999, Actual: f64(0.946), Pass: false},
+		{Name: "ttft_p95_ms", Target: 800, Actual: f64(3900), AtMost: true, Pass: false},
+		{Name: "ttft_p99_ms", Target: 2000, Actual: f64(5200), AtMost: true, Pass: false},
+		{Name: "itl_p95_ms", Target: 150, Actual: f64(34), AtMost: true, Pass: true},
+	}
+	d.Verdicts[0].Goodput = diagnose.Goodput{Unit: "requests", Numerator: 58, Denominator: 166, PerS: 0.7, Ratio: f64(58.0 / 166)}
+	d.Verdicts[1].Pass = false
+	d.Verdicts[1].Objectives = []diagnose.Objective{
+		{Name: "output_tokens_per_s", Target: 3000, Actual: f64(2472), Pass: false},
+	}
+	d.Findings = []diagnose.Finding{
+		{
+			Rule: diagnose.RulePrefillContention, Severity: diagnose.SeverityCritical, Confidence: 0.86,
+			Summary: "long prompts from batch prefill in the same steps as interactive decodes: TTFT p95 is 4.9× its SLO",
+			Evidence: []diagnose.Evidence{
+				{Signal: "ttft_p95_ms", Value: 3900, Threshold: 800, Unit: "ms"},
+				{Signal: "server_prefill_share", Value: 0.71, Threshold: 0.5, Unit: "ratio"},
+				{Signal: "queue_depth_p95", Value: 44, Threshold: 8},
+			},
+			Advice: "enable chunked prefill or lower max-batched-tokens",
+		},
+		{
+			Rule: diagnose.RuleKVCachePressure, Severity: diagnose.SeverityWarning, Confidence: 0.64,
+			Summary:  "KV cache full, 3.4 preemptions/s",
+			Evidence: []diagnose.Evidence{{Signal: "preemptions_per_s", Value: 3.4, Threshold: 0.1, Unit: "per_s"}},
+		},
+		{
+			Rule: diagnose.RuleProbeOverload, Severity: diagnose.SeverityInfo, Confidence: 0.5,
+			Summary:  "tokentop's own event loop lagged; its latencies may be inflated",
+			Evidence: []diagnose.Evidence{{Signal: "self_lag_p99_ms", Value: 84, Threshold: 20, Unit: "ms"}},
+		},
+	}
+	return d
+}
+
+func noDataSnap() *metrics.Snapshot {
+	empty := metrics.View{
+		Span: 2 * time.Second,
+		Classes: []metrics.ClassStats{
+			{Name: "interactive", Kind: "interactive", InFlight: 2},
+			{Name: "batch", Kind: "batch", InFlight: 16},
+		},
+		Server: metrics.ServerStats{Profile: "", ScrapeOK: false},
+		GPU:    metrics.GPUStats{Status: "waiting for the first GPU sample"},
+	}
+	nan := []float64{math.NaN(), math.NaN()}
+	return &metrics.Snapshot{
+		At: t0.Add(2 * time.Second), Started: t0, Window: 30 * time.Second,
+		Live: empty, Run: empty,
+		Series: metrics.Series{QueueDepth: nan, KVUsage: nan},
+		Sources: []metrics.SourceStatus{
+			{Name: "probe"}, {Name: "scrape"},
+		},
+	}
+}
+
+func noDataDiag() diagnose.Diagnosis {
+	return diagnose.Diagnosis{Verdicts: []diagnose.Verdict{
+		{Class: "interactive", Kind: "interactive", NoData: true,
+			Objectives: []diagnose.Objective{{Name: "ttft_p95_ms", Target: 800, AtMost: true}},
+			Goodput:    diagnose.Goodput{Unit: "requests"}},
+		{Class: "batch", Kind: "batch", NoData: true,
+			Objectives: []diagnose.Objective{{Name: "output_tokens_per_s", Target: 3000}},
+			Goodput:    diagnose.Goodput{Unit: "output_tokens"}},
+	}}
+}
+
+func gpuStatusSnap() *metrics.Snapshot {
+	s := healthySnap()
+	for _, v := range []*metrics.View{&s.Live, &s.Run} {
+		v.GPU = metrics.GPUStats{Status: "no NVIDIA driver: GPU panel off"}
+	}
+	s.Sources = s.Sources[:2]
+	return s
+}
+
+// longSnap stresses truncation: long names everywhere, wide runes, three
+// classes.
+func longSnap() *metrics.Snapshot {
+	s := failingSnap()
+	long := "interactive-with-an-extraordinarily-long-class-name-for-the-premium-tier-東京リージョン"
+	for _, v := range []*metrics.View{&s.Live, &s.Run} {
+		v.Classes[0].Name = long
+		third := v.Classes[1]
+		third.Name = "batch-overnight-embeddings-re-ranking-队列"
+		v.Classes = append(v.Classes, third)
+		v.Server.Profile = "triton-trtllm-with-a-very-long-profile-name"
+		v.Server.Variant = "v0.99.123-experimental"
+		for i := range v.GPU.Devices {
+			v.GPU.Devices[i].Name = "NVIDIA GeForce RTX 4090 Laptop GPU with a long marketing name 🚀"
+		}
+	}
+	return s
+}
+
+func longDiag() diagnose.Diagnosis {
+	d := failingDiag()
+	d.Verdicts[0].Class = "interactive-with-an-extraordinarily-long-class-name-for-the-premium-tier-東京リージョン"
+	d.Findings[0].Summary = "a summary that goes on and on, well past any terminal's right edge, " +
+		"mentioning 東京 and emoji 🚀 to exercise wide runes, and still keeps going for a while longer"
+	d.Findings[0].Evidence[0].Signal = "a_signal_name_that_is_longer_than_anyone_would_reasonably_choose_ms"
+	return d
+}
+
+type fixture struct {
+	name string
+	snap *metrics.Snapshot
+	diag diagnose.Diagnosis
+}
+
+func fixtures() []fixture {
+	return []fixture{
+		{"healthy", healthySnap(), healthyDiag()},
+		{"failing", failingSnap(), failingDiag()},
+		{"nodata", noDataSnap(), noDataDiag()},
+		{"gpustatus", gpuStatusSnap(), healthyDiag()},
+	}
+}
