@@ -269,10 +269,13 @@ func (c *classAccum) add(m mapping.IndexMapping, t *probe.Trace, rm *requestMeas
 		c.headers.add(rm.headersMs)
 	}
 	if rm.hasTTFT {
-		c.ttft.add(rm.ttftMs)
-		c.ttftIntended.add(rm.ttftIntendedMs)
+		// The prompt bucket needs the server's prompt token count, known
+		// only now; class and path TTFT may already have been accounted
+		// when the first token arrived (see Aggregator.AddFirstToken).
 		b.ttft.add(rm.ttftMs)
-		p.ttft.add(rm.ttftMs)
+		if !t.FirstTokenReported {
+			c.addFirstToken(p, rm.ttftMs, rm.ttftIntendedMs)
+		}
 	}
 	for _, g := range rm.chunkGapsMs {
 		c.chunkGap.add(g)
@@ -326,6 +329,12 @@ func (c *classAccum) add(m mapping.IndexMapping, t *probe.Trace, rm *requestMeas
 	if t.Valid && rm.onTime {
 		c.validOut += int64(rm.outputTokens)
 	}
+}
+
+func (c *classAccum) addFirstToken(p *pathAccum, ttftMs, fromIntendedMs float64) {
+	c.ttft.add(ttftMs)
+	c.ttftIntended.add(fromIntendedMs)
+	p.ttft.add(ttftMs)
 }
 
 func pathName(p string) string {

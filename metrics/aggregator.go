@@ -219,6 +219,24 @@ func (a *Aggregator) AddTrace(t *probe.Trace) {
 	}
 }
 
+// AddFirstToken accounts the TTFT of a request still streaming, so the
+// console shows TTFT within seconds even when streams take minutes. The
+// finished Trace (FirstTokenReported set) then skips it.
+func (a *Aggregator) AddFirstToken(ft probe.FirstToken) {
+	ci, ok := a.classIx[ft.Class]
+	if !ok {
+		return
+	}
+	ttft, fromIntended := msBetween(ft.Sent, ft.At), msBetween(ft.IntendedStart, ft.At)
+	path := pathName(ft.Path)
+	for _, s := range []*slot{a.run, a.slotFor(ft.At)} {
+		if s != nil {
+			c := s.classes[ci]
+			c.addFirstToken(c.path(a.mapping, path), ttft, fromIntended)
+		}
+	}
+}
+
 func (a *Aggregator) trackJob(t *probe.Trace, ci int, live *slot) {
 	if t.JobID == "" || t.JobSize <= 0 {
 		return

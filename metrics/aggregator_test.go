@@ -295,3 +295,19 @@ func BenchmarkAddTrace(b *testing.B) {
 		a.AddTrace(&tr)
 	}
 }
+
+func TestFirstTokenCountedOnceAndEarly(t *testing.T) {
+	a := newTestAggregator()
+	tr := streamTrace("interactive", t0, []float64{100, 120}, 0, true)
+	a.AddFirstToken(probe.FirstToken{Class: "interactive", Path: "direct", IntendedStart: t0, Sent: t0, At: t0.Add(100 * time.Millisecond)})
+	early := a.Tick(t0.Add(200 * time.Millisecond)).Live.Class("interactive")
+	if early.TTFT.Count != 1 || early.Requests != 0 {
+		t.Fatalf("before the stream ends: TTFT count %d, requests %d; want 1 and 0", early.TTFT.Count, early.Requests)
+	}
+	tr.FirstTokenReported = true
+	a.AddTrace(&tr)
+	c := a.Tick(t0.Add(time.Second)).Live.Class("interactive")
+	if c.TTFT.Count != 1 || c.Paths[0].TTFT.Count != 1 || c.ByPromptBucket[0].TTFT.Count != 1 {
+		t.Errorf("TTFT counted %d times (path %d, bucket %d), want once each", c.TTFT.Count, c.Paths[0].TTFT.Count, c.ByPromptBucket[0].TTFT.Count)
+	}
+}

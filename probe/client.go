@@ -96,6 +96,9 @@ type Request struct {
 	// Validate, when set, judges the complete content text of a stream
 	// that ended properly; an error makes the trace invalid (ErrInvalid).
 	Validate func(text string) error
+	// OnFirstToken, when set, is called from the request's goroutine when
+	// the first non-empty content delta arrives.
+	OnFirstToken func(FirstToken)
 }
 
 // maxValidatedText bounds the content kept for a validator.
@@ -385,7 +388,7 @@ func (c *Client) stream(parent context.Context, r Request, traceparent string, t
 		tr.Err = &Error{Kind: ErrHTTP, Status: resp.StatusCode, Body: excerpt, Msg: resp.Status}
 		return
 	}
-	c.readStream(parent, ctx, cancel, resp, tr, text)
+	c.readStream(parent, ctx, cancel, resp, tr, text, r.OnFirstToken)
 }
 
 type defaultKind int
@@ -554,7 +557,7 @@ func (w *wireReader) ReadByte() (byte, error) {
 // connection can return to the pool.
 const drainAfterDone = time.Second
 
-func (c *Client) readStream(parent, ctx context.Context, cancel context.CancelCauseFunc, resp *http.Response, tr *Trace, text *strings.Builder) {
+func (c *Client) readStream(parent, ctx context.Context, cancel context.CancelCauseFunc, resp *http.Response, tr *Trace, text *strings.Builder, onFirstToken func(FirstToken)) {
 	buf := c.bufs.Get().(*[]byte)
 	defer c.bufs.Put(buf)
 	wr := &wireReader{body: resp.Body, tr: tr, buf: *buf}
@@ -564,7 +567,7 @@ func (c *Client) readStream(parent, ctx context.Context, cancel context.CancelCa
 		tr.Reads = make([]Read, 0, n)
 		tr.Deltas = make([]Delta, 0, n)
 	}
-	st := &streamState{tr: tr, onEvent: c.onEvent, text: text}
+	st := &streamState{tr: tr, onEvent: c.onEvent, text: text, onFirstToken: onFirstToken}
 	p := newSSEParser()
 	defer func() { tr.PreambleBytes = p.preamble() }()
 	emit := func(data []byte) error {
@@ -665,6 +668,9 @@ type streamState struct {
 	events     int
 	prevTokens int
 	text       *strings.Builder // content so far, when a validator needs it
+
+	sawContent   bool
+	onFirstToken func(FirstToken)
 }
 
 func excerpt(b []byte) string {
@@ -716,6 +722,13 @@ func (s *streamState) event(data []byte, at time.Time, read int) error {
 		}
 	}
 	if ch.content > 0 {
+		if !s.sawContent {
+			s.sawContent = true
+			if s.onFirstToken != nil {
+				s.onFirstToken(FirstToken{Class: s.tr.Class, Path: s.tr.Path, IntendedStart: s.tr.IntendedStart, Sent: s.tr.Sent, At: at})
+				s.tr.FirstTokenReported = true
+			}
+		}
 		s.tr.Deltas = append(s.tr.Deltas, Delta{At: at, Read: read, Chars: ch.content, Tokens: tokens})
 	}
 	if ch.hasFinish && string(ch.finish) != s.tr.FinishReason {

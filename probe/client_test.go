@@ -116,6 +116,40 @@ func checkReads(t *testing.T, tr Trace) {
 	}
 }
 
+// The first content token is reported once, while the stream still runs,
+// and not for the role-only chunk or a reasoning delta.
+func TestStreamReportsFirstTokenEarly(t *testing.T) {
+	srv := serve(t, 200, nil, []step{
+		{data: ev(roleChunk)},
+		{pause: 30 * time.Millisecond, data: ev(chat("Hello"))},
+		{pause: 150 * time.Millisecond, data: ev(chat(" world"))},
+		{data: ev(finishChunk) + ev(usageChunk) + done},
+	})
+	c := NewClient(ClientOptions{})
+	t.Cleanup(c.CloseIdle)
+	var got []FirstToken
+	var reportedBeforeEnd bool
+	var end time.Time
+	tr := c.Stream(context.Background(), Request{
+		Target: Target{Path: PathDirect, BaseURL: srv.URL}, Class: "interactive", API: "chat", Model: "m",
+		Prompt: "hi", PromptTokens: 1, MaxTokens: 8,
+		OnFirstToken: func(ft FirstToken) {
+			got = append(got, ft)
+			reportedBeforeEnd = time.Since(ft.At) < 100*time.Millisecond
+		},
+	})
+	end = tr.End
+	if len(got) != 1 || !tr.FirstTokenReported {
+		t.Fatalf("reported %d times (flag %v), want once", len(got), tr.FirstTokenReported)
+	}
+	if !got[0].At.Equal(tr.Deltas[0].At) || got[0].Class != "interactive" || got[0].Path != PathDirect || !got[0].Sent.Equal(tr.Sent) {
+		t.Errorf("first token %+v does not match the trace's first delta %v", got[0], tr.Deltas[0].At)
+	}
+	if !reportedBeforeEnd || !got[0].At.Before(end.Add(-100*time.Millisecond)) {
+		t.Errorf("first token reported late: at %v, stream ended %v", got[0].At, end)
+	}
+}
+
 func TestStreamRoleOnlyFirstChunk(t *testing.T) {
 	srv := serve(t, 200, nil, []step{
 		{data: ev(roleChunk)},

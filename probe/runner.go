@@ -26,6 +26,9 @@ type RunnerOptions struct {
 	// gateway), so both paths see the same traffic.
 	Targets []Target
 	Model   string
+	// OnFirstToken, when set, is told of each request's first content token
+	// as it arrives, so TTFT can be shown for streams still running.
+	OnFirstToken func(FirstToken)
 
 	// MaxInFlight caps concurrent requests of an open-loop class; 0 means
 	// config.MaxConcurrencyPerClass. Closed-loop classes use arrival.n.
@@ -385,6 +388,7 @@ func (r *Runner) do(ctx context.Context, w work, intended time.Time) Trace {
 		Attempt:       w.attempt,
 		Deadline:      w.deadline,
 		Validate:      r.o.Validate,
+		OnFirstToken:  r.o.OnFirstToken,
 	}
 	if !sleepUntil(ctx, r.clock, r.tpm.reserveN(r.clock.Now(), req.PromptTokens+req.MaxTokens)) {
 		tr := Trace{Class: req.Class, Kind: req.Kind, Path: req.Target.Path, API: req.API, Model: req.Model,

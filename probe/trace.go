@@ -53,6 +53,10 @@ type Trace struct {
 	// failed attempt without it is a drop that counts against the job.
 	WillRetry bool
 
+	// FirstTokenReported is true when the first content token was already
+	// reported through Request.OnFirstToken; its TTFT is then accounted.
+	FirstTokenReported bool
+
 	Err   *Error
 	Valid bool // stream ended properly, was non-empty and passed the class's validators
 }
@@ -104,6 +108,15 @@ type Error struct {
 }
 
 func (e *Error) Error() string { return string(e.Kind) + ": " + e.Msg }
+
+// FirstToken is a running request's first content token, reported as it
+// arrives so TTFT is known before the stream ends.
+type FirstToken struct {
+	Class, Path   string
+	IntendedStart time.Time
+	Sent          time.Time
+	At            time.Time
+}
 
 // LagSample is one self-check reading: how late a timer the probe asked for
 // actually fired. Large lag means tokentop itself was the bottleneck.

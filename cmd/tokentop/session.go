@@ -130,6 +130,9 @@ func runSession(ctx context.Context, e env, spec sessionSpec) (int, error) {
 			Seed:    spec.seed + int64(i)*7919,
 			Targets: targets,
 			Model:   model,
+			OnFirstToken: func(ft probe.FirstToken) {
+				send(func(a *metrics.Aggregator) { a.AddFirstToken(ft) })
+			},
 		})
 		if err != nil {
 			return exitUsage, usageError{err.Error()}
