@@ -271,11 +271,15 @@ func probeOverload(in *ruleInput) (Finding, bool) {
 	if p.Samples == 0 || p.Reliable {
 		return Finding{}, false
 	}
-	return Finding{
+	f := Finding{
 		Severity:   SeverityWarning,
 		Confidence: 0.9,
 		Summary:    fmt.Sprintf("tokentop itself is overloaded: its timers fire %.1f ms late at p99 (max %.0f ms); latencies above include that delay", p.SelfLagP99Ms, p.SelfLagMaxMs),
 		Evidence:   []Evidence{{Signal: "probe.self_lag_p99_ms", Value: p.SelfLagP99Ms, Threshold: p.ReliableP99Ms, Unit: "ms"}},
 		Advice:     "Lower probe rates or concurrency, run tokentop on a less busy host, or give it more CPU.",
-	}, true
+	}
+	if p.CPUCoresP95 != nil {
+		f.Evidence = append(f.Evidence, Evidence{Signal: "probe.cpu_cores_p95", Value: *p.CPUCoresP95})
+	}
+	return f, true
 }

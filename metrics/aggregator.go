@@ -123,7 +123,7 @@ func (a *Aggregator) newSlot(start time.Time) *slot {
 		start:  start,
 		server: newServerAccum(a.mapping),
 		gpu:    newGPUAccum(),
-		lag:    lagAccum{lag: newSketch(a.mapping)},
+		lag:    lagAccum{lag: newSketch(a.mapping), cpu: newSketch(a.mapping)},
 	}
 	for range a.opts.Classes {
 		s.classes = append(s.classes, newClassAccum(a.mapping))
@@ -324,9 +324,14 @@ func (a *Aggregator) AddGPU(s *gpu.Sample) {
 // AddLag accounts one self-lag reading.
 func (a *Aggregator) AddLag(l probe.LagSample) {
 	ms := durMs(l.Lag)
-	a.run.lag.lag.add(ms)
-	if live := a.slotFor(l.At); live != nil {
-		live.lag.lag.add(ms)
+	for _, s := range []*slot{a.run, a.slotFor(l.At)} {
+		if s == nil {
+			continue
+		}
+		s.lag.lag.add(ms)
+		if l.CPU >= 0 {
+			s.lag.cpu.add(l.CPU)
+		}
 	}
 }
 
@@ -342,6 +347,7 @@ func (a *Aggregator) Tick(now time.Time) *Snapshot {
 		liveAcc.server.merge(s.server)
 		liveAcc.gpu.merge(a.mapping, s.gpu)
 		liveAcc.lag.lag.merge(s.lag.lag)
+		liveAcc.lag.cpu.merge(s.lag.cpu)
 	}
 	elapsed := now.Sub(a.opts.Started)
 	liveSpan := min(a.opts.Window, max(elapsed, 0))

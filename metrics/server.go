@@ -18,6 +18,8 @@ var serverHistNames = [...]string{prom.HistTTFT, prom.HistITL, prom.HistE2E, pro
 type serverAccum struct {
 	scrapes               int64
 	queue, running, kv    *sketch
+	queueTrend            trend
+	runningTrend, kvTrend trend
 	lastQueue, lastRun    float64
 	lastKV                float64
 	counterSeconds        float64 // time covered by counter deltas
@@ -46,14 +48,17 @@ func (s *serverAccum) addScrape(prev, cur *prom.Sample) {
 	s.scrapes++
 	if v, ok := cur.Signal(prom.SignalQueueDepth); ok {
 		s.queue.add(v)
+		s.queueTrend.add(cur.At, v)
 		s.lastQueue = v
 	}
 	if v, ok := cur.Signal(prom.SignalRunning); ok {
 		s.running.add(v)
+		s.runningTrend.add(cur.At, v)
 		s.lastRun = v
 	}
 	if v, ok := cur.Signal(prom.SignalKVUsage); ok {
 		s.kv.add(v)
+		s.kvTrend.add(cur.At, v)
 		s.lastKV = v
 	}
 	if prev == nil {
@@ -124,6 +129,9 @@ func (s *serverAccum) merge(o *serverAccum) {
 	s.queue.merge(o.queue)
 	s.running.merge(o.running)
 	s.kv.merge(o.kv)
+	s.queueTrend.merge(&o.queueTrend)
+	s.runningTrend.merge(&o.runningTrend)
+	s.kvTrend.merge(&o.kvTrend)
 	s.counterSeconds += o.counterSeconds
 	s.preempt += o.preempt
 	s.prompt += o.prompt
@@ -142,9 +150,9 @@ func (s *serverAccum) stats(profile, variant string, scrapeOK bool, last *prom.S
 		Variant:    variant,
 		ScrapeOK:   scrapeOK,
 		Scrapes:    s.scrapes,
-		QueueDepth: gaugeStats(s.queue, last, prom.SignalQueueDepth),
-		Running:    gaugeStats(s.running, last, prom.SignalRunning),
-		KVUsage:    gaugeStats(s.kv, last, prom.SignalKVUsage),
+		QueueDepth: gaugeStats(s.queue, &s.queueTrend, last, prom.SignalQueueDepth),
+		Running:    gaugeStats(s.running, &s.runningTrend, last, prom.SignalRunning),
+		KVUsage:    gaugeStats(s.kv, &s.kvTrend, last, prom.SignalKVUsage),
 	}
 	rate := func(v float64, has bool) *float64 {
 		if !has || s.counterSeconds <= 0 {
@@ -165,19 +173,79 @@ func (s *serverAccum) stats(profile, variant string, scrapeOK bool, last *prom.S
 	return st
 }
 
-func gaugeStats(k *sketch, last *prom.Sample, name string) GaugeStats {
+func gaugeStats(k *sketch, tr *trend, last *prom.Sample, name string) GaugeStats {
 	n := k.count()
 	if n == 0 {
 		return GaugeStats{}
 	}
 	mx, _ := k.s.GetMaxValue()
-	g := GaugeStats{Count: n, P50: k.quantile(0.5), P95: k.quantile(0.95), Max: mx}
+	g := GaugeStats{Count: n, P50: k.quantile(0.5), P95: k.quantile(0.95), Max: mx, TrendPerS: tr.slope()}
 	g.P95 = math.Min(g.P95, g.Max)
 	g.P50 = math.Min(g.P50, g.P95)
 	if v, ok := last.Signal(name); ok {
 		g.Last = v
 	}
 	return g
+}
+
+// trend accumulates a least-squares line through (scrape time, value) points.
+// Times are seconds from origin, the first point's time: small offsets keep
+// the sums of squares exact enough in float64, where Unix seconds squared
+// would not. Sums with different origins are shifted to a common one when
+// merged, so a window's trend is the same as if its points had been added
+// to one accumulator.
+type trend struct {
+	origin                  time.Time
+	n                       float64
+	sumT, sumY, sumTT, sumTY float64
+}
+
+func (t *trend) add(at time.Time, y float64) {
+	if math.IsNaN(y) || math.IsInf(y, 0) || at.IsZero() {
+		return
+	}
+	if t.n == 0 {
+		t.origin = at
+	}
+	x := at.Sub(t.origin).Seconds()
+	t.n++
+	t.sumT += x
+	t.sumY += y
+	t.sumTT += x * x
+	t.sumTY += x * y
+}
+
+// merge adds o's points. With x' = x + d (d the distance from t's origin to
+// o's), Σx' = Σx + n·d, Σx'² = Σx² + 2d·Σx + n·d², Σx'y = Σxy + d·Σy.
+func (t *trend) merge(o *trend) {
+	if o.n == 0 {
+		return
+	}
+	if t.n == 0 {
+		*t = *o
+		return
+	}
+	d := o.origin.Sub(t.origin).Seconds()
+	t.n += o.n
+	t.sumT += o.sumT + o.n*d
+	t.sumY += o.sumY
+	t.sumTT += o.sumTT + 2*d*o.sumT + o.n*d*d
+	t.sumTY += o.sumTY + d*o.sumY
+}
+
+// slope is the fitted change per second, nil with fewer than two distinct
+// times (no line to fit).
+func (t *trend) slope() *float64 {
+	if t.n < 2 {
+		return nil
+	}
+	den := t.n*t.sumTT - t.sumT*t.sumT
+	// Relative guard: all points at (nearly) the same instant.
+	if den <= 1e-9*t.n*t.sumTT || den <= 0 {
+		return nil
+	}
+	v := (t.n*t.sumTY - t.sumT*t.sumY) / den
+	return &v
 }
 
 // histDist converts a server histogram in seconds to a Dist in ms. Max is
@@ -333,7 +401,7 @@ func optQuantile(k *sketch, q float64) *float64 {
 }
 
 // lagAccum accumulates the probe's self-lag readings.
-type lagAccum struct{ lag *sketch }
+type lagAccum struct{ lag, cpu *sketch }
 
 func (l *lagAccum) stats(reliableP99Ms float64) ProbeStats {
 	n := l.lag.count()
@@ -342,7 +410,8 @@ func (l *lagAccum) stats(reliableP99Ms float64) ProbeStats {
 	}
 	mx, _ := l.lag.s.GetMaxValue()
 	p99 := math.Min(l.lag.quantile(0.99), mx)
-	return ProbeStats{SelfLagP99Ms: p99, SelfLagMaxMs: mx, Samples: n, ReliableP99Ms: reliableP99Ms, Reliable: p99 <= reliableP99Ms}
+	return ProbeStats{SelfLagP99Ms: p99, SelfLagMaxMs: mx, Samples: n, ReliableP99Ms: reliableP99Ms, Reliable: p99 <= reliableP99Ms,
+		CPUCoresP95: optQuantile(l.cpu, 0.95)}
 }
 
 func durMs(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

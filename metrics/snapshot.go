@@ -191,6 +191,10 @@ type GaugeStats struct {
 	P50   float64
 	P95   float64
 	Max   float64
+	// TrendPerS is the least-squares slope of the gauge over the span's
+	// scrapes, per second (e.g. a queue growing by 2 requests a second);
+	// nil with fewer than two scrapes.
+	TrendPerS *float64
 }
 
 // GPUStats summarise GPU samples over the span.
@@ -218,6 +222,11 @@ type ProbeStats struct {
 	SelfLagP99Ms float64
 	SelfLagMaxMs float64
 	Samples      int64
+	// CPUCoresP95 is tokentop's own CPU use (cores, p95 over the span);
+	// nil when the platform cannot tell. In demo it includes the embedded
+	// simulator. Reliability is judged by lag, the direct evidence of delay:
+	// a busy process whose timers still fire on time measures correctly.
+	CPUCoresP95 *float64
 	// ReliableP99Ms is the self-lag p99 above which the probe is not
 	// Reliable.
 	ReliableP99Ms float64

@@ -97,6 +97,7 @@ type commonFlags struct {
 	apiKeyEnv  string
 	insecure   bool
 	noColor    bool
+	gpuMetrics string
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet) {
@@ -110,6 +111,7 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.apiKeyEnv, "api-key-env", "", "read the API key from this environment `VAR` (never from a flag)")
 	fs.BoolVar(&c.insecure, "insecure", false, "skip TLS certificate verification")
 	fs.BoolVar(&c.noColor, "no-color", false, "no colours (also NO_COLOR)")
+	fs.StringVar(&c.gpuMetrics, "gpu-metrics", "", "read GPUs from a dcgm-exporter `URL` instead of NVML")
 }
 
 // finish validates the flags against the environment and loads the config.

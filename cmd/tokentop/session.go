@@ -196,12 +196,20 @@ func runSession(ctx context.Context, e env, spec sessionSpec) (int, error) {
 			}
 		}
 	})
-	sampler, closeGPU, gpuStatus := gpu.OpenNVML()
-	if gpuStatus != "" {
-		st := &gpu.Sample{At: time.Now(), Status: gpuStatus}
-		send(func(a *metrics.Aggregator) { a.AddGPU(st) })
+	var sampler gpu.Sampler
+	if spec.common.gpuMetrics != "" {
+		sampler = gpu.NewDCGMSampler(spec.common.gpuMetrics, nil)
 	} else {
+		s, closeGPU, status := gpu.OpenNVML()
 		defer closeGPU()
+		if status != "" {
+			st := &gpu.Sample{At: time.Now(), Status: status}
+			send(func(a *metrics.Aggregator) { a.AddGPU(st) })
+		} else {
+			sampler = s
+		}
+	}
+	if sampler != nil {
 		goSource("gpu sampler", func(ctx context.Context) error {
 			return gpu.Run(ctx, sampler, gpuEvery, func(s gpu.Sample) {
 				send(func(a *metrics.Aggregator) { a.AddGPU(&s) })
