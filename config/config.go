@@ -6,9 +6,14 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -32,6 +37,13 @@ const (
 )
 
 // Class is one kind of traffic with its own arrival process and SLO.
+//
+// Besides the keys of CONTRACT.md a class may set:
+//
+//	validate: {regex: '^\{.*\}$', json: true}  # a response is valid only if its content matches / parses as JSON
+//	shared_prefix_tokens: 400                   # every prompt starts with the same ~400 tokens (a system prompt)
+//	tokens_per_minute: 600000                   # cap on prompt + max_tokens sent per minute
+//	arrival: {process: replay, file: trace.csv, speed: 2, loop: true}   # see Arrival
 type Class struct {
 	Name         string  `yaml:"name"`
 	Kind         string  `yaml:"kind"`
@@ -42,6 +54,31 @@ type Class struct {
 	Priority     *int    `yaml:"priority"`
 	Job          *Job    `yaml:"job"`
 	SLO          SLO     `yaml:"slo"`
+
+	// Validate, when set, adds content checks to a response's validity
+	// (on top of a proper end and non-empty output), so a server returning
+	// fast garbage to a structured-output class does not count as good.
+	Validate *Validation `yaml:"validate"`
+	// SharedPrefixTokens starts every prompt of the class with the same
+	// text of about this many tokens, ahead of the per-request unique
+	// marker, so a prefix cache can serve that part and only that part.
+	// 0 (the default): every prompt is unique from its first token, so a
+	// prefix cache cannot flatter TTFT.
+	SharedPrefixTokens int `yaml:"shared_prefix_tokens"`
+	// TokensPerMinute caps the prompt tokens plus max_tokens the class
+	// sends per minute, whatever its arrival process; 0 means
+	// DefaultTokensPerMinute, and MaxTokensPerMinute is a hard limit.
+	TokensPerMinute int `yaml:"tokens_per_minute"`
+}
+
+// Validation is a class's content check. At least one of its fields must
+// be set.
+type Validation struct {
+	// Regex must match the response's content (Go RE2 syntax, unanchored:
+	// write ^...$ to match it whole).
+	Regex string `yaml:"regex"`
+	// JSON requires the content to parse as one JSON value.
+	JSON bool `yaml:"json"`
 }
 
 // Arrival processes.
@@ -50,14 +87,52 @@ const (
 	ArrivalConstant    = "constant"
 	ArrivalGamma       = "gamma"
 	ArrivalConcurrency = "concurrency"
+	ArrivalReplay      = "replay"
 )
 
 // Arrival says when requests are sent.
+//
+// Process replay sends the requests of a recorded trace at their recorded
+// times (divided by Speed), each with its recorded prompt and output token
+// counts; the class's prompt_tokens and max_tokens are not used for them.
+// File is CSV with a header row or JSON Lines (one object per line), told
+// apart by the first byte ('{' is JSON Lines). Each record needs three
+// fields, names compared case-insensitively:
+//
+//	arrival time   TIMESTAMP | arrival_time | arrival | time | t
+//	prompt tokens  ContextTokens | prompt_tokens | input_tokens | prompt
+//	output tokens  GeneratedTokens | output_tokens | max_tokens | completion_tokens | output
+//
+// Times are seconds (any origin, fractions allowed) or dates, either
+// "2023-11-16 18:15:46.6805900" or RFC 3339. Records are sorted by time and
+// replayed relative to the first. Output tokens are sent as max_tokens
+// (capped at MaxMaxTokens, at least 1). The columns of the public Azure LLM
+// inference traces (AzurePublicDataset: TIMESTAMP,ContextTokens,
+// GeneratedTokens) are read as they are:
+//
+//	TIMESTAMP,ContextTokens,GeneratedTokens
+//	2023-11-16 18:15:46.6805900,374,44
+//
+//	{"t": 0.0, "prompt_tokens": 700, "output_tokens": 128}
+//	{"t": 0.25, "prompt_tokens": 2100, "output_tokens": 40}
+//
+// The per-class rate and concurrency caps still apply to a replay.
 type Arrival struct {
 	Process    string  `yaml:"process"`
 	Rate       float64 `yaml:"rate"`       // requests/s for open-loop processes
 	N          int     `yaml:"n"`          // in-flight requests for concurrency
 	Burstiness float64 `yaml:"burstiness"` // gamma only; 1 = Poisson
+
+	// File is the trace of a replay. A relative path is taken from the
+	// current directory by Parse, from the config file's directory by
+	// Load.
+	File string `yaml:"file"`
+	// Speed divides the trace's times: 2 replays it twice as fast. 0
+	// means 1.
+	Speed float64 `yaml:"speed"`
+	// Loop starts the trace over after its last request instead of
+	// going idle.
+	Loop bool `yaml:"loop"`
 }
 
 // Tokens is a prompt-length distribution: lognormal from Median and P95, or
@@ -149,7 +224,18 @@ const (
 	MaxRatePerClass        = 200.0
 	MaxConcurrencyPerClass = 2048
 	MaxMaxTokens           = 32768
+	// MaxTokensPerMinute is the highest tokens_per_minute a class may ask
+	// for (about a million tokens per second).
+	MaxTokensPerMinute = 60_000_000
+	// MaxReplaySpeed bounds arrival.speed of a replay.
+	MaxReplaySpeed = 1000.0
 )
+
+// DefaultTokensPerMinute is a class's tokens-per-minute cap when the config
+// sets none: well above the default classes (about 0.6M/min together at
+// their probe-sized rates) yet a guard against a mistyped rate or
+// concurrency flooding a production server with long prompts.
+const DefaultTokensPerMinute = 10_000_000
 
 func ptr[T any](v T) *T { return &v }
 
@@ -222,6 +308,29 @@ func Parse(r io.Reader) (Config, error) {
 	return cfg, nil
 }
 
+// Load reads the YAML config at path. A relative arrival.file in it is taken
+// from the config file's directory, so a config and its traces can be kept
+// together.
+func Load(path string) (Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	defer f.Close()
+	cfg, err := Parse(f)
+	if err != nil {
+		return Config{}, err
+	}
+	dir := filepath.Dir(path)
+	for i := range cfg.Classes {
+		a := &cfg.Classes[i].Arrival
+		if a.File != "" && !filepath.IsAbs(a.File) {
+			a.File = filepath.Join(dir, a.File)
+		}
+	}
+	return cfg, nil
+}
+
 // Validate checks the config and fills per-class defaults in place.
 func (c *Config) Validate() error {
 	if c.Target == "" {
@@ -265,27 +374,8 @@ func (cl *Class) validate() error {
 	default:
 		return fmt.Errorf("api %q: want chat or completions", cl.API)
 	}
-	a := &cl.Arrival
-	switch a.Process {
-	case ArrivalPoisson, ArrivalConstant, ArrivalGamma:
-		if a.Rate <= 0 {
-			return fmt.Errorf("arrival %s needs rate > 0", a.Process)
-		}
-		if a.Rate > MaxRatePerClass {
-			return fmt.Errorf("arrival rate %.1f/s is above the safety cap of %.0f/s", a.Rate, MaxRatePerClass)
-		}
-		if a.Process == ArrivalGamma && a.Burstiness <= 0 {
-			a.Burstiness = 1
-		}
-	case ArrivalConcurrency:
-		if a.N <= 0 {
-			return errors.New("arrival concurrency needs n > 0")
-		}
-		if a.N > MaxConcurrencyPerClass {
-			return fmt.Errorf("concurrency %d is above the safety cap of %d", a.N, MaxConcurrencyPerClass)
-		}
-	default:
-		return fmt.Errorf("arrival process %q: want poisson, constant, gamma or concurrency", a.Process)
+	if err := cl.Arrival.validate(); err != nil {
+		return err
 	}
 	if cl.MaxTokens <= 0 {
 		cl.MaxTokens = 256
@@ -310,6 +400,76 @@ func (cl *Class) validate() error {
 	}
 	if cl.SLO.StallGap.Duration == 0 {
 		cl.SLO.StallGap = Duration{250 * time.Millisecond}
+	}
+	if v := cl.Validate; v != nil {
+		if v.Regex == "" && !v.JSON {
+			return errors.New("validate needs regex or json: true")
+		}
+		if v.Regex != "" {
+			if _, err := regexp.Compile(v.Regex); err != nil {
+				return fmt.Errorf("validate.regex: %w", err)
+			}
+		}
+	}
+	if n := cl.SharedPrefixTokens; n != 0 {
+		if n < 0 {
+			return fmt.Errorf("shared_prefix_tokens %d must not be negative", n)
+		}
+		// The rest of each prompt must stay unique; a replay's prompt
+		// sizes come from its trace, where the runner keeps at least one
+		// unique token per prompt.
+		if size := cmp.Or(cl.PromptTokens.Fixed, cl.PromptTokens.Median); cl.Arrival.Process != ArrivalReplay && n >= size {
+			return fmt.Errorf("shared_prefix_tokens %d must be below the prompt size %d (prompt_tokens fixed or median)", n, size)
+		}
+	}
+	switch t := cl.TokensPerMinute; {
+	case t == 0:
+		cl.TokensPerMinute = DefaultTokensPerMinute
+	case t < 0:
+		return fmt.Errorf("tokens_per_minute %d must be > 0", t)
+	case t > MaxTokensPerMinute:
+		return fmt.Errorf("tokens_per_minute %d is above the safety cap of %d", t, MaxTokensPerMinute)
+	}
+	return nil
+}
+
+func (a *Arrival) validate() error {
+	if a.Process != ArrivalReplay && (a.File != "" || a.Speed != 0 || a.Loop) {
+		return fmt.Errorf("arrival file, speed and loop apply to process replay, not %q", a.Process)
+	}
+	switch a.Process {
+	case ArrivalPoisson, ArrivalConstant, ArrivalGamma:
+		if a.Rate <= 0 {
+			return fmt.Errorf("arrival %s needs rate > 0", a.Process)
+		}
+		if a.Rate > MaxRatePerClass {
+			return fmt.Errorf("arrival rate %.1f/s is above the safety cap of %.0f/s", a.Rate, MaxRatePerClass)
+		}
+		if a.Process == ArrivalGamma && a.Burstiness <= 0 {
+			a.Burstiness = 1
+		}
+	case ArrivalConcurrency:
+		if a.N <= 0 {
+			return errors.New("arrival concurrency needs n > 0")
+		}
+		if a.N > MaxConcurrencyPerClass {
+			return fmt.Errorf("concurrency %d is above the safety cap of %d", a.N, MaxConcurrencyPerClass)
+		}
+	case ArrivalReplay:
+		if strings.TrimSpace(a.File) == "" {
+			return errors.New("arrival replay needs file: a CSV or JSON Lines trace")
+		}
+		if a.Rate != 0 || a.N != 0 || a.Burstiness != 0 {
+			return errors.New("arrival replay takes its times from the file: use speed, not rate, n or burstiness")
+		}
+		if a.Speed == 0 {
+			a.Speed = 1
+		}
+		if !(a.Speed > 0) || math.IsInf(a.Speed, 0) || a.Speed > MaxReplaySpeed {
+			return fmt.Errorf("arrival replay speed %v: want a number in (0, %g]", a.Speed, MaxReplaySpeed)
+		}
+	default:
+		return fmt.Errorf("arrival process %q: want poisson, constant, gamma, concurrency or replay", a.Process)
 	}
 	return nil
 }

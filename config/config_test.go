@@ -1,6 +1,8 @@
 package config
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -88,6 +90,19 @@ func TestParseErrors(t *testing.T) {
 		{"p95 below median", "classes: [{name: a, arrival: {process: poisson, rate: 1}, prompt_tokens: {median: 900, p95: 100}}]\n", "below median"},
 		{"max_tokens above cap", "classes: [{name: a, arrival: {process: poisson, rate: 1}, max_tokens: 100000}]\n", "cap"},
 		{"not yaml", "{{{", "parsing config"},
+		{"replay without file", "classes: [{name: a, arrival: {process: replay}}]\n", "needs file"},
+		{"replay with rate", "classes: [{name: a, arrival: {process: replay, file: t.csv, rate: 3}}]\n", "not rate"},
+		{"replay negative speed", "classes: [{name: a, arrival: {process: replay, file: t.csv, speed: -1}}]\n", "speed -1"},
+		{"replay speed above cap", "classes: [{name: a, arrival: {process: replay, file: t.csv, speed: 1e6}}]\n", "speed 1e+06"},
+		{"file without replay", "classes: [{name: a, arrival: {process: poisson, rate: 1, file: t.csv}}]\n", "apply to process replay"},
+		{"loop without replay", "classes: [{name: a, arrival: {process: concurrency, n: 1, loop: true}}]\n", "apply to process replay"},
+		{"empty validate", "classes: [{name: a, arrival: {process: poisson, rate: 1}, validate: {}}]\n", "regex or json"},
+		{"bad regex", "classes: [{name: a, arrival: {process: poisson, rate: 1}, validate: {regex: '(unclosed'}}]\n", "validate.regex"},
+		{"unknown validate key", "classes: [{name: a, arrival: {process: poisson, rate: 1}, validate: {schema: x}}]\n", "schema"},
+		{"negative shared prefix", "classes: [{name: a, arrival: {process: poisson, rate: 1}, shared_prefix_tokens: -5}]\n", "negative"},
+		{"shared prefix whole prompt", "classes: [{name: a, arrival: {process: poisson, rate: 1}, prompt_tokens: {fixed: 100}, shared_prefix_tokens: 100}]\n", "below the prompt size 100"},
+		{"negative tokens per minute", "classes: [{name: a, arrival: {process: poisson, rate: 1}, tokens_per_minute: -1}]\n", "tokens_per_minute -1"},
+		{"tokens per minute above cap", "classes: [{name: a, arrival: {process: poisson, rate: 1}, tokens_per_minute: 1000000000}]\n", "safety cap"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse(strings.NewReader(tc.yaml))
@@ -104,5 +119,64 @@ func TestParseRatio(t *testing.T) {
 		if err != nil || got < want-1e-12 || got > want+1e-12 {
 			t.Errorf("ParseRatio(%q) = %v, %v; want %v", in, got, err, want)
 		}
+	}
+}
+
+const extrasExample = `
+target: http://127.0.0.1:8000
+classes:
+  - name: json-tool
+    arrival: {process: poisson, rate: 1}
+    prompt_tokens: {median: 1000, p95: 3000}
+    validate: {regex: '^\s*\{', json: true}
+    shared_prefix_tokens: 400
+    tokens_per_minute: 600000
+  - name: azure
+    kind: batch
+    arrival: {process: replay, file: traces/azure.csv, speed: 2.5, loop: true}
+  - name: replay-defaults
+    arrival: {process: replay, file: /abs/trace.jsonl}
+`
+
+func TestParseClassExtras(t *testing.T) {
+	cfg, err := Parse(strings.NewReader(extrasExample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := cfg.Class("json-tool")
+	if j.Validate == nil || j.Validate.Regex != `^\s*\{` || !j.Validate.JSON {
+		t.Errorf("validate = %+v", j.Validate)
+	}
+	if j.SharedPrefixTokens != 400 || j.TokensPerMinute != 600000 {
+		t.Errorf("shared prefix %d, tokens/min %d", j.SharedPrefixTokens, j.TokensPerMinute)
+	}
+	a := cfg.Class("azure").Arrival
+	if a != (Arrival{Process: ArrivalReplay, File: "traces/azure.csv", Speed: 2.5, Loop: true}) {
+		t.Errorf("azure arrival = %+v", a)
+	}
+	d := cfg.Class("replay-defaults")
+	if d.Arrival.Speed != 1 || d.Arrival.Loop || d.TokensPerMinute != DefaultTokensPerMinute || d.Validate != nil {
+		t.Errorf("replay defaults = %+v", d)
+	}
+}
+
+func TestLoadResolvesReplayFileFromConfigDir(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tokentop.yaml")
+	if err := os.WriteFile(path, []byte(extrasExample), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := cfg.Class("azure").Arrival.File, filepath.Join(dir, "traces", "azure.csv"); got != want {
+		t.Errorf("relative file = %q, want %q", got, want)
+	}
+	if got := cfg.Class("replay-defaults").Arrival.File; got != "/abs/trace.jsonl" {
+		t.Errorf("absolute file = %q", got)
+	}
+	if _, err := Load(filepath.Join(dir, "missing.yaml")); err == nil || !strings.Contains(err.Error(), "missing.yaml") {
+		t.Errorf("missing config: err = %v", err)
 	}
 }

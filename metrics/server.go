@@ -195,8 +195,8 @@ func gaugeStats(k *sketch, tr *trend, last *prom.Sample, name string) GaugeStats
 // merged, so a window's trend is the same as if its points had been added
 // to one accumulator.
 type trend struct {
-	origin                  time.Time
-	n                       float64
+	origin                   time.Time
+	n                        float64
 	sumT, sumY, sumTT, sumTY float64
 }
 
@@ -240,8 +240,9 @@ func (t *trend) slope() *float64 {
 		return nil
 	}
 	den := t.n*t.sumTT - t.sumT*t.sumT
-	// Relative guard: all points at (nearly) the same instant.
-	if den <= 1e-9*t.n*t.sumTT || den <= 0 {
+	// den is n² × the variance of the times: (nearly) zero when every point
+	// was taken at the same instant.
+	if den <= 1e-9*t.n*t.sumTT {
 		return nil
 	}
 	v := (t.n*t.sumTY - t.sumT*t.sumY) / den

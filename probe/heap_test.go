@@ -1,73 +1,155 @@
-package probe
+package probe_test
 
 import (
 	"context"
+	"math/rand/v2"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/tokentop/tokentop/config"
+	"github.com/tokentop/tokentop/metrics"
+	"github.com/tokentop/tokentop/probe"
 )
 
-// TestRunnerHeapBounded runs an hour of virtual time at 50 requests/s
-// against a fake server whose traces are as large as real ones (256 reads
-// and deltas each, ~4 s streams, ~200 in flight) and checks that the live
-// heap stays bounded: nothing in the runner may grow with the number of
-// requests sent.
-func TestRunnerHeapBounded(t *testing.T) {
-	if testing.Short() || raceEnabled {
-		t.Skip("an hour of virtual time at 50 req/s takes ~10 s of CPU (minutes under -race)")
+// TestHeapBoundedHourAt50RPS runs an hour of virtual time at 50 requests/s
+// through the whole in-process path of a session: a runner, a fake server
+// whose traces are as large as real ones (256 reads and deltas each, ~4 s
+// streams, ~200 in flight), and the aggregator fed every trace and ticked
+// every 250 ms, its latest snapshot held as a consumer would. Nothing may
+// grow with the number of requests sent: the peak HeapInuse must stay below
+// 100 MB.
+func TestHeapBoundedHourAt50RPS(t *testing.T) {
+	if testing.Short() || probe.RaceEnabled {
+		t.Skip("an hour of virtual time at 50 req/s takes ~25 s of CPU (minutes under -race)")
 	}
-	const tokens = 256
-	var maxHeap, sent atomic.Uint64
+	// Mostly CPU, while the other tests mostly wait.
+	t.Parallel()
+	const (
+		tokens = 256
+		rate   = 50
+		hour   = time.Hour
+	)
+	cfg := config.Default()
+	cfg.Classes = cfg.Classes[:1]
+	cfg.Classes[0].Arrival = config.Arrival{Process: config.ArrivalPoisson, Rate: rate}
+	cfg.Classes[0].MaxTokens = tokens
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		peakInuse, peakLive uint64
+		sent                int
+		lastSnap            *metrics.Snapshot
+	)
 	synctest.Test(t, func(t *testing.T) {
-		f := &fakeServer{service: 4 * time.Second, respond: func(_ int64, r Request) Trace {
-			tr := Trace{Valid: true, Reads: make([]Read, tokens), Deltas: make([]Delta, tokens), Usage: &Usage{PromptTokens: r.PromptTokens, CompletionTokens: tokens}}
-			for i := range tr.Reads {
-				tr.Reads[i] = Read{At: time.Now(), Bytes: 200, Events: 1}
-				tr.Deltas[i] = Delta{At: time.Now(), Read: i, Chars: 5, Tokens: 1}
+		start := time.Now()
+		agg := metrics.NewAggregator(metrics.Options{Classes: cfg.Classes, Started: start})
+		var mu sync.Mutex // the aggregator has one owner at a time
+		// Timestamps spread like a real stream's (TTFT 100-400 ms, gaps
+		// 5-25 ms), so the sketches see many distinct values; drawn once
+		// into patterns that the requests take in turn.
+		type pattern struct {
+			ttft, length time.Duration // length: ttft + the gaps, ~4 s
+			gaps         [tokens]time.Duration
+		}
+		rng := rand.New(rand.NewPCG(5, 6))
+		patterns := make([]pattern, 97)
+		for i := range patterns {
+			patterns[i].ttft = time.Duration(100+rng.IntN(300)) * time.Millisecond
+			for j := range patterns[i].gaps {
+				patterns[i].gaps[j] = time.Duration(5000+rng.IntN(20000)) * time.Microsecond
 			}
+			patterns[i].length = patterns[i].ttft
+			for _, g := range patterns[i].gaps[:tokens-1] {
+				patterns[i].length += g
+			}
+		}
+		var nreq atomic.Int64
+		server := func(ctx context.Context, r probe.Request) probe.Trace {
+			sent := time.Now()
+			p := &patterns[nreq.Add(1)%int64(len(patterns))]
+			select {
+			case <-time.After(p.length):
+			case <-ctx.Done():
+				return probe.Trace{Class: r.Class, Kind: r.Kind, Path: r.Target.Path, IntendedStart: r.IntendedStart,
+					Sent: sent, End: time.Now(), Err: &probe.Error{Kind: probe.ErrCancelled, Msg: "stopped"}}
+			}
+			ttft, gaps := p.ttft, p.gaps[:]
+			tr := probe.Trace{
+				ID: "00000000000000000000000000000000", Class: r.Class, Kind: r.Kind, Path: r.Target.Path, API: r.API,
+				IntendedStart: r.IntendedStart, Sent: sent, Headers: sent.Add(ttft / 2), FirstByte: sent.Add(ttft / 2),
+				PromptTokensTarget: r.PromptTokens, MaxTokens: r.MaxTokens, Status: 200,
+				Reads:   make([]probe.Read, tokens),
+				Deltas:  make([]probe.Delta, tokens),
+				Usage:   &probe.Usage{PromptTokens: r.PromptTokens, CompletionTokens: tokens},
+				SawDone: true, FinishReason: "length", Valid: true,
+			}
+			at := sent.Add(ttft)
+			for i := range tr.Reads {
+				if i > 0 {
+					at = at.Add(gaps[i-1])
+				}
+				tr.Reads[i] = probe.Read{At: at, Bytes: 200, Events: 1}
+				tr.Deltas[i] = probe.Delta{At: at, Read: i, Chars: 5}
+			}
+			tr.End = time.Now() // = at
 			return tr
-		}}
-		sink := func(Trace) { sent.Add(1) }
-		cl := class(config.Arrival{Process: config.ArrivalPoisson, Rate: 50})
-		cl.PromptTokens = config.Tokens{Median: 700, P95: 2000}
-		cl.MaxTokens = tokens
-		r, err := newRunner(cl, f, sink, RunnerOptions{Seed: 3, Targets: []Target{{BaseURL: "d"}}})
+		}
+		sink := func(tr probe.Trace) {
+			mu.Lock()
+			agg.AddTrace(&tr)
+			sent++
+			mu.Unlock()
+		}
+		r, err := probe.NewRunnerWith(cfg.Classes[0], server, sink, probe.RunnerOptions{Seed: 3, Targets: []probe.Target{{Path: probe.PathDirect, BaseURL: "d"}}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+		ctx, cancel := context.WithTimeout(context.Background(), hour)
 		defer cancel()
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			tick := time.NewTicker(250 * time.Millisecond)
+			defer tick.Stop()
 			var ms runtime.MemStats
-			for {
+			for n := 1; ; n++ {
 				select {
 				case <-ctx.Done():
 					return
-				case <-time.After(time.Minute):
+				case now := <-tick.C:
+					mu.Lock()
+					lastSnap = agg.Tick(now)
+					mu.Unlock()
 				}
-				runtime.GC()
-				runtime.ReadMemStats(&ms)
-				if ms.HeapAlloc > maxHeap.Load() {
-					maxHeap.Store(ms.HeapAlloc)
+				if n%20 == 0 { // every 5 s of virtual time
+					runtime.ReadMemStats(&ms)
+					peakInuse = max(peakInuse, ms.HeapInuse)
+				}
+				if n%(4*600) == 0 { // every 10 min: what is really retained
+					runtime.GC()
+					runtime.ReadMemStats(&ms)
+					peakLive = max(peakLive, ms.HeapAlloc)
 				}
 			}
-		}()
+		})
 		if err := r.Run(ctx); err != nil {
 			t.Fatal(err)
 		}
-		<-done
+		wg.Wait()
 	})
-	t.Logf("1 h virtual at 50 req/s: %d requests, max live heap %.1f MB", sent.Load(), float64(maxHeap.Load())/1e6)
-	if n := sent.Load(); n < 170000 {
-		t.Errorf("only %d requests sent", n)
+	t.Logf("1 h virtual at %d req/s with the aggregator: %d requests, peak HeapInuse %.1f MB, peak live heap after GC %.1f MB",
+		rate, sent, float64(peakInuse)/1e6, float64(peakLive)/1e6)
+	if sent < 170000 {
+		t.Errorf("only %d requests sent", sent)
 	}
-	if h := maxHeap.Load(); h > 100e6 || h == 0 {
-		t.Errorf("max live heap %.1f MB, want (0, 100] MB", float64(h)/1e6)
+	if lastSnap == nil || lastSnap.Run.Classes[0].TTFT.Count < 170000 {
+		t.Errorf("aggregator saw too few requests: %+v", lastSnap)
+	}
+	if peakInuse > 100e6 || peakInuse == 0 {
+		t.Errorf("peak HeapInuse %.1f MB, want (0, 100] MB", float64(peakInuse)/1e6)
 	}
 }

@@ -46,8 +46,11 @@ func ReadReplay(r io.Reader) ([]ReplayEntry, error) {
 	br := bufio.NewReader(r)
 	for {
 		b, perr := br.Peek(1)
-		if perr != nil {
+		if errors.Is(perr, io.EOF) {
 			return nil, errors.New("replay: empty trace")
+		}
+		if perr != nil {
+			return nil, fmt.Errorf("replay: %w", perr)
 		}
 		if b[0] == ' ' || b[0] == '\t' || b[0] == '\r' || b[0] == '\n' || b[0] == 0xEF || b[0] == 0xBB || b[0] == 0xBF {
 			_, _ = br.ReadByte() // blanks and a UTF-8 BOM

@@ -1,12 +1,14 @@
 package probe
 
 import (
+	"bufio"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,25 +39,30 @@ type RunnerOptions struct {
 	// after a stall, a closed loop against a server that fails instantly);
 	// 0 means config.MaxRatePerClass.
 	MaxRate float64
-	// MaxTokensPerMinute caps prompt + max_tokens sent per minute;
-	// 0 means DefaultMaxTokensPerMinute.
+	// MaxTokensPerMinute caps prompt + max_tokens sent per minute. The
+	// class's tokens_per_minute applies as well: the lower of the two wins;
+	// with neither, DefaultMaxTokensPerMinute.
 	MaxTokensPerMinute int
 	// Replay, when set, replaces the class's arrival process: request i is
 	// sent at start + Replay[i].At/ReplaySpeed with that entry's prompt and
 	// output tokens (see ReadReplay). ReplaySpeed 0 means 1; ReplayLoop
-	// starts over after the last entry instead of going idle.
+	// starts over after the last entry instead of going idle. When Replay
+	// is empty and the class's arrival process is replay, NewRunner loads
+	// the class's arrival.file with its speed and loop.
 	Replay      []ReplayEntry
 	ReplaySpeed float64
 	ReplayLoop  bool
 	// SharedPrefixTokens starts every prompt of the class with the same
 	// text of about this many tokens (a system prompt), ahead of the
 	// per-request unique marker, so a prefix cache can serve that part and
-	// only that part. 0: every prompt is unique from its first token.
+	// only that part. 0: the class's shared_prefix_tokens (0 there too:
+	// every prompt is unique from its first token).
 	SharedPrefixTokens int
 	// Calibration maps prompt tokens to words (see Calibrate). When nil,
 	// the runner learns the ratio from the server's usage.prompt_tokens.
 	Calibration *Calibration
-	// Validate, when set, judges each response's text (see NewValidator).
+	// Validate, when set, judges each response's text (see NewValidator);
+	// when nil, the class's validate (regex, json) does.
 	Validate func(text string) error
 }
 
@@ -83,16 +90,16 @@ type Runner struct {
 	learned   usageCalibrator
 	shared    string // shared prompt prefix; guarded by mu (built lazily once calibrated)
 	sharedLen int    // tokens the shared prefix stands for
+	sharedWds int    // words in the shared prefix
 
 	seq      atomic.Uint64
 	inFlight atomic.Int64
 	skipped  atomic.Int64
 }
 
-// DefaultMaxTokensPerMinute is the per-class token cap when none is given:
-// far above the default classes (~0.6M/min together) and a guard against a
-// mistyped config.
-const DefaultMaxTokensPerMinute = 10_000_000
+// DefaultMaxTokensPerMinute is the per-class token cap when neither the
+// class nor the options give one (see config.DefaultTokensPerMinute).
+const DefaultMaxTokensPerMinute = config.DefaultTokensPerMinute
 
 // Retry policy of batch jobs.
 const (
@@ -102,12 +109,57 @@ const (
 )
 
 // NewRunner builds the runner of class cl. The class must have passed
-// config validation.
+// config validation. Per-class settings come from cl: arrival (including a
+// replay file, read now, so a missing or malformed trace is an error here
+// and not a silent idle class), validate, shared_prefix_tokens and
+// tokens_per_minute; fields set in o take precedence as documented on
+// RunnerOptions.
 func NewRunner(cl config.Class, c *Client, sink Sink, o RunnerOptions) (*Runner, error) {
 	if c == nil {
 		return nil, errors.New("probe: runner needs a client")
 	}
 	return newRunner(cl, c, sink, o)
+}
+
+// classOptions fills what o leaves unset from the class's config.
+func classOptions(cl config.Class, o RunnerOptions) (RunnerOptions, error) {
+	if t := cl.TokensPerMinute; t > 0 && (o.MaxTokensPerMinute <= 0 || t < o.MaxTokensPerMinute) {
+		o.MaxTokensPerMinute = t
+	}
+	if o.SharedPrefixTokens <= 0 {
+		o.SharedPrefixTokens = max(cl.SharedPrefixTokens, 0)
+	}
+	if o.Validate == nil && cl.Validate != nil {
+		v, err := NewValidator(cl.Validate.Regex, cl.Validate.JSON)
+		if err != nil {
+			return o, err
+		}
+		o.Validate = v
+	}
+	if len(o.Replay) == 0 && cl.Arrival.Process == config.ArrivalReplay {
+		es, err := readReplayFile(cl.Arrival.File)
+		if err != nil {
+			return o, err
+		}
+		o.Replay, o.ReplaySpeed, o.ReplayLoop = es, cl.Arrival.Speed, cl.Arrival.Loop
+	}
+	return o, nil
+}
+
+func readReplayFile(path string) ([]ReplayEntry, error) {
+	if path == "" {
+		return nil, errors.New("arrival replay needs a file")
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("arrival replay: %w", err)
+	}
+	defer f.Close()
+	es, err := ReadReplay(bufio.NewReaderSize(f, 1<<16))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return es, nil
 }
 
 func newRunner(cl config.Class, s streamer, sink Sink, o RunnerOptions) (*Runner, error) {
@@ -116,6 +168,10 @@ func newRunner(cl config.Class, s streamer, sink Sink, o RunnerOptions) (*Runner
 	}
 	if len(o.Targets) == 0 {
 		return nil, fmt.Errorf("probe: class %q: no targets", cl.Name)
+	}
+	o, err := classOptions(cl, o)
+	if err != nil {
+		return nil, fmt.Errorf("probe: class %q: %w", cl.Name, err)
 	}
 	if o.Clock == nil {
 		o.Clock = RealClock{}
@@ -147,6 +203,8 @@ func newRunner(cl config.Class, s streamer, sink Sink, o RunnerOptions) (*Runner
 		return nil, fmt.Errorf("probe: class %q: max_tokens %d outside 1..%d", cl.Name, cl.MaxTokens, config.MaxMaxTokens)
 	}
 	switch cl.Arrival.Process {
+	case config.ArrivalReplay:
+		// The schedule is o.Replay, checked below.
 	case config.ArrivalConcurrency:
 		if cl.Arrival.N <= 0 || cl.Arrival.N > config.MaxConcurrencyPerClass {
 			return nil, fmt.Errorf("probe: class %q: concurrency %d outside 1..%d", cl.Name, cl.Arrival.N, config.MaxConcurrencyPerClass)
@@ -160,6 +218,9 @@ func newRunner(cl config.Class, s streamer, sink Sink, o RunnerOptions) (*Runner
 			return nil, fmt.Errorf("probe: class %q: %w", cl.Name, err)
 		}
 		r.ia = ia
+	}
+	if cl.Arrival.Process == config.ArrivalReplay && len(o.Replay) == 0 {
+		return nil, fmt.Errorf("probe: class %q: replay with no entries", cl.Name)
 	}
 	if len(o.Replay) > 0 {
 		if o.ReplaySpeed == 0 {
@@ -312,6 +373,7 @@ func (r *Runner) closedLoop(ctx context.Context) {
 type work struct {
 	prompt       string
 	promptTokens int
+	promptWords  int
 	maxTokens    int // 0: the class's
 	jobID        string
 	jobSize      int
@@ -321,8 +383,9 @@ type work struct {
 }
 
 // newPrompt builds a prompt of n tokens, or of a length drawn from the
-// class's distribution when n ≤ 0.
-func (r *Runner) newPrompt(n int) (string, int) {
+// class's distribution when n ≤ 0, and says how many tokens it aims for and
+// how many words it has (MakePrompt writes exactly the words asked for).
+func (r *Runner) newPrompt(n int) (prompt string, tokens, words int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if n <= 0 {
@@ -333,12 +396,15 @@ func (r *Runner) newPrompt(n int) (string, int) {
 		if r.shared == "" || r.sharedLen != p {
 			// Built from its own seed so every request (and every run with
 			// the same seed) shares exactly the same prefix.
-			r.shared = MakePrompt(rand.New(rand.NewPCG(uint64(r.o.Seed), 0x736861726564)), r.words(p), "")
+			r.sharedWds = max(r.words(p), 1)
+			r.shared = MakePrompt(rand.New(rand.NewPCG(uint64(r.o.Seed), 0x736861726564)), r.sharedWds, "")
 			r.sharedLen = p
 		}
-		return r.shared + " " + MakePrompt(r.rng, max(r.words(n)-r.words(p), 1), unique), n
+		rest := max(r.words(n)-r.sharedWds, 1)
+		return r.shared + " " + MakePrompt(r.rng, rest, unique), n, r.sharedWds + rest
 	}
-	return MakePrompt(r.rng, r.words(n), unique), n
+	w := max(r.words(n), 1)
+	return MakePrompt(r.rng, w, unique), n, w
 }
 
 // words converts a prompt length in tokens to MakePrompt words.
@@ -358,15 +424,15 @@ func (r *Runner) nextWork(now time.Time) work { return r.nextWorkSized(now, 0, 0
 // promptTokens (drawn when 0) and maxTokens (the class's when 0).
 func (r *Runner) nextWorkSized(now time.Time, promptTokens, maxTokens int) work {
 	if r.jobs == nil {
-		p, n := r.newPrompt(promptTokens)
-		return work{prompt: p, promptTokens: n, maxTokens: maxTokens}
+		p, n, words := r.newPrompt(promptTokens)
+		return work{prompt: p, promptTokens: n, promptWords: words, maxTokens: maxTokens}
 	}
 	if w, ok := r.jobs.retry(now); ok {
 		return w
 	}
 	jobID, index, deadline := r.jobs.fresh(now)
-	p, n := r.newPrompt(promptTokens)
-	return work{prompt: p, promptTokens: n, maxTokens: maxTokens, jobID: jobID, jobSize: r.jobs.size, jobIndex: index, deadline: deadline}
+	p, n, words := r.newPrompt(promptTokens)
+	return work{prompt: p, promptTokens: n, promptWords: words, maxTokens: maxTokens, jobID: jobID, jobSize: r.jobs.size, jobIndex: index, deadline: deadline}
 }
 
 func (r *Runner) do(ctx context.Context, w work, intended time.Time) Trace {
@@ -403,7 +469,7 @@ func (r *Runner) do(ctx context.Context, w work, intended time.Time) Trace {
 	r.inFlight.Add(-1)
 	now := r.clock.Now()
 	if tr.Usage != nil && (r.o.Calibration == nil || r.o.Calibration.Source == "") {
-		r.learned.observe(wordCount(w.prompt), tr.Usage.PromptTokens, 0)
+		r.learned.observe(w.promptWords, tr.Usage.PromptTokens, 0)
 	}
 	if tr.RetryAfter > 0 {
 		r.pause(now.Add(tr.RetryAfter))
@@ -565,16 +631,4 @@ func sleepUntil(ctx context.Context, c Clock, t time.Time) bool {
 		tm.Stop()
 		return false
 	}
-}
-
-func wordCount(s string) int {
-	n, in := 0, false
-	for i := 0; i < len(s); i++ {
-		sp := s[i] == ' '
-		if !sp && !in {
-			n++
-		}
-		in = !sp
-	}
-	return n
 }

@@ -347,27 +347,38 @@ func TestLagMonitor(t *testing.T) {
 	}
 }
 
-func TestJudgeSelf(t *testing.T) {
-	mk := func(lag time.Duration, cpu float64, n int) []LagSample {
-		s := make([]LagSample, n)
-		for i := range s {
-			s[i] = LagSample{Lag: lag, CPU: cpu}
-		}
-		return s
+func TestLagMonitorCPU(t *testing.T) {
+	clk := &lateClock{now: time.Unix(1000, 0)}
+	var cpu time.Duration
+	ok := true
+	m := NewLagMonitor(100*time.Millisecond, clk)
+	// Each read of the fake CPU clock advances it as if the process had
+	// kept 1.5 cores busy for the 100 ms tick; the fourth read fails.
+	m.cpu = func() (time.Duration, bool) {
+		defer func() { cpu += 150 * time.Millisecond }()
+		return cpu, ok
 	}
-	for name, tc := range map[string]struct {
-		s    []LagSample
-		want bool
-	}{
-		"none":        {nil, true},
-		"quiet":       {mk(time.Millisecond, 0.2, 100), true},
-		"late":        {mk(50*time.Millisecond, 0.2, 100), false},
-		"busy":        {mk(time.Millisecond, 1.9, 100), false},
-		"cpu unknown": {mk(time.Millisecond, -1, 100), true},
-		"one spike":   {append(mk(time.Millisecond, 0.1, 200), LagSample{Lag: time.Second}), true},
-	} {
-		if got, why := JudgeSelf(tc.s, 2); got != tc.want {
-			t.Errorf("%s: reliable=%v (%s), want %v", name, got, why, tc.want)
+	ctx, cancel := context.WithCancel(context.Background())
+	var got []LagSample
+	err := m.Run(ctx, func(s LagSample) {
+		got = append(got, s)
+		if len(got) == 3 {
+			ok = false
+		}
+		if len(got) == 5 {
+			cancel()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range got {
+		want := 1.5
+		if i >= 3 {
+			want = -1 // unknown from the failed read on
+		}
+		if s.CPU < want-1e-9 || s.CPU > want+1e-9 || s.Cores < 1 {
+			t.Errorf("sample %d: CPU %v on %d cores, want %v", i, s.CPU, s.Cores, want)
 		}
 	}
 }

@@ -123,7 +123,12 @@ type FirstToken struct {
 type LagSample struct {
 	At  time.Time
 	Lag time.Duration
-	// CPU is the process's CPU use since the previous sample, in cores
-	// (1 = one core fully busy); -1 where the platform cannot tell.
+	// CPU is the process's CPU use (user + system time over wall time)
+	// since the previous sample, in cores (1 = one core fully busy); -1
+	// where the platform cannot tell.
 	CPU float64
+	// Cores is how many cores the process may use at once (GOMAXPROCS,
+	// which follows a container's CPU limit): CPU near Cores means the
+	// probe was starved.
+	Cores int
 }

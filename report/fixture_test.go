@@ -111,7 +111,7 @@ func fixtureSnapshot() *metrics.Snapshot {
 			Classes: []metrics.ClassStats{interactive, batch, canary},
 			Server: metrics.ServerStats{
 				Profile: "vllm", Variant: "v1", ScrapeOK: true, Scrapes: 120,
-				QueueDepth:      metrics.GaugeStats{Count: 120, Last: 9, P50: 6, P95: 14, Max: 19},
+				QueueDepth:      metrics.GaugeStats{Count: 120, Last: 9, P50: 6, P95: 14, Max: 19, TrendPerS: f64(0.35)},
 				Running:         metrics.GaugeStats{Count: 120, Last: 64, P50: 64, P95: 64, Max: 64},
 				KVUsage:         metrics.GaugeStats{Count: 120, Last: 0.71, P50: 0.68, P95: 0.83, Max: 0.9},
 				PreemptionsPerS: f64(0.2),

@@ -247,6 +247,9 @@ func writeServer(b *strings.Builder, r *Report) {
 	} else {
 		b.WriteString("Preemptions: not exposed by the server.\n\n")
 	}
+	if t := s.QueueDepth.TrendPerS; t != nil {
+		fmt.Fprintf(b, "Queue depth trend: %+.2f requests/s over the run (least-squares slope).\n\n", *t)
+	}
 }
 
 func writeGPU(b *strings.Builder, r *Report) {

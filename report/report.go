@@ -204,15 +204,15 @@ type Path struct {
 
 // Server is what the server's /metrics said over the session.
 type Server struct {
-	Profile         string    `json:"profile"` // as `tokentop scrape` names it, e.g. "vllm"
-	ScrapeOK        bool      `json:"scrape_ok"`
-	QueueDepth      Gauge     `json:"queue_depth"`
-	Running         Gauge     `json:"running"`
-	KVUsage         Gauge     `json:"kv_usage"`
-	PreemptionsPerS *float64  `json:"preemptions_per_s"`
-	ServerTTFTMs    Quantiles `json:"server_ttft_ms"`
-	ServerITLMs     Quantiles `json:"server_itl_ms"`
-	ServerQueueMs   MedianP95 `json:"server_queue_ms"`
+	Profile         string     `json:"profile"` // as `tokentop scrape` names it, e.g. "vllm"
+	ScrapeOK        bool       `json:"scrape_ok"`
+	QueueDepth      QueueGauge `json:"queue_depth"`
+	Running         Gauge      `json:"running"`
+	KVUsage         Gauge      `json:"kv_usage"`
+	PreemptionsPerS *float64   `json:"preemptions_per_s"`
+	ServerTTFTMs    Quantiles  `json:"server_ttft_ms"`
+	ServerITLMs     Quantiles  `json:"server_itl_ms"`
+	ServerQueueMs   MedianP95  `json:"server_queue_ms"`
 	// Beyond the contract.
 	Variant *string `json:"variant"` // e.g. "v1"; null when the profile has none
 	Scrapes int64   `json:"scrapes"`
@@ -224,6 +224,15 @@ type Gauge struct {
 	P50 *float64 `json:"p50"`
 	P95 *float64 `json:"p95"`
 	Max *float64 `json:"max"`
+}
+
+// QueueGauge is the queue depth gauge plus its trend.
+type QueueGauge struct {
+	Gauge
+	// Beyond the contract: the least-squares slope of queue depth over the
+	// run's scrapes, in requests per second; positive when the queue grows
+	// through the run (overload). Null with fewer than two scrapes.
+	TrendPerS *float64 `json:"trend_per_s"`
 }
 
 // GPU is the GPU section; Source is "none" when no GPU source was used.
@@ -469,7 +478,7 @@ func buildServer(s *metrics.ServerStats) Server {
 	out := Server{
 		Profile:         s.Profile,
 		ScrapeOK:        s.ScrapeOK,
-		QueueDepth:      gauge(&s.QueueDepth),
+		QueueDepth:      QueueGauge{Gauge: gauge(&s.QueueDepth), TrendPerS: finitePtr(s.QueueDepth.TrendPerS)},
 		Running:         gauge(&s.Running),
 		KVUsage:         gauge(&s.KVUsage),
 		PreemptionsPerS: finitePtr(s.PreemptionsPerS),

@@ -200,7 +200,7 @@ func TestBuildOmitsAbsentSections(t *testing.T) {
 		"probe.self_lag_ms":        string(doc.Probe["self_lag_ms"]),
 	}
 	want := map[string]string{
-		"server.queue_depth":       `{"p50":null,"p95":null,"max":null}`,
+		"server.queue_depth":       `{"p50":null,"p95":null,"max":null,"trend_per_s":null}`,
 		"server.server_ttft_ms":    `{"p50":null,"p95":null,"p99":null}`,
 		"server.preemptions_per_s": `null`,
 		"gpu.devices":              `[]`,

@@ -91,17 +91,20 @@ func runScrape(ctx context.Context, e env, args []string) (int, error) {
 		err error
 	)
 	if strings.HasPrefix(src, "http://") || strings.HasPrefix(src, "https://") {
-		s, err = scrape.New(src, nil, opts).Scrape(ctx)
-	} else {
-		var f *os.File
-		f, err = os.Open(src)
-		if err == nil {
-			s, err = prom.Parse(f, opts)
-			f.Close()
+		// Scrape errors name the URL themselves.
+		if s, err = scrape.New(src, nil, opts).Scrape(ctx); err != nil {
+			return exitNoData, err
 		}
-	}
-	if err != nil {
-		return exitNoData, fmt.Errorf("%s: %w", src, err)
+	} else {
+		f, err := os.Open(src)
+		if err != nil {
+			return exitNoData, err
+		}
+		s, err = prom.Parse(f, opts)
+		f.Close()
+		if err != nil {
+			return exitNoData, fmt.Errorf("%s: %w", src, err)
+		}
 	}
 	if *asJSON {
 		err = prom.WriteJSON(e.Stdout, s)

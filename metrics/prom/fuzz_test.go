@@ -10,11 +10,13 @@ import (
 )
 
 // FuzzParse feeds arbitrary bodies through the whole scrape path (parse,
-// detect, map, JSON, text). It must never panic, must keep every value it
-// stores finite and every histogram well formed, and must always produce
-// valid JSON. MaxBytes keeps each input, and so memory, bounded.
+// Detect, Map with a fuzzed --model, WriteJSON, WriteText). It must never
+// panic, must keep every value it stores finite and every histogram well
+// formed, and must always produce valid JSON holding every canonical key,
+// null exactly where the Sample has no value. MaxBytes keeps each input,
+// and so memory, bounded. CI runs:
 //
-//	go test ./metrics/prom -run '^$' -fuzz FuzzParse -fuzztime 30s
+//	go test ./metrics/prom -run '^$' -fuzz '^FuzzParse$' -fuzztime 20s
 func FuzzParse(f *testing.F) {
 	files, err := filepath.Glob(filepath.Join("testdata", "*.txt"))
 	if err != nil {
@@ -28,6 +30,20 @@ func FuzzParse(f *testing.F) {
 		f.Add(b, "")
 	}
 	f.Add([]byte(vllmV1DP), "m1")
+	// One seed per Detect branch the captures do not reach.
+	for _, seed := range []string{
+		"tokentop_sim_info{flavor=\"tgi\"} 1\ntgi_queue_size 2\n",
+		"tokentop_sim_info 1\nDCGM_FI_DEV_GPU_UTIL{gpu=\"0\"} 50\n",
+		"trtllm_num_requests_waiting{model_name=\"m\"} 1\ntrtllm_kv_cache_reused_blocks_total 3\ntrtllm_kv_cache_missed_blocks_total 1\n",
+		"trtllm:num_requests_running 1\n",
+		"time_to_first_token_seconds_count{engine_type=\"pytorch\"} 1\n",
+		"num_requests_waiting{model_name=\"m\"} 2\ngpu_cache_usage_perc 0.5\n",
+		"lmdeploy:num_requests_waiting 1\nlmdeploy:iter_token_latency_bucket{le=\"+Inf\"} 1\n",
+		"nv_inference_pending_request_count{model=\"a\"} 1\nnv_inference_first_response_histogram_ms_bucket{le=\"+Inf\",model=\"a\"} 1\n",
+		"sglang:num_queue_reqs{name=\"m\",tp_rank=\"1\"} 2\nsglang:num_queue_reqs{name=\"m\",tp_rank=\"0\"} 2\n",
+	} {
+		f.Add([]byte(seed), "")
+	}
 	f.Add([]byte("a{b=\"\\\"} -nan(ind)\n{\"x\"} 1.#INF 12\n"), "auto")
 	f.Fuzz(func(t *testing.T, body []byte, model string) {
 		s, err := Parse(bytes.NewReader(body), ParseOptions{Model: model, MaxBytes: 1 << 20})
@@ -64,8 +80,37 @@ func FuzzParse(f *testing.F) {
 		if err := WriteJSON(&js, s); err != nil {
 			t.Fatal(err)
 		}
-		if !json.Valid(js.Bytes()) {
-			t.Fatalf("invalid JSON:\n%s", js.Bytes())
+		var obj struct {
+			Profile    string
+			Signals    map[string]*float64
+			Histograms map[string]*struct{ Count float64 }
+		}
+		if err := json.Unmarshal(js.Bytes(), &obj); err != nil {
+			t.Fatalf("invalid JSON: %v\n%s", err, js.Bytes())
+		}
+		// The contract: every canonical key present, null exactly when
+		// the Sample lacks the signal.
+		if obj.Profile != s.Profile {
+			t.Fatalf("JSON profile %q, sample %q", obj.Profile, s.Profile)
+		}
+		for _, name := range SignalNames() {
+			got, ok := obj.Signals[name]
+			if !ok {
+				t.Fatalf("JSON lacks signal key %s", name)
+			}
+			want, has := s.Signal(name)
+			if (got != nil) != has || (has && *got != want) {
+				t.Fatalf("JSON %s = %v, sample %g (present %v)", name, got, want, has)
+			}
+		}
+		for _, name := range HistogramNames() {
+			got, ok := obj.Histograms[name]
+			if !ok {
+				t.Fatalf("JSON lacks histogram key %s", name)
+			}
+			if _, has := s.Histograms[name]; (got != nil) != has {
+				t.Fatalf("JSON histogram %s null=%v, sample has it=%v", name, got == nil, has)
+			}
 		}
 		if err := WriteText(&bytes.Buffer{}, s); err != nil {
 			t.Fatal(err)

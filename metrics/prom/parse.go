@@ -57,6 +57,7 @@ func Map(e *Exposition, model string) *Sample {
 	s := &Sample{
 		Profile:    profile,
 		Variant:    variant,
+		Model:      model,
 		Signals:    make(map[string]*float64),
 		Histograms: make(map[string]Histogram),
 		Warnings:   append([]string(nil), e.warnings...),

@@ -78,7 +78,10 @@ type Sample struct {
 	At      time.Time // when the scrape completed (set by the caller)
 	Profile string    // "vllm", "sglang", "tgi", "llamacpp", "triton-trtllm", "trtllm-serve", "lmdeploy", "nim", "dcgm", "tokentop-sim", "unknown"
 	Variant string    // e.g. "v0", "v1" for vllm
-	Models  []string
+	Models  []string  // every served model seen, sorted
+	// Model is the model the signals are for (ParseOptions.Model); ""
+	// when they are summed over all models.
+	Model string
 	// Signals maps a canonical name to its value; a signal the server does
 	// not expose is absent (nil), never zero.
 	Signals    map[string]*float64

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -110,13 +111,17 @@ func WriteJSON(w io.Writer, s *Sample) error {
 	return nil
 }
 
+// writeJSONString writes s quoted. HTML escaping is off: warnings quote
+// the offending line, and "<html>" reads better than "\u003chtml\u003e".
 func writeJSONString(b *bytes.Buffer, s string) {
-	enc, err := json.Marshal(s)
-	if err != nil { // cannot happen for a string; keep the output valid anyway
+	var q bytes.Buffer
+	enc := json.NewEncoder(&q)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(s); err != nil { // cannot happen for a string; keep the output valid anyway
 		b.WriteString(`""`)
 		return
 	}
-	b.Write(enc)
+	b.Write(bytes.TrimSuffix(q.Bytes(), []byte("\n")))
 }
 
 // writeJSONNumber writes a finite number; NaN and ±Inf, which JSON cannot
@@ -207,8 +212,10 @@ func histogramOrder(s *Sample) []string {
 }
 
 // WriteText writes the same content as WriteJSON as a table for people:
-// every signal with its value or "-", and for each histogram its count,
-// mean and p50/p95/p99 since the server started.
+// every signal with its value ("-" when the server does not expose it,
+// with a percentage or GiB alongside ratios and byte counts), and for each
+// histogram its count, mean and p50/p95/p99 since the server started, then
+// a legend and the warnings.
 func WriteText(w io.Writer, s *Sample) error {
 	if s == nil {
 		return fmt.Errorf("write scrape text: nil sample")
@@ -218,21 +225,33 @@ func WriteText(w io.Writer, s *Sample) error {
 	if s.Variant != "" {
 		profile += " (" + s.Variant + ")"
 	}
+	if s.Profile == ProfileUnknown {
+		profile += " (no metric family of a known server or exporter: nothing below can be read)"
+	}
 	fmt.Fprintf(tw, "profile\t%s\n", profile)
 	models := "-"
 	if len(s.Models) > 0 {
 		models = strings.Join(s.Models, ", ")
+	}
+	switch {
+	case s.Model != "" && !slices.Contains(s.Models, s.Model):
+		models += " (none is " + s.Model + ": only series without a model label count)"
+	case s.Model != "":
+		models += " (signals for " + s.Model + ")"
+	case len(s.Models) > 1:
+		models += " (signals summed over all; --model NAME selects one)"
 	}
 	fmt.Fprintf(tw, "models\t%s\n\n", models)
 	fmt.Fprintf(tw, "SIGNAL\tVALUE\n")
 	for _, name := range signalOrder(s) {
 		val := "-"
 		if v, ok := s.Signal(name); ok {
-			val = fmtValue(v)
+			val = fmtValue(v) + valueHint(name, v)
 		}
 		fmt.Fprintf(tw, "%s\t%s\n", name, val)
 	}
 	fmt.Fprintf(tw, "\nHISTOGRAM\tCOUNT\tMEAN\tP50\tP95\tP99\n")
+	beyond := false
 	for _, name := range histogramOrder(s) {
 		hist, ok := s.Histograms[name]
 		if !ok {
@@ -253,22 +272,48 @@ func WriteText(w io.Writer, s *Sample) error {
 				// histogram_quantile caps at the largest finite bound;
 				// say so rather than print a number that looks exact.
 				qs = append(qs, ">"+fmtSeconds(v))
+				beyond = true
 			default:
 				qs = append(qs, fmtSeconds(v))
 			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", name, strconv.FormatFloat(hist.Count, 'f', -1, 64), mean, qs[0], qs[1], qs[2])
 	}
-	if len(s.Warnings) > 0 {
-		fmt.Fprintf(tw, "\nwarnings:\n")
-		for _, wn := range s.Warnings {
-			fmt.Fprintf(tw, "  %s\n", wn)
-		}
-	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write scrape text: %w", err)
 	}
+	// After the table, not through it: a warning quoting a line with a tab
+	// would otherwise realign the columns.
+	var b strings.Builder
+	b.WriteString("\n-: the server does not expose it (null in --json)\n")
+	b.WriteString("histograms: totals since the server started; quantiles interpolated within buckets\n")
+	if beyond {
+		b.WriteString(">X: above the largest finite bucket bound X; the histogram cannot say how far\n")
+	}
+	if len(s.Warnings) > 0 {
+		b.WriteString("\nwarnings:\n")
+		for _, wn := range s.Warnings {
+			b.WriteString("  " + wn + "\n")
+		}
+	}
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return fmt.Errorf("write scrape text: %w", err)
+	}
 	return nil
+}
+
+// valueHint renders ratios as a percentage and byte counts in GiB, the
+// units people read on a dashboard; "" for other signals.
+func valueHint(name string, v float64) string {
+	_, suffix, isGPU := splitGPUSignal(name)
+	switch {
+	case name == SignalKVUsage || name == SignalPrefixCacheHitRate ||
+		isGPU && (suffix == GPUUtil || suffix == GPUMemBWUtil):
+		return " (" + strconv.FormatFloat(v*100, 'f', 1, 64) + "%)"
+	case isGPU && (suffix == GPUMemUsedBytes || suffix == GPUMemTotal):
+		return " (" + strconv.FormatFloat(v/(1<<30), 'f', 1, 64) + " GiB)"
+	}
+	return ""
 }
 
 // fmtValue prints whole numbers (counts, tokens, bytes) in full and others

@@ -137,3 +137,113 @@ func TestWriteJSONNoSumAndEmpty(t *testing.T) {
 		t.Error("nil sample accepted")
 	}
 }
+
+// TestWriteJSONKeepsHTML: a warning quoting an HTML error page stays
+// readable and the object stays valid JSON.
+func TestWriteJSONKeepsHTML(t *testing.T) {
+	s, err := Parse(strings.NewReader("<html>a&b</html>\n"), ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := WriteJSON(&buf, s); err != nil {
+		t.Fatal(err)
+	}
+	var obj struct{ Warnings []string }
+	if err := json.Unmarshal(buf.Bytes(), &obj); err != nil {
+		t.Fatalf("%v:\n%s", err, buf.Bytes())
+	}
+	if !strings.Contains(buf.String(), `<html>a&b</html>`) || len(obj.Warnings) != 1 ||
+		!strings.Contains(obj.Warnings[0], `<html>a&b</html>`) {
+		t.Errorf("warnings = %q, output:\n%s", obj.Warnings, buf.Bytes())
+	}
+}
+
+// TestWriteTextNotes checks the lines that tell a person how to read the
+// table: which model the signals are for, units, an unknown server.
+func TestWriteTextNotes(t *testing.T) {
+	tests := []struct {
+		name   string
+		body   string
+		model  string
+		want   []string
+		reject []string
+	}{
+		{
+			name: "models summed",
+			body: vllmV1DP,
+			want: []string{
+				"models   m1, m2 (signals summed over all; --model NAME selects one)\n",
+				"queue_depth              17\n",
+				"kv_usage                 0.9 (90.0%)\n",
+				"prefix_cache_hit_rate    0.2 (20.0%)\n",
+				"prompt_tokens_total      -\n",
+				"\n-: the server does not expose it (null in --json)\n",
+				// TTFT buckets end at 10 s with 5 of 9 below: p95 is beyond.
+				">10.000s",
+				">X: above the largest finite bucket bound X",
+			},
+		},
+		{
+			name:  "one model selected",
+			body:  vllmV1DP,
+			model: "m2",
+			want: []string{
+				"models   m1, m2 (signals for m2)\n",
+				"queue_depth              10\n",
+				"kv_usage                 0.9 (90.0%)\n",
+			},
+		},
+		{
+			name: "one model, dcgm",
+			body: "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{model_name=\"m\"} 2\n" +
+				"DCGM_FI_DEV_FB_USED{gpu=\"1\"} 1536\nDCGM_FI_DEV_FB_FREE{gpu=\"1\"} 512\nDCGM_FI_DEV_GPU_UTIL{gpu=\"1\"} 37\n",
+			want: []string{
+				"models   m\n",
+				"gpu.1.util               0.37 (37.0%)\n",
+				"gpu.1.mem_used_bytes     1610612736 (1.5 GiB)\n",
+				"gpu.1.mem_total_bytes    2147483648 (2.0 GiB)\n",
+				"gpu.1.sm_clock_mhz       -\n",
+			},
+			reject: []string{"summed", ">X"},
+		},
+		{
+			name:  "selected model absent",
+			body:  vllmV1DP,
+			model: "m3",
+			want: []string{
+				"models   m1, m2 (none is m3: only series without a model label count)\n",
+				"queue_depth              -\n",
+				`model "m3" not found; the server has m1, m2`,
+			},
+		},
+		{
+			name: "unknown",
+			body: "foo_total 3\n",
+			want: []string{"profile  unknown (no metric family of a known server or exporter: nothing below can be read)\n"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Parse(strings.NewReader(tc.body), ParseOptions{Model: tc.model})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var buf bytes.Buffer
+			if err := WriteText(&buf, s); err != nil {
+				t.Fatal(err)
+			}
+			out := buf.String()
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+			for _, r := range tc.reject {
+				if strings.Contains(out, r) {
+					t.Errorf("output has %q:\n%s", r, out)
+				}
+			}
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -196,3 +197,202 @@ func ttftBody(le01, le1, le10 float64, sum float64) string {
 }
 
 func ftoa(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+
+func TestFallbackURL(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"http://h:8000/metrics", "http://h:8000/prometheus/metrics"},
+		{"http://h:8000/metrics?x=1", "http://h:8000/prometheus/metrics?x=1"},
+		{"https://h/llm/metrics", "https://h/llm/prometheus/metrics"},
+		{"http://h:8000/prometheus/metrics", ""},
+		{"http://h:8000/stats", ""},
+		{"http://h:8000/", ""},
+		{"http://h:8000/mymetrics", ""},
+		{"://nope", ""},
+	} {
+		if got := fallbackURL(tc.in); got != tc.want {
+			t.Errorf("fallbackURL(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// TestScrapeTRTLLMServePath covers trtllm-serve, which serves its metrics
+// at /prometheus/metrics: a /metrics that answers 404 is tried once at the
+// other path, and the path that worked is kept.
+func TestScrapeTRTLLMServePath(t *testing.T) {
+	const trtllm = "# TYPE trtllm_num_requests_waiting gauge\ntrtllm_num_requests_waiting{model_name=\"m\"} 4\n"
+	serve := func(w http.ResponseWriter) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		_, _ = w.Write([]byte(trtllm))
+	}
+	notFound := func(w http.ResponseWriter) { http.Error(w, `{"detail":"Not Found"}`, http.StatusNotFound) }
+	tests := []struct {
+		name string
+		path string // the configured path
+		// metrics and prometheus answer call n (from 0) on each path.
+		metrics, prometheus func(w http.ResponseWriter, n int)
+		scrapes             int
+		wantOK              []bool // per scrape
+		wantURL             string // path of URL() at the end
+		wantHits            [2]int // calls on /metrics, /prometheus/metrics
+		errHas              []string
+	}{
+		{
+			name:       "trtllm-serve",
+			path:       "/metrics",
+			metrics:    func(w http.ResponseWriter, _ int) { notFound(w) },
+			prometheus: func(w http.ResponseWriter, _ int) { serve(w) },
+			scrapes:    3,
+			wantOK:     []bool{true, true, true},
+			wantURL:    "/prometheus/metrics",
+			wantHits:   [2]int{1, 3},
+		},
+		{
+			name:       "neither path",
+			path:       "/metrics",
+			metrics:    func(w http.ResponseWriter, _ int) { notFound(w) },
+			prometheus: func(w http.ResponseWriter, _ int) { notFound(w) },
+			scrapes:    3,
+			wantOK:     []bool{false, false, false},
+			wantURL:    "/metrics",
+			wantHits:   [2]int{3, 1},
+			errHas:     []string{"/metrics: HTTP 404", "also tried", "/prometheus/metrics: HTTP 404"},
+		},
+		{
+			name:       "vllm",
+			path:       "/metrics",
+			metrics:    func(w http.ResponseWriter, _ int) { serve(w) },
+			prometheus: func(w http.ResponseWriter, _ int) { serve(w) },
+			scrapes:    2,
+			wantOK:     []bool{true, true},
+			wantURL:    "/metrics",
+			wantHits:   [2]int{2, 0},
+		},
+		{
+			name: "metrics worked, then 404",
+			path: "/metrics",
+			metrics: func(w http.ResponseWriter, n int) {
+				if n == 0 {
+					serve(w)
+					return
+				}
+				notFound(w)
+			},
+			prometheus: func(w http.ResponseWriter, _ int) { serve(w) },
+			scrapes:    2,
+			wantOK:     []bool{true, false},
+			wantURL:    "/metrics",
+			wantHits:   [2]int{2, 0},
+		},
+		{
+			name: "other path answers HTML",
+			path: "/metrics",
+			metrics: func(w http.ResponseWriter, _ int) {
+				notFound(w)
+			},
+			prometheus: func(w http.ResponseWriter, _ int) {
+				w.Header().Set("Content-Type", "text/html")
+				_, _ = w.Write([]byte("<html>"))
+			},
+			scrapes:  2,
+			wantOK:   []bool{false, false},
+			wantURL:  "/metrics",
+			wantHits: [2]int{2, 1},
+			errHas:   []string{"HTTP 404", "not a Prometheus text exposition"},
+		},
+		{
+			name:       "configured path is not /metrics",
+			path:       "/stats",
+			metrics:    func(w http.ResponseWriter, _ int) { serve(w) },
+			prometheus: func(w http.ResponseWriter, _ int) { serve(w) },
+			scrapes:    1,
+			wantOK:     []bool{false},
+			wantURL:    "/stats",
+			wantHits:   [2]int{0, 0},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var hits [2]int
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				defer mu.Unlock()
+				switch r.URL.Path {
+				case "/metrics":
+					tc.metrics(w, hits[0])
+					hits[0]++
+				case "/prometheus/metrics":
+					tc.prometheus(w, hits[1])
+					hits[1]++
+				default:
+					notFound(w)
+				}
+			}))
+			defer srv.Close()
+			sc := New(srv.URL+tc.path, srv.Client(), prom.ParseOptions{})
+			for i := range tc.scrapes {
+				s, err := sc.Scrape(context.Background())
+				if ok := err == nil; ok != tc.wantOK[i] {
+					t.Fatalf("scrape %d: err = %v, want ok=%v", i, err, tc.wantOK[i])
+				}
+				if err != nil {
+					if !strings.Contains(err.Error(), srv.URL) {
+						t.Errorf("scrape %d: error %q does not name the URL", i, err)
+					}
+					for _, want := range tc.errHas {
+						if i == 0 && !strings.Contains(err.Error(), want) {
+							t.Errorf("scrape %d: error %q lacks %q", i, err, want)
+						}
+					}
+					continue
+				}
+				if v, ok := s.Signal(prom.SignalQueueDepth); !ok || v != 4 || s.Profile != prom.ProfileTRTLLMServe {
+					t.Errorf("scrape %d: %s queue_depth %g, %v", i, s.Profile, v, ok)
+				}
+			}
+			if got := sc.URL(); got != srv.URL+tc.wantURL {
+				t.Errorf("URL() = %s, want %s", got, srv.URL+tc.wantURL)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if hits != tc.wantHits {
+				t.Errorf("hits on /metrics, /prometheus/metrics = %v, want %v", hits, tc.wantHits)
+			}
+		})
+	}
+}
+
+// TestScrapeFallbackTimeout: a deadline that runs out on the other path says
+// nothing about it, so the next scrape tries it again.
+func TestScrapeFallbackTimeout(t *testing.T) {
+	var mu sync.Mutex
+	stall := true
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/prometheus/metrics" {
+			http.NotFound(w, r)
+			return
+		}
+		mu.Lock()
+		s := stall
+		stall = false
+		mu.Unlock()
+		if s {
+			<-r.Context().Done()
+			return
+		}
+		_, _ = w.Write([]byte(body))
+	}))
+	defer srv.Close()
+	sc := New(srv.URL+"/metrics", srv.Client(), prom.ParseOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := sc.Scrape(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("first scrape: err = %v, want a deadline", err)
+	}
+	if _, err := sc.Scrape(context.Background()); err != nil {
+		t.Fatalf("second scrape did not retry /prometheus/metrics: %v", err)
+	}
+	if got, want := sc.URL(), srv.URL+"/prometheus/metrics"; got != want {
+		t.Errorf("URL() = %s, want %s", got, want)
+	}
+}
