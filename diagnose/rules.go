@@ -181,6 +181,12 @@ func prefillContention(in *ruleInput) (Finding, bool) {
 			f.Evidence = append(f.Evidence, Evidence{Signal: "server.prefill_p95_ms", Value: srv.Prefill.P95, Threshold: prefillSpikeMinMs, Unit: "ms"})
 			f.Confidence += 0.1
 		}
+		if srv.PreemptionsPerS != nil && *srv.PreemptionsPerS > 0 {
+			// Preempted sequences are prefilled again when readmitted: the
+			// spikes may be the KV cache's doing rather than new prompts'.
+			f.Evidence = append(f.Evidence, Evidence{Signal: "server.preemptions_per_s", Value: *srv.PreemptionsPerS, Threshold: 0, Unit: "per_s"})
+			f.Confidence -= 0.3
+		}
 		if in.failing[c.Name] {
 			f.Severity = SeverityCritical
 		}

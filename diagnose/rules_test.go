@@ -112,6 +112,18 @@ func TestRules(t *testing.T) {
 			first: RuleKVCachePressure,
 		},
 		{
+			name: "preemptions: the KV cache comes before the prefill spikes it causes",
+			mutate: func(v *metrics.View) {
+				g := dist(5000, 20, 180, 400)
+				v.Classes[0].ITL, v.Classes[0].ChunkGap, v.Classes[0].Paths[0].ChunkGap = g, g, g
+				v.Server.PromptTokensPerS = fp(40000)
+				v.Server.KVUsage = metrics.GaugeStats{Count: 30, P50: 0.95, P95: 0.99, Max: 1}
+				v.Server.PreemptionsPerS = fp(0.8)
+				v.Server.QueueDepth = metrics.GaugeStats{Count: 30, P50: 3, P95: 10, Max: 12}
+			},
+			first: RuleKVCachePressure,
+		},
+		{
 			name: "queue saturation",
 			mutate: func(v *metrics.View) {
 				v.Server.QueueDepth = metrics.GaugeStats{Count: 30, P50: 30, P95: 60, Max: 80}
