@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -195,6 +196,9 @@ func benchStreamTiming(b *testing.B, streams int) {
 		perEngine = v
 	}
 	engines := max(streams/perEngine, 1)
+	if v, err := strconv.Atoi(os.Getenv("TOKENTOP_BENCH_PROBE_PROCS")); err == nil && v > 0 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(v))
+	}
 	child := startSimChild(b, streams, engines)
 	stopped := false
 	defer func() {

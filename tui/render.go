@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -96,14 +97,12 @@ func (r *renderer) render() []string {
 	case r.st.ShowHelp:
 		body = r.help(bodyH)
 	case r.st.ShowKnobs:
-		body = r.knobPanel(bodyH)
-	case r.s == nil:
-		body = []string{"", "  waiting for the first snapshot…"}
+		// The knobs take the bottom of the screen so a presenter sees the
+		// distributions move while turning them.
+		knobs := r.knobPanel(min(len(r.st.Knobs)+2, bodyH/2))
+		body = append(r.main(bodyH-len(knobs)), knobs...)
 	default:
-		body = r.wide(bodyH)
-		if body == nil {
-			body = r.compact(bodyH)
-		}
+		body = r.main(bodyH)
 	}
 	if len(body) > bodyH {
 		body = body[:bodyH]
@@ -113,6 +112,25 @@ func (r *renderer) render() []string {
 	}
 	lines = append(lines, body...)
 	return append(lines, r.footer())
+}
+
+// main is the console's body: the wide framed layout when it fits, else the
+// compact one.
+func (r *renderer) main(bodyH int) []string {
+	if r.s == nil {
+		return []string{"", "  waiting for the first snapshot…"}
+	}
+	body := r.wide(bodyH)
+	if body == nil {
+		body = r.compact(bodyH)
+	}
+	if len(body) > bodyH {
+		body = body[:bodyH]
+	}
+	for len(body) < bodyH {
+		body = append(body, "")
+	}
+	return body
 }
 
 func (r *renderer) header() []string {
@@ -406,11 +424,26 @@ func (r *renderer) classBody(c *metrics.ClassStats, iw, rows int) []string {
 	out = append(out, fit(pad(r.t.label("output"), 14)+fmtNum(c.Throughput.OutputTokensPerS)+" tok/s · "+
 		fmtRate(c.Throughput.RequestsPerS)+" req", iw))
 	out = append(out, fit(pad(r.t.label("goodput"), 14)+strings.TrimPrefix(goodput(v), "goodput "), iw))
+	sloLines := 2
+	if len(c.Paths) > 1 {
+		// Direct and gateway side by side: a buffering proxy shows as a later
+		// first token and many events per read on one path only.
+		parts := make([]string, 0, len(c.Paths))
+		for _, p := range c.Paths {
+			ttft := "—"
+			if p.TTFT.Count > 0 {
+				ttft = fmtMs(p.TTFT.P50)
+			}
+			parts = append(parts, fmt.Sprintf("%s %s (%s ev/read)", p.Path, ttft, strconv.FormatFloat(p.EventsPerRead, 'f', 1, 64)))
+		}
+		out = append(out, fit(pad(r.t.label("TTFT p50 by"), 14)+strings.Join(parts, " · "), iw))
+		sloLines = 1
+	}
 	fails := strings.Join(failing(v, false), "; ")
 	slo := wrapWords(r.sloWord(v)+" "+fails, iw)
-	if len(slo) > 2 {
-		slo = slo[:2]
-		slo[1] = fit(slo[1]+" "+ellipsis, iw)
+	if len(slo) > sloLines {
+		slo = slo[:sloLines]
+		slo[sloLines-1] = fit(slo[sloLines-1]+" "+ellipsis, iw)
 	}
 	return append(out, slo...)
 }

@@ -3,6 +3,7 @@ package tui
 import (
 	"flag"
 	"fmt"
+	"github.com/tokentop/tokentop/metrics"
 	"io"
 	"math"
 	"os"
@@ -281,3 +282,19 @@ func BenchmarkRender(b *testing.B) {
 }
 
 func nan() float64 { return math.NaN() }
+
+// With a gateway, each class panel compares the two paths.
+func TestRenderShowsPaths(t *testing.T) {
+	s := healthySnap()
+	c := &s.Live.Classes[0]
+	c.Paths = []metrics.PathStats{
+		{Path: "direct", Requests: 50, TTFT: metrics.Dist{Count: 50, P50: 71}, EventsPerRead: 1.0},
+		{Path: "gateway", Requests: 50, TTFT: metrics.Dist{Count: 50, P50: 252}, EventsPerRead: 9.0},
+	}
+	out := Render(s, healthyDiag(), 160, 48, UIState{NoColor: true})
+	for _, want := range []string{"TTFT p50 by   direct 71ms (1.0 ev/read) · gateway 252ms (9.0 ev/read)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("160x48 render lacks %q:\n%s", want, out)
+		}
+	}
+}
