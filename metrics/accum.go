@@ -30,6 +30,8 @@ func promptBucket(tokens int) int {
 type requestMeasures struct {
 	hasTTFT         bool
 	ttftMs          float64
+	hasFirstAny     bool
+	firstAnyMs      float64 // send → first token of any kind, reasoning included
 	ttftIntendedMs  float64
 	headersMs       float64 // send → response headers; 0 when none arrived
 	chunkGapsMs     []float64
@@ -55,6 +57,10 @@ func measure(t *probe.Trace, cl *config.Class) requestMeasures {
 	contentDeltas := 0
 	for i := range t.Deltas {
 		d := &t.Deltas[i]
+		if d.Chars > 0 && !m.hasFirstAny {
+			m.hasFirstAny = true
+			m.firstAnyMs = msBetween(t.Sent, d.At)
+		}
 		if d.Reasoning || d.Chars == 0 {
 			continue
 		}
@@ -183,7 +189,7 @@ type classAccum struct {
 	errorsByKind                                           map[string]int64
 
 	ttft, ttftIntended, tokenGap, chunkGap, e2e, e2ePerToken *sketch
-	headers                                                  *sketch
+	headers, firstAny                                        *sketch
 	chunkBasisRequests                                       int64
 	stallGaps, gaps                                          int64
 	eventsInReads, readsWithEvents                           int64
@@ -218,6 +224,7 @@ func newClassAccum(m mapping.IndexMapping) *classAccum {
 		e2e:          newSketch(m),
 		e2ePerToken:  newSketch(m),
 		headers:      newSketch(m),
+		firstAny:     newSketch(m),
 		outTokens:    newSketch(m),
 		inTokens:     newSketch(m),
 		paths:        map[string]*pathAccum{},
@@ -267,6 +274,9 @@ func (c *classAccum) add(m mapping.IndexMapping, t *probe.Trace, rm *requestMeas
 
 	if rm.headersMs > 0 {
 		c.headers.add(rm.headersMs)
+	}
+	if rm.hasFirstAny {
+		c.firstAny.add(rm.firstAnyMs)
 	}
 	if rm.hasTTFT {
 		// The prompt bucket needs the server's prompt token count, known
@@ -361,6 +371,7 @@ func (c *classAccum) merge(o *classAccum) {
 	c.e2e.merge(o.e2e)
 	c.e2ePerToken.merge(o.e2ePerToken)
 	c.headers.merge(o.headers)
+	c.firstAny.merge(o.firstAny)
 	c.chunkBasisRequests += o.chunkBasisRequests
 	c.stallGaps += o.stallGaps
 	c.gaps += o.gaps
@@ -414,6 +425,7 @@ func (c *classAccum) stats(name, kind string, span time.Duration, pathOrder []st
 		ErrorsByKind:      copyCounts(c.errorsByKind),
 		TTFT:              c.ttft.dist(),
 		TTFTFromIntended:  c.ttftIntended.dist(),
+		FirstToken:        c.firstAny.dist(),
 		ChunkGap:          c.chunkGap.dist(),
 		StallGaps:         c.stallGaps,
 		Gaps:              c.gaps,

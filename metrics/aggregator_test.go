@@ -81,6 +81,9 @@ func TestMeasure(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := measure(&tt.trace, cl)
+			if tt.name == "reasoning delta is not the first token" && (!m.hasFirstAny || m.firstAnyMs != 50) {
+				t.Errorf("first token of any kind = %v (has %v), want the reasoning delta at 50", m.firstAnyMs, m.hasFirstAny)
+			}
 			if !m.hasTTFT || math.Abs(m.ttftMs-tt.ttft) > 1e-9 {
 				t.Fatalf("ttft = %v (has %v), want %v", m.ttftMs, m.hasTTFT, tt.ttft)
 			}

@@ -95,8 +95,12 @@ type ClassStats struct {
 
 	ErrorsByKind map[string]int64
 
-	TTFT              Dist // send → first non-empty content delta
-	TTFTFromIntended  Dist // intended send → first content delta (shows client queueing)
+	TTFT             Dist // send → first non-empty content delta
+	TTFTFromIntended Dist // intended send → first content delta (shows client queueing)
+	// FirstToken is send → first token of any kind, reasoning included: for
+	// reasoning models the first token comes well before the first content
+	// token (TTFT); for others the two are equal.
+	FirstToken        Dist
 	ITL               Dist // token gaps (basis token) or chunk gaps (basis chunk)
 	ITLBasis          string
 	ChunkGap          Dist // gaps between content-bearing SSE events as received

@@ -74,6 +74,14 @@ func runSession(ctx context.Context, e env, spec sessionSpec) (int, error) {
 		}
 		model = m
 	}
+	// Prompts are sized in the server's own tokens: through its tokenize
+	// endpoint when it has one, else learnt from usage.prompt_tokens.
+	var calib *probe.Calibration
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	if c, err := probe.Calibrate(cctx, client, cfg.Target, model); err == nil {
+		calib = &c
+	}
+	cancel()
 	targets := []probe.Target{{Path: probe.PathDirect, BaseURL: cfg.Target}}
 	paths := []string{probe.PathDirect}
 	if cfg.Gateway != "" {
@@ -127,9 +135,10 @@ func runSession(ctx context.Context, e env, spec sessionSpec) (int, error) {
 			send(func(a *metrics.Aggregator) { a.AddTrace(&t) })
 		}
 		r, err := probe.NewRunner(cl, client, sink, probe.RunnerOptions{
-			Seed:    spec.seed + int64(i)*7919,
-			Targets: targets,
-			Model:   model,
+			Seed:        spec.seed + int64(i)*7919,
+			Targets:     targets,
+			Model:       model,
+			Calibration: calib,
 			OnFirstToken: func(ft probe.FirstToken) {
 				send(func(a *metrics.Aggregator) { a.AddFirstToken(ft) })
 			},
