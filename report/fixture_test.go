@@ -40,6 +40,8 @@ func fixtureSnapshot() *metrics.Snapshot {
 		Requests: 60, Completed: 58, Errors: 1, Cancelled: 1, Valid: 57, Retries: 1,
 		ErrorsByKind:      map[string]int64{"http_503": 1},
 		TTFT:              fixtureDist(58, 412.5, 1240, 1890.25, 530.1, 2210),
+		FirstToken:        fixtureDist(58, 212.5, 640, 990.25, 280.1, 1210),
+		TTFTFromIntended:  fixtureDist(58, 430, 1300, 2000, 560, 2400),
 		ITL:               fixtureDist(14000, 18.2, 41, 77.5, 21.3, 240),
 		ITLBasis:          metrics.BasisToken,
 		ChunkGap:          fixtureDist(9000, 22, 55, 130, 27.5, 610),
@@ -106,6 +108,10 @@ func fixtureSnapshot() *metrics.Snapshot {
 		At:      started.Add(30 * time.Second),
 		Started: started,
 		Window:  10 * time.Second,
+		Sources: []metrics.SourceStatus{
+			{Name: "probe", LastSuccess: started.Add(29 * time.Second)},
+			{Name: "scrape", LastSuccess: started.Add(18 * time.Second), LastError: "scrape http://gpu-host:8000/metrics: HTTP 503", LastErrorAt: started.Add(29 * time.Second), Stale: true},
+		},
 		Run: metrics.View{
 			Span:    30 * time.Second,
 			Classes: []metrics.ClassStats{interactive, batch, canary},

@@ -65,6 +65,20 @@ func writeHeader(b *strings.Builder, r *Report) {
 	if !r.Probe.Reliable && r.Probe.Samples > 0 {
 		b.WriteString("\n> **Warning:** the probe itself lagged (see Probe below); client-side latencies may be inflated.\n")
 	}
+	for _, src := range r.Sources {
+		if !src.Stale {
+			continue
+		}
+		last := "never succeeded"
+		if src.LastSuccess != nil {
+			last = "last success " + src.LastSuccess.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(b, "\n> **Stale source:** %s (%s", src.Name, last)
+		if src.LastError != nil {
+			fmt.Fprintf(b, "; last error: %s", *src.LastError)
+		}
+		b.WriteString("): its figures below are not current.\n")
+	}
 	b.WriteString("\n")
 }
 

@@ -54,6 +54,17 @@ type Report struct {
 	GPU           GPU       `json:"gpu"`
 	Probe         Probe     `json:"probe"`
 	Findings      []Finding `json:"findings"`
+	// Sources (beyond the contract) says how fresh each data source was at
+	// the end, so a reader sees a stale scraper instead of trusting numbers.
+	Sources []Source `json:"sources"`
+}
+
+// Source is one data source's health at the end of the run.
+type Source struct {
+	Name        string     `json:"name"`
+	LastSuccess *time.Time `json:"last_success"`
+	LastError   *string    `json:"last_error"`
+	Stale       bool       `json:"stale"`
 }
 
 // Classes marshals as a JSON object keyed by class name, in config order
@@ -86,6 +97,12 @@ type Class struct {
 	Paths               Paths      `json:"paths,omitempty"` // only when a gateway is compared
 	// Beyond the contract.
 	ErrorsByKind map[string]int64 `json:"errors_by_kind,omitempty"`
+	// FirstTokenMs is send → first token of any kind (reasoning included);
+	// ttft_ms is to the first content token.
+	FirstTokenMs Dist `json:"first_token_ms"`
+	// TTFTFromIntendedMs counts from when the arrival process meant to send:
+	// above ttft_ms when the client itself queued requests.
+	TTFTFromIntendedMs Dist `json:"ttft_from_intended_ms"`
 }
 
 // Dist is a latency distribution in ms; every pointer is nil when Count is 0.
@@ -325,6 +342,7 @@ func Build(s *metrics.Snapshot, d diagnose.Diagnosis, m Meta) Report {
 		GPU:           buildGPU(&run.GPU),
 		Probe:         buildProbe(&run.Probe),
 		Findings:      buildFindings(d.Findings),
+		Sources:       buildSources(s.Sources),
 		Classes:       Classes{},
 	}
 	if m.Gateway != "" {
@@ -352,6 +370,23 @@ func Build(s *metrics.Snapshot, d diagnose.Diagnosis, m Meta) Report {
 		r.Classes = append(r.Classes, buildClass(&metrics.ClassStats{Name: v.Class, Kind: v.Kind}, v, m.Gateway != ""))
 	}
 	return r
+}
+
+func buildSources(ss []metrics.SourceStatus) []Source {
+	out := make([]Source, 0, len(ss))
+	for _, s := range ss {
+		src := Source{Name: s.Name, Stale: s.Stale}
+		if !s.LastSuccess.IsZero() {
+			t := s.LastSuccess.UTC()
+			src.LastSuccess = &t
+		}
+		if s.LastError != "" {
+			e := s.LastError
+			src.LastError = &e
+		}
+		out = append(out, src)
+	}
+	return out
 }
 
 // serverProfile names the server as CONTRACT.md's server_profile does: the
@@ -406,6 +441,8 @@ func buildClass(cs *metrics.ClassStats, v *diagnose.Verdict, gateway bool) Class
 	if cs.Gaps > 0 {
 		c.StallFraction = num(cs.StallFraction)
 	}
+	c.FirstTokenMs = dist(&cs.FirstToken)
+	c.TTFTFromIntendedMs = dist(&cs.TTFTFromIntended)
 	if len(cs.ErrorsByKind) > 0 {
 		c.ErrorsByKind = make(map[string]int64, len(cs.ErrorsByKind))
 		for k, n := range cs.ErrorsByKind {
