@@ -22,7 +22,7 @@ func Evaluate(v *metrics.View, classes []config.Class) Diagnosis {
 	}
 	in := ruleInput{view: v, failing: failing, verdicts: d.Verdicts}
 	for _, r := range rules {
-		if f, ok := r.eval(&in); ok {
+		if f, ok := r.evaluate(&in); ok {
 			f.Rule = r.id
 			f.Confidence = clamp01(f.Confidence)
 			d.Findings = append(d.Findings, f)
@@ -38,7 +38,25 @@ type rule struct {
 	// symptom rules describe what users feel rather than a cause; they are
 	// listed after every cause so the first finding is the most actionable.
 	symptom bool
-	eval    func(*ruleInput) (Finding, bool)
+	// eval judges the whole view; perClass judges one class, and the most
+	// confident of its findings over the classes is kept. A rule has one.
+	eval     func(*ruleInput) (Finding, bool)
+	perClass func(*ruleInput, *metrics.ClassStats) (Finding, bool)
+}
+
+func (r *rule) evaluate(in *ruleInput) (Finding, bool) {
+	if r.eval != nil {
+		return r.eval(in)
+	}
+	var best Finding
+	found := false
+	for i := range in.view.Classes {
+		f, ok := r.perClass(in, &in.view.Classes[i])
+		if ok && (!found || f.Confidence > best.Confidence) {
+			best, found = f, true
+		}
+	}
+	return best, found
 }
 
 type ruleInput struct {
@@ -58,15 +76,15 @@ func (in *ruleInput) verdict(class string) *Verdict {
 
 var rules = []rule{
 	{id: RuleProbeOverload, eval: probeOverload},
-	{id: RuleErrorBurst, eval: errorBurst},
-	{id: RuleProxyBuffering, eval: proxyBuffering},
-	{id: RulePrefillContention, eval: prefillContention},
-	{id: RuleDecodePressure, eval: decodePressure},
+	{id: RuleErrorBurst, perClass: errorBurst},
+	{id: RuleProxyBuffering, perClass: proxyBuffering},
+	{id: RulePrefillContention, perClass: prefillContention},
+	{id: RuleDecodePressure, perClass: decodePressure},
 	{id: RuleKVCachePressure, eval: kvCachePressure},
 	{id: RuleQueueSaturation, eval: queueSaturation},
 	{id: RuleBatchInterference, eval: batchInterference},
 	{id: RuleAverageHidesTail, symptom: true, eval: averageHidesTail},
-	{id: RuleStreamStutter, symptom: true, eval: streamStutter},
+	{id: RuleStreamStutter, symptom: true, perClass: streamStutter},
 }
 
 func sortFindings(fs []Finding) {
@@ -140,179 +158,155 @@ const (
 // decode for the length of the prefill step, so running streams see gaps that
 // are mostly normal with large spikes, while the server spends much of its
 // work on prompt tokens.
-func prefillContention(in *ruleInput) (Finding, bool) {
-	best := Finding{}
-	found := false
+func prefillContention(in *ruleInput, c *metrics.ClassStats) (Finding, bool) {
 	srv := &in.view.Server
-	for i := range in.view.Classes {
-		c := &in.view.Classes[i]
-		g := streamGaps(c)
-		if g.Count < minGapsForRule || g.P50 < burstGapP50Ms || directEventsPerRead(c) > smoothEventsPerRead {
-			continue
-		}
-		ratio := g.P99 / g.P50
-		if ratio < prefillSpikeRatio || g.P99 < prefillSpikeMinMs || g.P50 > prefillMaxP50Ms {
-			continue
-		}
-		f := Finding{
-			Severity:   SeverityWarning,
-			Confidence: 0.45 + 0.05*math.Min(ratio-prefillSpikeRatio, 4),
-			Summary: fmt.Sprintf("%s streams stall: gap p99 %.0f ms is %.1f× the p50 of %.0f ms — long prefills are pausing running decodes",
-				c.Name, g.P99, ratio, g.P50),
-			Evidence: []Evidence{
-				{Signal: c.Name + ".gap_p99_over_p50", Value: ratio, Threshold: prefillSpikeRatio, Unit: "x"},
-				{Signal: c.Name + ".gap_p99_ms", Value: g.P99, Threshold: prefillSpikeMinMs, Unit: "ms"},
-			},
-			Advice: "Enable chunked prefill (vLLM --enable-chunked-prefill with a smaller --max-num-batched-tokens), cap prompt length for interactive traffic, or move long-prompt work to a separate replica (disaggregated prefill).",
-		}
-		if srv.PromptTokensPerS != nil && srv.GenerationTokensPerS != nil {
-			total := *srv.PromptTokensPerS + *srv.GenerationTokensPerS
-			if total > 0 {
-				share := *srv.PromptTokensPerS / total
-				f.Evidence = append(f.Evidence, Evidence{Signal: "server.prompt_token_share", Value: share, Threshold: prefillPromptShare, Unit: "ratio"})
-				if share >= prefillPromptShare {
-					f.Confidence += 0.25
-				} else {
-					f.Confidence -= 0.15
-				}
+	g := streamGaps(c)
+	if g.Count < minGapsForRule || g.P50 < burstGapP50Ms || directEventsPerRead(c) > smoothEventsPerRead {
+		return Finding{}, false
+	}
+	ratio := g.P99 / g.P50
+	if ratio < prefillSpikeRatio || g.P99 < prefillSpikeMinMs || g.P50 > prefillMaxP50Ms {
+		return Finding{}, false
+	}
+	f := Finding{
+		Severity:   SeverityWarning,
+		Confidence: 0.45 + 0.05*math.Min(ratio-prefillSpikeRatio, 4),
+		Summary: fmt.Sprintf("%s streams stall: gap p99 %.0f ms is %.1f× the p50 of %.0f ms — long prefills are pausing running decodes",
+			c.Name, g.P99, ratio, g.P50),
+		Evidence: []Evidence{
+			{Signal: c.Name + ".gap_p99_over_p50", Value: ratio, Threshold: prefillSpikeRatio, Unit: "x"},
+			{Signal: c.Name + ".gap_p99_ms", Value: g.P99, Threshold: prefillSpikeMinMs, Unit: "ms"},
+		},
+		Advice: "Enable chunked prefill (vLLM --enable-chunked-prefill with a smaller --max-num-batched-tokens), cap prompt length for interactive traffic, or move long-prompt work to a separate replica (disaggregated prefill).",
+	}
+	if srv.PromptTokensPerS != nil && srv.GenerationTokensPerS != nil {
+		total := *srv.PromptTokensPerS + *srv.GenerationTokensPerS
+		if total > 0 {
+			share := *srv.PromptTokensPerS / total
+			f.Evidence = append(f.Evidence, Evidence{Signal: "server.prompt_token_share", Value: share, Threshold: prefillPromptShare, Unit: "ratio"})
+			if share >= prefillPromptShare {
+				f.Confidence += 0.25
+			} else {
+				f.Confidence -= 0.15
 			}
 		}
-		if srv.Prefill.Count > 0 && srv.Prefill.P95 >= prefillSpikeMinMs {
-			f.Evidence = append(f.Evidence, Evidence{Signal: "server.prefill_p95_ms", Value: srv.Prefill.P95, Threshold: prefillSpikeMinMs, Unit: "ms"})
-			f.Confidence += 0.1
-		}
-		if srv.PreemptionsPerS != nil && *srv.PreemptionsPerS > 0 {
-			// Preempted sequences are prefilled again when readmitted: the
-			// spikes may be the KV cache's doing rather than new prompts'.
-			f.Evidence = append(f.Evidence, Evidence{Signal: "server.preemptions_per_s", Value: *srv.PreemptionsPerS, Threshold: 0, Unit: "per_s"})
-			f.Confidence -= 0.3
-		}
-		if in.failing[c.Name] {
-			f.Severity = SeverityCritical
-		}
-		if !found || f.Confidence > best.Confidence {
-			best, found = f, true
-		}
 	}
-	return best, found
+	if srv.Prefill.Count > 0 && srv.Prefill.P95 >= prefillSpikeMinMs {
+		f.Evidence = append(f.Evidence, Evidence{Signal: "server.prefill_p95_ms", Value: srv.Prefill.P95, Threshold: prefillSpikeMinMs, Unit: "ms"})
+		f.Confidence += 0.1
+	}
+	if srv.PreemptionsPerS != nil && *srv.PreemptionsPerS > 0 {
+		// Preempted sequences are prefilled again when readmitted: the
+		// spikes may be the KV cache's doing rather than new prompts'.
+		f.Evidence = append(f.Evidence, Evidence{Signal: "server.preemptions_per_s", Value: *srv.PreemptionsPerS, Threshold: 0, Unit: "per_s"})
+		f.Confidence -= 0.3
+	}
+	if in.failing[c.Name] {
+		f.Severity = SeverityCritical
+	}
+	return f, true
 }
 
 // decodePressure: each decode step costs more as the running batch grows,
 // so every gap of every stream is slow, evenly.
-func decodePressure(in *ruleInput) (Finding, bool) {
-	best := Finding{}
-	found := false
+func decodePressure(in *ruleInput, c *metrics.ClassStats) (Finding, bool) {
 	srv := &in.view.Server
-	for i := range in.view.Classes {
-		c := &in.view.Classes[i]
-		g := streamGaps(c)
-		if g.Count < minGapsForRule || g.P50 < decodeSlowP50Ms || directEventsPerRead(c) > smoothEventsPerRead {
-			continue
-		}
-		ratio := g.P99 / g.P50
-		if ratio > decodeMaxSpikeRatio {
-			continue
-		}
-		f := Finding{
-			Severity:   SeverityWarning,
-			Confidence: 0.45 + 0.1*math.Min(g.P50/decodeSlowP50Ms-1, 2),
-			Summary: fmt.Sprintf("%s tokens arrive slowly and evenly: gap p50 %.0f ms (p99 %.0f ms) — the running batch is too large for the decode step",
-				c.Name, g.P50, g.P99),
-			Evidence: []Evidence{
-				{Signal: c.Name + ".gap_p50_ms", Value: g.P50, Threshold: decodeSlowP50Ms, Unit: "ms"},
-				{Signal: c.Name + ".gap_p99_over_p50", Value: ratio, Threshold: decodeMaxSpikeRatio, Unit: "x"},
-			},
-			Advice: "Lower the running batch (vLLM --max-num-seqs) to trade tokens/s for per-stream speed, give interactive traffic priority, or add replicas.",
-		}
-		if srv.Running.Count > 0 {
-			f.Evidence = append(f.Evidence, Evidence{Signal: "server.running_p50", Value: srv.Running.P50, Threshold: decodeBusyRunning})
-			if srv.Running.P50 >= decodeBusyRunning {
-				f.Confidence += 0.3
-			} else {
-				f.Confidence -= 0.2
-			}
-		}
-		if in.failing[c.Name] {
-			f.Severity = SeverityCritical
-		}
-		if !found || f.Confidence > best.Confidence {
-			best, found = f, true
+	g := streamGaps(c)
+	if g.Count < minGapsForRule || g.P50 < decodeSlowP50Ms || directEventsPerRead(c) > smoothEventsPerRead {
+		return Finding{}, false
+	}
+	ratio := g.P99 / g.P50
+	if ratio > decodeMaxSpikeRatio {
+		return Finding{}, false
+	}
+	f := Finding{
+		Severity:   SeverityWarning,
+		Confidence: 0.45 + 0.1*math.Min(g.P50/decodeSlowP50Ms-1, 2),
+		Summary: fmt.Sprintf("%s tokens arrive slowly and evenly: gap p50 %.0f ms (p99 %.0f ms) — the running batch is too large for the decode step",
+			c.Name, g.P50, g.P99),
+		Evidence: []Evidence{
+			{Signal: c.Name + ".gap_p50_ms", Value: g.P50, Threshold: decodeSlowP50Ms, Unit: "ms"},
+			{Signal: c.Name + ".gap_p99_over_p50", Value: ratio, Threshold: decodeMaxSpikeRatio, Unit: "x"},
+		},
+		Advice: "Lower the running batch (vLLM --max-num-seqs) to trade tokens/s for per-stream speed, give interactive traffic priority, or add replicas.",
+	}
+	if srv.Running.Count > 0 {
+		f.Evidence = append(f.Evidence, Evidence{Signal: "server.running_p50", Value: srv.Running.P50, Threshold: decodeBusyRunning})
+		if srv.Running.P50 >= decodeBusyRunning {
+			f.Confidence += 0.3
+		} else {
+			f.Confidence -= 0.2
 		}
 	}
-	return best, found
+	if in.failing[c.Name] {
+		f.Severity = SeverityCritical
+	}
+	return f, true
 }
 
 // proxyBuffering: a proxy that holds bytes delivers SSE events in bursts —
 // several events per read, near-zero gaps between them and long gaps between
 // bursts — and delays the first token. With a direct path to compare, the
 // difference between the two paths is the proxy's doing.
-func proxyBuffering(in *ruleInput) (Finding, bool) {
-	best := Finding{}
-	found := false
-	for i := range in.view.Classes {
-		c := &in.view.Classes[i]
-		var direct, gw *metrics.PathStats
-		for j := range c.Paths {
-			switch c.Paths[j].Path {
-			case "direct":
-				direct = &c.Paths[j]
-			case "gateway":
-				gw = &c.Paths[j]
-			}
-		}
-		var f Finding
-		switch {
-		case gw != nil && gw.ChunkGap.Count >= minGapsForRule && direct != nil && direct.ChunkGap.Count >= minGapsForRule:
-			if gw.EventsPerRead < bufferedEventsPerRead || direct.EventsPerRead > smoothEventsPerRead {
-				continue
-			}
-			f = Finding{
-				Confidence: 0.6,
-				Summary: fmt.Sprintf("the gateway delivers %s streams in bursts: %.1f events per read vs %.1f direct",
-					c.Name, gw.EventsPerRead, direct.EventsPerRead),
-				Evidence: []Evidence{
-					{Signal: c.Name + ".gateway.events_per_read", Value: gw.EventsPerRead, Threshold: bufferedEventsPerRead},
-					{Signal: c.Name + ".direct.events_per_read", Value: direct.EventsPerRead, Threshold: smoothEventsPerRead},
-				},
-			}
-			if gw.TTFT.Count > 0 && direct.TTFT.Count > 0 {
-				extra := gw.TTFT.P50 - direct.TTFT.P50
-				f.Evidence = append(f.Evidence, Evidence{Signal: c.Name + ".gateway_minus_direct.ttft_p50_ms", Value: extra, Threshold: bufferedExtraTTFTMs, Unit: "ms"})
-				if extra >= bufferedExtraTTFTMs {
-					f.Confidence += 0.25
-					f.Summary += fmt.Sprintf(", first token %.0f ms later", extra)
-				}
-			}
-			if gw.ChunkGap.P50 < burstGapP50Ms {
-				f.Evidence = append(f.Evidence, Evidence{Signal: c.Name + ".gateway.gap_p50_ms", Value: gw.ChunkGap.P50, Threshold: burstGapP50Ms, Unit: "ms"})
-				f.Confidence += 0.1
-			}
-		case c.ChunkGap.Count >= minGapsForRule:
-			// One path only: bursts alone point at something between us and
-			// the server holding bytes.
-			if c.EventsPerRead < bufferedEventsPerRead || c.ChunkGap.P50 >= burstGapP50Ms {
-				continue
-			}
-			f = Finding{
-				Confidence: 0.5,
-				Summary: fmt.Sprintf("%s streams arrive in bursts: %.1f events per read, gap p50 %.1f ms, p99 %.0f ms — a proxy or load balancer is buffering",
-					c.Name, c.EventsPerRead, c.ChunkGap.P50, c.ChunkGap.P99),
-				Evidence: []Evidence{
-					{Signal: c.Name + ".events_per_read", Value: c.EventsPerRead, Threshold: bufferedEventsPerRead},
-					{Signal: c.Name + ".gap_p50_ms", Value: c.ChunkGap.P50, Threshold: burstGapP50Ms, Unit: "ms"},
-				},
-			}
-		default:
-			continue
-		}
-		f.Severity = SeverityWarning
-		if in.failing[c.Name] {
-			f.Severity = SeverityCritical
-		}
-		f.Advice = "Turn off response buffering for the streaming route (nginx: proxy_buffering off, or the X-Accel-Buffering: no response header; gzip off for text/event-stream), and check load balancers for idle/flush settings."
-		if !found || f.Confidence > best.Confidence {
-			best, found = f, true
+func proxyBuffering(in *ruleInput, c *metrics.ClassStats) (Finding, bool) {
+	var direct, gw *metrics.PathStats
+	for j := range c.Paths {
+		switch c.Paths[j].Path {
+		case "direct":
+			direct = &c.Paths[j]
+		case "gateway":
+			gw = &c.Paths[j]
 		}
 	}
-	return best, found
+	var f Finding
+	switch {
+	case gw != nil && gw.ChunkGap.Count >= minGapsForRule && direct != nil && direct.ChunkGap.Count >= minGapsForRule:
+		if gw.EventsPerRead < bufferedEventsPerRead || direct.EventsPerRead > smoothEventsPerRead {
+			return Finding{}, false
+		}
+		f = Finding{
+			Confidence: 0.6,
+			Summary: fmt.Sprintf("the gateway delivers %s streams in bursts: %.1f events per read vs %.1f direct",
+				c.Name, gw.EventsPerRead, direct.EventsPerRead),
+			Evidence: []Evidence{
+				{Signal: c.Name + ".gateway.events_per_read", Value: gw.EventsPerRead, Threshold: bufferedEventsPerRead},
+				{Signal: c.Name + ".direct.events_per_read", Value: direct.EventsPerRead, Threshold: smoothEventsPerRead},
+			},
+		}
+		if gw.TTFT.Count > 0 && direct.TTFT.Count > 0 {
+			extra := gw.TTFT.P50 - direct.TTFT.P50
+			f.Evidence = append(f.Evidence, Evidence{Signal: c.Name + ".gateway_minus_direct.ttft_p50_ms", Value: extra, Threshold: bufferedExtraTTFTMs, Unit: "ms"})
+			if extra >= bufferedExtraTTFTMs {
+				f.Confidence += 0.25
+				f.Summary += fmt.Sprintf(", first token %.0f ms later", extra)
+			}
+		}
+		if gw.ChunkGap.P50 < burstGapP50Ms {
+			f.Evidence = append(f.Evidence, Evidence{Signal: c.Name + ".gateway.gap_p50_ms", Value: gw.ChunkGap.P50, Threshold: burstGapP50Ms, Unit: "ms"})
+			f.Confidence += 0.1
+		}
+	case c.ChunkGap.Count >= minGapsForRule:
+		// One path only: bursts alone point at something between us and
+		// the server holding bytes.
+		if c.EventsPerRead < bufferedEventsPerRead || c.ChunkGap.P50 >= burstGapP50Ms {
+			return Finding{}, false
+		}
+		f = Finding{
+			Confidence: 0.5,
+			Summary: fmt.Sprintf("%s streams arrive in bursts: %.1f events per read, gap p50 %.1f ms, p99 %.0f ms — a proxy or load balancer is buffering",
+				c.Name, c.EventsPerRead, c.ChunkGap.P50, c.ChunkGap.P99),
+			Evidence: []Evidence{
+				{Signal: c.Name + ".events_per_read", Value: c.EventsPerRead, Threshold: bufferedEventsPerRead},
+				{Signal: c.Name + ".gap_p50_ms", Value: c.ChunkGap.P50, Threshold: burstGapP50Ms, Unit: "ms"},
+			},
+		}
+	default:
+		return Finding{}, false
+	}
+	f.Severity = SeverityWarning
+	if in.failing[c.Name] {
+		f.Severity = SeverityCritical
+	}
+	f.Advice = "Turn off response buffering for the streaming route (nginx: proxy_buffering off, or the X-Accel-Buffering: no response header; gzip off for text/event-stream), and check load balancers for idle/flush settings."
+	return f, true
 }

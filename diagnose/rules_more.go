@@ -201,67 +201,51 @@ func failedPercentile(v *Verdict, metric string) (float64, bool) {
 }
 
 // streamStutter: visible pauses in streams, whatever causes them.
-func streamStutter(in *ruleInput) (Finding, bool) {
-	best := Finding{}
-	found := false
-	for i := range in.view.Classes {
-		c := &in.view.Classes[i]
-		if c.Gaps < minGapsForRule || c.StallFraction < stutterShare {
-			continue
-		}
-		f := Finding{
-			Severity:   SeverityInfo,
-			Confidence: 0.4 + math.Min(c.StallFraction*5, 0.4),
-			Summary: fmt.Sprintf("%s streams stutter: %.1f%% of gaps are visible pauses (%d of %d)",
-				c.Name, 100*c.StallFraction, c.StallGaps, c.Gaps),
-			Evidence: []Evidence{{Signal: c.Name + ".stall_fraction", Value: c.StallFraction, Threshold: stutterShare, Unit: "ratio"}},
-			Advice:   "See the cause findings above; stutter comes from prefill interruptions, preemptions, buffering proxies or an overloaded client.",
-		}
-		if in.failing[c.Name] {
-			f.Severity = SeverityWarning
-		}
-		if !found || f.Confidence > best.Confidence {
-			best, found = f, true
-		}
+func streamStutter(in *ruleInput, c *metrics.ClassStats) (Finding, bool) {
+	if c.Gaps < minGapsForRule || c.StallFraction < stutterShare {
+		return Finding{}, false
 	}
-	return best, found
+	f := Finding{
+		Severity:   SeverityInfo,
+		Confidence: 0.4 + math.Min(c.StallFraction*5, 0.4),
+		Summary: fmt.Sprintf("%s streams stutter: %.1f%% of gaps are visible pauses (%d of %d)",
+			c.Name, 100*c.StallFraction, c.StallGaps, c.Gaps),
+		Evidence: []Evidence{{Signal: c.Name + ".stall_fraction", Value: c.StallFraction, Threshold: stutterShare, Unit: "ratio"}},
+		Advice:   "See the cause findings above; stutter comes from prefill interruptions, preemptions, buffering proxies or an overloaded client.",
+	}
+	if in.failing[c.Name] {
+		f.Severity = SeverityWarning
+	}
+	return f, true
 }
 
 // errorBurst: failed requests, by kind.
-func errorBurst(in *ruleInput) (Finding, bool) {
-	best := Finding{}
-	found := false
-	for i := range in.view.Classes {
-		c := &in.view.Classes[i]
-		if c.Judged == 0 || c.Errors == 0 {
-			continue
-		}
-		share := float64(c.Errors) / float64(c.Judged)
-		if share < errorShareWarn || (c.Judged < minRequestsForRate && c.Errors < 3) {
-			continue
-		}
-		kinds := make([]string, 0, len(c.ErrorsByKind))
-		for k, n := range c.ErrorsByKind {
-			if k != "cancelled" {
-				kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
-			}
-		}
-		sort.Strings(kinds)
-		f := Finding{
-			Severity:   SeverityWarning,
-			Confidence: 0.5 + math.Min(share*3, 0.45),
-			Summary:    fmt.Sprintf("%s: %.1f%% of requests failed (%s)", c.Name, 100*share, strings.Join(kinds, ", ")),
-			Evidence:   []Evidence{{Signal: c.Name + ".error_share", Value: share, Threshold: errorShareWarn, Unit: "ratio"}},
-			Advice:     "Check the server log around these times; 429/503 mean admission limits or overload, truncated streams mean crashes, timeouts or proxies cutting long responses.",
-		}
-		if share >= errorShareCritical {
-			f.Severity = SeverityCritical
-		}
-		if !found || f.Confidence > best.Confidence {
-			best, found = f, true
+func errorBurst(in *ruleInput, c *metrics.ClassStats) (Finding, bool) {
+	if c.Judged == 0 || c.Errors == 0 {
+		return Finding{}, false
+	}
+	share := float64(c.Errors) / float64(c.Judged)
+	if share < errorShareWarn || (c.Judged < minRequestsForRate && c.Errors < 3) {
+		return Finding{}, false
+	}
+	kinds := make([]string, 0, len(c.ErrorsByKind))
+	for k, n := range c.ErrorsByKind {
+		if k != "cancelled" {
+			kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
 		}
 	}
-	return best, found
+	sort.Strings(kinds)
+	f := Finding{
+		Severity:   SeverityWarning,
+		Confidence: 0.5 + math.Min(share*3, 0.45),
+		Summary:    fmt.Sprintf("%s: %.1f%% of requests failed (%s)", c.Name, 100*share, strings.Join(kinds, ", ")),
+		Evidence:   []Evidence{{Signal: c.Name + ".error_share", Value: share, Threshold: errorShareWarn, Unit: "ratio"}},
+		Advice:     "Check the server log around these times; 429/503 mean admission limits or overload, truncated streams mean crashes, timeouts or proxies cutting long responses.",
+	}
+	if share >= errorShareCritical {
+		f.Severity = SeverityCritical
+	}
+	return f, true
 }
 
 // probeOverload: tokentop's own timers fire late, so its measurements
