@@ -87,17 +87,18 @@ func run(ctx context.Context, e env, args []string) int {
 
 // commonFlags are shared by demo and watch (CONTRACT.md "Common flags").
 type commonFlags struct {
-	configPath string
-	headless   bool
-	duration   time.Duration
-	reportPath string
-	format     string
-	traceOut   string
-	model      string
-	apiKeyEnv  string
-	insecure   bool
-	noColor    bool
-	gpuMetrics string
+	configPath    string
+	headless      bool
+	duration      time.Duration
+	reportPath    string
+	format        string
+	traceOut      string
+	model         string
+	apiKeyEnv     string
+	insecure      bool
+	noColor       bool
+	gpuMetrics    string
+	listenMetrics string
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet) {
@@ -112,6 +113,7 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.insecure, "insecure", false, "skip TLS certificate verification")
 	fs.BoolVar(&c.noColor, "no-color", false, "no colours (also NO_COLOR)")
 	fs.StringVar(&c.gpuMetrics, "gpu-metrics", "", "read GPUs from a dcgm-exporter `URL` instead of NVML")
+	fs.StringVar(&c.listenMetrics, "listen-metrics", "", "serve tokentop's own measurements for Prometheus at `ADDR`/metrics (e.g. 127.0.0.1:9464)")
 }
 
 // finish validates the flags against the environment and loads the config.

@@ -2,8 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"log"
+	"net"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -18,6 +22,7 @@ import (
 	"github.com/tokentop/tokentop/probe"
 	"github.com/tokentop/tokentop/probe/scrape"
 	"github.com/tokentop/tokentop/report"
+	"github.com/tokentop/tokentop/report/exporter"
 	"github.com/tokentop/tokentop/tui"
 )
 
@@ -232,6 +237,30 @@ func runSession(ctx context.Context, e env, spec sessionSpec) (int, error) {
 		})
 	})
 
+	var exp *exporter.Exporter
+	if addr := spec.common.listenMetrics; addr != "" {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return exitUsage, usagef("--listen-metrics: %v", err)
+		}
+		exp = &exporter.Exporter{}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", exp)
+		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
+		goSource("metrics endpoint", func(context.Context) error {
+			if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		})
+		goSource("metrics endpoint shutdown", func(ctx context.Context) error {
+			<-ctx.Done()
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			defer cancel()
+			return hs.Shutdown(sctx)
+		})
+	}
+
 	// The pipeline owns the aggregator; it stops after every source has.
 	var (
 		mu       sync.Mutex
@@ -252,9 +281,16 @@ func runSession(ctx context.Context, e env, spec sessionSpec) (int, error) {
 			mu.Lock()
 			lastSnap = s
 			mu.Unlock()
+			if exp == nil && prog == nil {
+				return
+			}
+			live := diagnose.Evaluate(&s.Live, cfg.Classes)
+			if exp != nil {
+				exp.Set(s, live)
+			}
 			if prog != nil {
 				runDiag := diagnose.Evaluate(&s.Run, cfg.Classes)
-				prog.Send(tui.SnapshotMsg{Snap: s, Diag: diagnose.Evaluate(&s.Live, cfg.Classes), RunDiag: &runDiag})
+				prog.Send(tui.SnapshotMsg{Snap: s, Diag: live, RunDiag: &runDiag})
 			}
 		})
 	}()

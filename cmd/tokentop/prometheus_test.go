@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// TestRealPrometheusScrapesListenMetrics runs the demo with
+// --listen-metrics and a real Prometheus scraping it, then asks Prometheus
+// for tokentop's series.
+func TestRealPrometheusScrapesListenMetrics(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the demo and Prometheus for 20 s")
+	}
+	bin, err := exec.LookPath("prometheus")
+	if err != nil {
+		t.Skip("prometheus not installed (.ci/run installs it)")
+	}
+	dir := t.TempDir()
+	exportPort, promPort := freePort(t), freePort(t)
+	conf := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(conf, []byte(fmt.Sprintf(`
+global: {scrape_interval: 1s, evaluation_interval: 1s}
+scrape_configs:
+  - job_name: tokentop
+    static_configs: [{targets: ["127.0.0.1:%d"]}]
+`, exportPort)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	prom := exec.Command(bin, "--config.file="+conf, "--storage.tsdb.path="+filepath.Join(dir, "data"),
+		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", promPort))
+	var promLog bytes.Buffer
+	prom.Stdout, prom.Stderr = &promLog, &promLog
+	if err := prom.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { prom.Process.Kill(); prom.Wait() })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	done := make(chan int, 1)
+	var stdout, stderr bytes.Buffer
+	go func() {
+		done <- run(ctx, testEnv(&stdout, &stderr), []string{"demo", "--headless", "--duration", "20s",
+			"--listen-metrics", fmt.Sprintf("127.0.0.1:%d", exportPort), "--report", filepath.Join(dir, "r.json")})
+	}()
+
+	query := func(q string) int {
+		u := fmt.Sprintf("http://127.0.0.1:%d/api/v1/query?query=%s", promPort, url.QueryEscape(q))
+		resp, err := http.Get(u)
+		if err != nil {
+			return 0
+		}
+		defer resp.Body.Close()
+		var body struct {
+			Data struct {
+				Result []json.RawMessage `json:"result"`
+			} `json:"data"`
+		}
+		if json.NewDecoder(resp.Body).Decode(&body) != nil {
+			return 0
+		}
+		return len(body.Data.Result)
+	}
+	want := []string{
+		`tokentop_requests_total{class="interactive",outcome="valid"}`,
+		`tokentop_ttft_seconds{class="batch",quantile="0.99"}`,
+		`tokentop_slo_pass{class="interactive"}`,
+	}
+	got := map[string]bool{}
+	deadline := time.Now().Add(18 * time.Second)
+	for time.Now().Before(deadline) && len(got) < len(want) {
+		time.Sleep(time.Second)
+		for _, q := range want {
+			if query(q) > 0 {
+				got[q] = true
+			}
+		}
+	}
+	for _, q := range want {
+		if !got[q] {
+			t.Errorf("Prometheus has no %s", q)
+		}
+	}
+	if code := <-done; code != exitOK && code != exitSLOFail {
+		t.Errorf("demo exit %d: %s", code, stderr.String())
+	}
+	if t.Failed() {
+		t.Logf("prometheus log:\n%s", promLog.String())
+	}
+}
