@@ -106,12 +106,13 @@ const (
 // Times are seconds (any origin, fractions allowed) or dates, either
 // "2023-11-16 18:15:46.6805900" or RFC 3339. Records are sorted by time and
 // replayed relative to the first. Output tokens are sent as max_tokens
-// (capped at MaxMaxTokens, at least 1). The columns of the public Azure LLM
-// inference traces (AzurePublicDataset: TIMESTAMP,ContextTokens,
-// GeneratedTokens) are read as they are:
+// (capped at MaxMaxTokens, at least 1). The public Azure LLM inference
+// traces (Azure/AzurePublicDataset, 2023 and 2024) are read as published:
 //
 //	TIMESTAMP,ContextTokens,GeneratedTokens
 //	2023-11-16 18:15:46.6805900,374,44
+//
+// and JSON Lines look like:
 //
 //	{"t": 0.0, "prompt_tokens": 700, "output_tokens": 128}
 //	{"t": 0.25, "prompt_tokens": 2100, "output_tokens": 40}

@@ -5,7 +5,8 @@
 // class (arrival processes, prompts, batch jobs, safety caps). Everything
 // downstream — histograms, SLO verdicts, diagnoses — is computed from the
 // Traces this package emits, so their timestamps are taken at the read that
-// carried the bytes, from the monotonic clock, and never inferred.
+// carried the bytes (when the kernel received them, where it says so), on
+// the monotonic clock, and never inferred.
 package probe
 
 import (
@@ -56,6 +57,13 @@ type ClientOptions struct {
 	Timeout time.Duration
 	// HeaderTimeout caps the wait for response headers; 0 means none.
 	HeaderTimeout time.Duration
+	// UserSpaceTimestamps stamps reads when they return to the probe
+	// instead of when the kernel received their bytes. By default, on
+	// 64-bit Linux over HTTP/1.x, a read's time is the kernel's receive
+	// timestamp (SO_TIMESTAMPNS, converted to the monotonic clock), so the
+	// probe's own scheduling delay under load is not charged to the
+	// server; elsewhere reads are always stamped in user space.
+	UserSpaceTimestamps bool
 	// Strict omits the vLLM/SGLang sampling extensions (ignore_eos,
 	// min_tokens, continuous_usage_stats) for servers that reject unknown
 	// fields, such as api.openai.com. Output length is then up to the model.
@@ -68,9 +76,10 @@ type Client struct {
 	o  ClientOptions
 	hc *http.Client
 	// onEvent, when set, sees every SSE event's data with the time of the
-	// read that completed it. Benchmarks use it to compare read times with
-	// the simulator's emission times.
-	onEvent func(data []byte, at time.Time)
+	// read that completed it (as recorded) and the time that read returned
+	// to the probe. Benchmarks use it to compare read times with the
+	// simulator's emission times.
+	onEvent func(data []byte, at, returned time.Time)
 	// bufs recycles 16 KiB read buffers: a thousand streams would otherwise
 	// allocate 16 MiB per round of requests.
 	bufs sync.Pool
@@ -115,9 +124,19 @@ func NewClient(o ClientOptions) *Client {
 		o.Version = "dev"
 	}
 	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	dial := d.DialContext
+	if !o.UserSpaceTimestamps {
+		dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return wrapRxConn(c), nil
+		}
+	}
 	tr := &http.Transport{
 		Proxy:               http.ProxyFromEnvironment,
-		DialContext:         d.DialContext,
+		DialContext:         dial,
 		ForceAttemptHTTP2:   true,
 		MaxIdleConns:        o.MaxConns,
 		MaxIdleConnsPerHost: o.MaxConns,
@@ -239,6 +258,7 @@ type connTimes struct {
 	conn      time.Time
 	wrote     time.Time
 	firstByte time.Time
+	rx        *rxConn // the connection, when it reads kernel timestamps
 }
 
 func (t *connTimes) set(p *time.Time) {
@@ -246,6 +266,38 @@ func (t *connTimes) set(p *time.Time) {
 	t.mu.Lock()
 	if p.IsZero() {
 		*p = now
+	}
+	t.mu.Unlock()
+}
+
+// gotConn notes the connection's time and whether it has kernel receive
+// timestamps (directly, or under TLS).
+func (t *connTimes) gotConn(c net.Conn) {
+	if nc, ok := c.(interface{ NetConn() net.Conn }); ok {
+		c = nc.NetConn()
+	}
+	rx, _ := c.(*rxConn)
+	now := time.Now()
+	t.mu.Lock()
+	if t.conn.IsZero() {
+		t.conn = now
+	}
+	t.rx = rx
+	t.mu.Unlock()
+}
+
+// gotFirstByte stamps the response's first byte, with the kernel's time
+// when the connection has it.
+func (t *connTimes) gotFirstByte() {
+	now := time.Now()
+	t.mu.Lock()
+	if t.firstByte.IsZero() {
+		t.firstByte = now
+		if t.rx != nil {
+			if at, ok := t.rx.arrival(); ok && at.Before(now) && !at.Before(t.wrote) {
+				t.firstByte = at
+			}
+		}
 	}
 	t.mu.Unlock()
 }
@@ -336,11 +388,11 @@ func (c *Client) stream(parent context.Context, r Request, traceparent string, t
 	}
 	var ct connTimes
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		GotConn:      func(httptrace.GotConnInfo) { ct.set(&ct.conn) },
+		GotConn:      func(i httptrace.GotConnInfo) { ct.gotConn(i.Conn) },
 		WroteRequest: func(httptrace.WroteRequestInfo) { ct.set(&ct.wrote) },
 		GotFirstResponseByte: func() {
 			headersSeen.Store(true)
-			ct.set(&ct.firstByte)
+			ct.gotFirstByte()
 		},
 	})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint(r.Target.BaseURL, path), bytes.NewReader(body))
@@ -365,6 +417,7 @@ func (c *Client) stream(parent context.Context, r Request, traceparent string, t
 	now := time.Now()
 	ct.mu.Lock()
 	tr.ConnDone, tr.WroteRequest, tr.Headers = ct.conn, ct.wrote, ct.firstByte
+	rx := ct.rx
 	ct.mu.Unlock()
 	if err != nil {
 		tr.End = now
@@ -388,7 +441,12 @@ func (c *Client) stream(parent context.Context, r Request, traceparent string, t
 		tr.Err = &Error{Kind: ErrHTTP, Status: resp.StatusCode, Body: excerpt, Msg: resp.Status}
 		return
 	}
-	c.readStream(parent, ctx, cancel, resp, tr, text, r.OnFirstToken)
+	if resp.ProtoMajor != 1 {
+		// An HTTP/2 connection is read by its own goroutine for every
+		// stream it carries: its last read is not this stream's.
+		rx = nil
+	}
+	c.readStream(parent, ctx, cancel, resp, rx, tr, text, r.OnFirstToken)
 }
 
 type defaultKind int
@@ -486,10 +544,14 @@ func errorExcerpt(resp *http.Response) string {
 // straight from it without a bufio layer that would read ahead.
 type wireReader struct {
 	body io.Reader
+	rx   *rxConn // kernel receive times of body's connection; nil: none
 	tr   *Trace
 	buf  []byte
 	r, w int
 	err  error
+	// returned is when the last read returned to the probe; Read.At is
+	// earlier when the kernel says the bytes arrived earlier.
+	returned time.Time
 }
 
 func (w *wireReader) fill() error {
@@ -500,6 +562,23 @@ func (w *wireReader) fill() error {
 		n, err := w.body.Read(w.buf)
 		if n > 0 {
 			at := time.Now()
+			w.returned = at
+			if w.rx != nil {
+				// The bytes came from the connection's last read (now, or
+				// earlier into the transport's buffer): they arrived no
+				// later than that read's kernel stamp.
+				if k, ok := w.rx.arrival(); ok && k.Before(at) {
+					at = k
+					w.tr.ReadLag = max(w.tr.ReadLag, w.returned.Sub(k))
+				}
+				// Never before what was already recorded.
+				if i := len(w.tr.Reads) - 1; i >= 0 && at.Before(w.tr.Reads[i].At) {
+					at = w.tr.Reads[i].At
+				}
+				if at.Before(w.tr.Headers) {
+					at = w.tr.Headers
+				}
+			}
 			if w.tr.FirstByte.IsZero() {
 				w.tr.FirstByte = at
 			}
@@ -557,17 +636,17 @@ func (w *wireReader) ReadByte() (byte, error) {
 // connection can return to the pool.
 const drainAfterDone = time.Second
 
-func (c *Client) readStream(parent, ctx context.Context, cancel context.CancelCauseFunc, resp *http.Response, tr *Trace, text *strings.Builder, onFirstToken func(FirstToken)) {
+func (c *Client) readStream(parent, ctx context.Context, cancel context.CancelCauseFunc, resp *http.Response, rx *rxConn, tr *Trace, text *strings.Builder, onFirstToken func(FirstToken)) {
 	buf := c.bufs.Get().(*[]byte)
 	defer c.bufs.Put(buf)
-	wr := &wireReader{body: resp.Body, tr: tr, buf: *buf}
+	wr := &wireReader{body: resp.Body, rx: rx, tr: tr, buf: *buf}
 	// One read and one delta per token is the common case; sizing up front
 	// avoids regrowing these slices on the hot path.
 	if n := min(tr.MaxTokens+4, 4096); n > 0 {
 		tr.Reads = make([]Read, 0, n)
 		tr.Deltas = make([]Delta, 0, n)
 	}
-	st := &streamState{tr: tr, onEvent: c.onEvent, text: text, onFirstToken: onFirstToken}
+	st := &streamState{tr: tr, wr: wr, onEvent: c.onEvent, text: text, onFirstToken: onFirstToken}
 	p := newSSEParser()
 	defer func() { tr.PreambleBytes = p.preamble() }()
 	emit := func(data []byte) error {
@@ -664,7 +743,8 @@ func isCorrupt(err error) bool {
 
 type streamState struct {
 	tr         *Trace
-	onEvent    func([]byte, time.Time)
+	wr         *wireReader
+	onEvent    func(data []byte, at, returned time.Time)
 	events     int
 	prevTokens int
 	text       *strings.Builder // content so far, when a validator needs it
@@ -683,7 +763,7 @@ func excerpt(b []byte) string {
 func (s *streamState) event(data []byte, at time.Time, read int) error {
 	s.events++
 	if s.onEvent != nil {
-		s.onEvent(data, at)
+		s.onEvent(data, at, s.wr.returned)
 	}
 	if s.tr.SawDone {
 		return nil // nothing after [DONE] counts

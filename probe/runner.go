@@ -229,6 +229,10 @@ func newRunner(cl config.Class, s streamer, sink Sink, o RunnerOptions) (*Runner
 		if !(r.o.ReplaySpeed > 0) || math.IsInf(r.o.ReplaySpeed, 0) {
 			return nil, fmt.Errorf("probe: class %q: replay speed %v must be > 0", cl.Name, o.ReplaySpeed)
 		}
+		if o.ReplayLoop && o.Replay[len(o.Replay)-1].At <= 0 {
+			// Every pass would start at once: a flood at the rate cap.
+			return nil, fmt.Errorf("probe: class %q: a looped replay needs a trace that spans some time; all %d entries are at one instant", cl.Name, len(o.Replay))
+		}
 	}
 	if j := cl.Job; j != nil {
 		if j.Requests <= 0 {

@@ -65,13 +65,18 @@ func TestNewRunnerReplayFileErrors(t *testing.T) {
 	}
 	c := NewClient(ClientOptions{Version: "test"})
 	defer c.CloseIdle()
+	instant := filepath.Join(dir, "instant.jsonl")
+	if err := os.WriteFile(instant, []byte(`{"t": 5, "prompt_tokens": 1, "output_tokens": 1}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for name, tc := range map[string]struct{ file, want string }{
-		"missing":   {filepath.Join(dir, "nope.csv"), "nope.csv"},
-		"bad":       {bad, "needs a time"},
-		"no file":   {"", "needs a file"},
-		"directory": {dir, "is a directory"},
+		"loop of an instant": {instant, "spans some time"},
+		"missing":            {filepath.Join(dir, "nope.csv"), "nope.csv"},
+		"bad":                {bad, "needs a time"},
+		"no file":            {"", "needs a file"},
+		"directory":          {dir, "is a directory"},
 	} {
-		cl := class(config.Arrival{Process: config.ArrivalReplay, File: tc.file, Speed: 1})
+		cl := class(config.Arrival{Process: config.ArrivalReplay, File: tc.file, Speed: 1, Loop: true})
 		_, err := NewRunner(cl, c, func(Trace) {}, RunnerOptions{Targets: []Target{{BaseURL: "http://127.0.0.1:1"}}})
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), `class "c"`) {
 			t.Errorf("%s: err = %v, want it to name the class and mention %q", name, err, tc.want)

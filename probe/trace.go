@@ -53,6 +53,14 @@ type Trace struct {
 	// failed attempt without it is a drop that counts against the job.
 	WillRetry bool
 
+	// ReadLag is the longest any of this stream's bytes waited, after the
+	// kernel had received them, for the probe to read them: the probe's
+	// own delay, already removed from the read times. It is known only
+	// where reads carry kernel receive timestamps (see
+	// ClientOptions.UserSpaceTimestamps) and 0 elsewhere. Large values
+	// mean tokentop was the bottleneck.
+	ReadLag time.Duration
+
 	// FirstTokenReported is true when the first content token was already
 	// reported through Request.OnFirstToken; its TTFT is then accounted.
 	FirstTokenReported bool

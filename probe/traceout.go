@@ -50,6 +50,7 @@ type traceLine struct {
 	SawDone         bool         `json:"saw_done"`
 	RetryAfterMs    float64      `json:"retry_after_ms,omitempty"`
 	PreambleBytes   int64        `json:"preamble_bytes"`
+	ReadLagMs       float64      `json:"read_lag_ms,omitempty"` // the probe's own delay in reading, where known
 	Valid           bool         `json:"valid"`
 	Error           *traceError  `json:"error"`
 	Reads           [][3]float64 `json:"reads"`
@@ -89,7 +90,7 @@ func WriteTraceJSONL(w io.Writer, t Trace) error {
 		IntendedMs: rel(t.IntendedStart), ConnMs: rel(t.ConnDone), WroteMs: rel(t.WroteRequest),
 		HeadersMs: rel(t.Headers), FirstByteMs: rel(t.FirstByte), EndMs: rel(t.End),
 		Status: t.Status, ContentEncoding: t.ContentEncoding, FinishReason: t.FinishReason, SawDone: t.SawDone,
-		RetryAfterMs: ms(t.RetryAfter), PreambleBytes: t.PreambleBytes, Valid: t.Valid,
+		RetryAfterMs: ms(t.RetryAfter), PreambleBytes: t.PreambleBytes, ReadLagMs: ms(t.ReadLag), Valid: t.Valid,
 		Reads:  make([][3]float64, len(t.Reads)),
 		Deltas: make([][4]float64, len(t.Deltas)),
 	}
