@@ -145,13 +145,9 @@ func (c *commonFlags) finish(e env) (config.Config, error) {
 	}
 	cfg := config.Default()
 	if c.configPath != "" {
-		f, err := os.Open(c.configPath)
-		if err != nil {
-			return config.Config{}, usagef("config: %v", err)
-		}
-		defer f.Close()
-		cfg, err = config.Parse(f)
-		if err != nil {
+		// Load reads a replay trace's relative path from the config's folder.
+		var err error
+		if cfg, err = config.Load(c.configPath); err != nil {
 			return config.Config{}, usageError{err.Error()}
 		}
 	}
