@@ -276,7 +276,7 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, kind apiK
 		s.fail(w, http.StatusServiceUnavailable, "ServiceUnavailableError", "the simulated engine is not running")
 		return
 	}
-	stopWake := context.AfterFunc(r.Context(), st.signal)
+	stopWake := context.AfterFunc(r.Context(), st.clientGone)
 	defer stopWake()
 	defer func() {
 		// Tell the engine to stop working for a client that went away.
@@ -304,10 +304,13 @@ func msDuration(ms float64) time.Duration { return time.Duration(ms * float64(ti
 
 // wait blocks until the stream has news or the client is gone (the
 // request's context also signals notify, see serveGenerate; one channel
-// receive is cheaper than a select on every token).
-func wait(r *http.Request, st *stream) bool {
+// receive is cheaper than a select on every token). The stream's own flag,
+// not the request's context, says whether the client left: with a thousand
+// streams the Request and its context are cold memory, and reading them on
+// every token cost more than the rest of the wait.
+func wait(st *stream) bool {
 	<-st.notify
-	return r.Context().Err() == nil
+	return !st.gone.Load()
 }
 
 func (s *Server) streamResponse(r *http.Request, cw *chunkWriter, st *stream, f faultPlan, k Knobs) {
@@ -324,7 +327,7 @@ func (s *Server) streamResponse(r *http.Request, cw *chunkWriter, st *stream, f 
 	stalled := false
 	var emits []int64
 	for {
-		if !wait(r, st) {
+		if !wait(st) {
 			return
 		}
 		st.mu.Lock()
@@ -385,7 +388,7 @@ func (s *Server) streamResponse(r *http.Request, cw *chunkWriter, st *stream, f 
 
 func (s *Server) wholeResponse(w http.ResponseWriter, r *http.Request, cw *chunkWriter, st *stream) {
 	for {
-		if !wait(r, st) {
+		if !wait(st) {
 			return
 		}
 		st.mu.Lock()

@@ -63,6 +63,7 @@ func (s *seq) total() int { return s.prompt + s.generated }
 // appends tokens under mu and signals notify; the handler copies what is new.
 type stream struct {
 	cancelled atomic.Bool
+	gone      atomic.Bool // the client's request context is done
 	notify    chan struct{}
 	gt        bool // keep per-token emission times (ground truth requested)
 
@@ -80,6 +81,12 @@ type stream struct {
 
 func newStream(gt bool) *stream {
 	return &stream{notify: make(chan struct{}, 1), gt: gt}
+}
+
+// clientGone marks the client as gone and wakes the handler.
+func (st *stream) clientGone() {
+	st.gone.Store(true)
+	st.signal()
 }
 
 func (st *stream) signal() {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"sync"
 )
 
 // tokenWord is generated token i: one short word with its leading space,
@@ -26,11 +27,12 @@ type chunkWriter struct {
 	prompt int
 	gt     bool
 	head   []byte // `data: {"id":...,"model":...,"choices":[`
-	buf    []byte
+	bufs   *sync.Pool
+	lent   *[]byte // the buffer the event being built lives in
 }
 
 func (s *Server) newChunkWriter(w http.ResponseWriter, kind apiKind, model string, prompt int, req genRequest, gt bool) *chunkWriter {
-	cw := &chunkWriter{w: w, kind: kind, req: req, model: model, prompt: prompt, gt: gt}
+	cw := &chunkWriter{w: w, kind: kind, req: req, model: model, prompt: prompt, gt: gt, bufs: &s.eventBufs}
 	cw.fl, _ = w.(http.Flusher)
 	obj := "text_completion"
 	prefix := "cmpl-"
@@ -49,7 +51,6 @@ func (s *Server) newChunkWriter(w http.ResponseWriter, kind apiKind, model strin
 	h = append(h, modelJSON...)
 	h = append(h, `,"choices":[`...)
 	cw.head = h
-	cw.buf = make([]byte, 0, 512)
 	return cw
 }
 
@@ -69,7 +70,7 @@ func (cw *chunkWriter) appendUsage(b []byte, completion int) []byte {
 }
 
 func (cw *chunkWriter) roleChunk(now int64) {
-	b := append(cw.buf[:0], cw.head...)
+	b := append(cw.buffer(), cw.head...)
 	b = append(b, `{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]`...)
 	if cw.continuous() {
 		b = append(b, ',')
@@ -87,7 +88,7 @@ func (cw *chunkWriter) roleChunk(now int64) {
 // tokenChunk writes tokens [from, from+n) as one event; finish is set on
 // the last event.
 func (cw *chunkWriter) tokenChunk(from, n int, finish string, emitNs, queueNs, prefillNs int64) {
-	b := append(cw.buf[:0], cw.head...)
+	b := append(cw.buffer(), cw.head...)
 	if cw.kind == apiChat {
 		b = append(b, `{"index":0,"delta":{"content":"`...)
 	} else {
@@ -135,7 +136,7 @@ func (cw *chunkWriter) tokenChunk(from, n int, finish string, emitNs, queueNs, p
 
 // usageChunk is the final event of include_usage: no choices, the totals.
 func (cw *chunkWriter) usageChunk(completion int) {
-	b := append(cw.buf[:0], cw.head...)
+	b := append(cw.buffer(), cw.head...)
 	b = append(b, "],"...)
 	b = cw.appendUsage(b, completion)
 	b = append(b, "}\n\n"...)
@@ -144,19 +145,27 @@ func (cw *chunkWriter) usageChunk(completion int) {
 
 // malformed writes an event whose JSON is cut short (fault injection).
 func (cw *chunkWriter) malformed() {
-	b := append(cw.buf[:0], cw.head...)
+	b := append(cw.buffer(), cw.head...)
 	b = append(b, `{"index":0,"delta":{"content":`...)
 	b = append(b, "\n\n"...)
 	cw.write(b)
 }
 
-func (cw *chunkWriter) done() { cw.write(append(cw.buf[:0], "data: [DONE]\n\n"...)) }
+func (cw *chunkWriter) done() { cw.write(append(cw.buffer(), "data: [DONE]\n\n"...)) }
+
+// buffer borrows an empty buffer for one event; write gives it back.
+func (cw *chunkWriter) buffer() []byte {
+	cw.lent = cw.bufs.Get().(*[]byte)
+	return (*cw.lent)[:0]
+}
 
 func (cw *chunkWriter) write(b []byte) {
-	cw.buf = b[:0]
 	// A write error means the client went away; the request context says
 	// so too, and the stream loop ends on it.
 	_, _ = cw.w.Write(b)
+	*cw.lent = b[:0] // keep a buffer that grew
+	cw.bufs.Put(cw.lent)
+	cw.lent = nil
 }
 
 func (cw *chunkWriter) flush() {
