@@ -45,83 +45,35 @@ type sessionSpec struct {
 	seed   int64
 }
 
+// session is one run: its sources feed the aggregator's goroutine through
+// events; sources stop first, then the pipeline drains and stops.
+type session struct {
+	e       env
+	spec    sessionSpec
+	cfg     config.Config
+	model   string
+	client  *probe.Client
+	targets []probe.Target
+	paths   []string
+	runners []*probe.Runner
+	traces  *traceWriter
+	exp     *exporter.Exporter
+	expLn   net.Listener
+
+	events   chan metrics.Event
+	pipeDone chan struct{}
+	srcCtx   context.Context
+	sources  sync.WaitGroup
+}
+
 // runSession wires sources → aggregator → diagnosis → console or report.
 func runSession(ctx context.Context, e env, spec sessionSpec) (int, error) {
-	cfg := spec.cfg
-	// The pool must never be what limits concurrency: a request waiting for
-	// a connection would count the wait as server latency. Open-loop classes
-	// may have up to the safety cap in flight when the server slows down.
-	maxConns := 0
-	for _, cl := range cfg.Classes {
-		if cl.Arrival.Process == config.ArrivalConcurrency {
-			maxConns += cl.Arrival.N
-		} else {
-			maxConns += config.MaxConcurrencyPerClass
-		}
+	s := &session{e: e, spec: spec, cfg: spec.cfg, events: make(chan metrics.Event, 1<<16), pipeDone: make(chan struct{})}
+	if code, err := s.prepare(ctx); err != nil {
+		s.close()
+		return code, err
 	}
-	client := probe.NewClient(probe.ClientOptions{
-		MaxConns:      maxConns,
-		Insecure:      spec.common.insecure,
-		APIKey:        spec.apiKey,
-		Version:       version,
-		Timeout:       10 * time.Minute,
-		HeaderTimeout: 60 * time.Second,
-	})
-	defer client.CloseIdle()
-
-	model := cfg.Model
-	if model == "" || model == "auto" {
-		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		m, err := probe.DiscoverModel(dctx, client, cfg.Target)
-		cancel()
-		if err != nil {
-			return exitNoData, fmt.Errorf("target %s unreachable: %w", cfg.Target, err)
-		}
-		model = m
-	}
-	// Prompts are sized in the server's own tokens: through its tokenize
-	// endpoint when it has one, else learnt from usage.prompt_tokens.
-	var calib *probe.Calibration
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	if c, err := probe.Calibrate(cctx, client, cfg.Target, model); err == nil {
-		calib = &c
-	}
-	cancel()
-	targets := []probe.Target{{Path: probe.PathDirect, BaseURL: cfg.Target}}
-	paths := []string{probe.PathDirect}
-	if cfg.Gateway != "" {
-		targets = append(targets, probe.Target{Path: probe.PathGateway, BaseURL: cfg.Gateway})
-		paths = append(paths, probe.PathGateway)
-	}
-	metricsURL := cfg.Metrics
-	if metricsURL == "" {
-		metricsURL = strings.TrimSuffix(cfg.Target, "/") + "/metrics"
-	}
-
-	var traces *traceWriter
-	if spec.common.traceOut != "" {
-		f, err := os.Create(spec.common.traceOut)
-		if err != nil {
-			return exitUsage, usagef("--trace-out: %v", err)
-		}
-		traces = newTraceWriter(f)
-		defer func() {
-			if err := traces.Close(); err != nil {
-				fmt.Fprintf(e.Stderr, "tokentop: writing traces: %v\n", err)
-			}
-		}()
-	}
-
-	started := time.Now()
-	agg := metrics.NewAggregator(metrics.Options{Classes: cfg.Classes, Started: started, Paths: paths})
-	events := make(chan metrics.Event, 1<<16)
-	pipeDone := make(chan struct{})
-	send := func(ev metrics.Event) {
-		select {
-		case events <- ev:
-		case <-pipeDone:
-		}
-	}
+	defer s.close()
 
 	srcCtx, stopSources := context.WithCancel(ctx)
 	defer stopSources()
@@ -130,178 +82,29 @@ func runSession(ctx context.Context, e env, spec sessionSpec) (int, error) {
 		srcCtx, cancel = context.WithTimeout(srcCtx, spec.common.duration)
 		defer cancel()
 	}
+	s.srcCtx = srcCtx
+	agg := metrics.NewAggregator(metrics.Options{Classes: s.cfg.Classes, Started: time.Now(), Paths: s.paths})
+	s.startSources()
 
-	var runners []*probe.Runner
-	for i, cl := range cfg.Classes {
-		sink := func(t probe.Trace) {
-			if traces != nil {
-				traces.Write(&t)
-			}
-			send(func(a *metrics.Aggregator) { a.AddTrace(&t) })
-		}
-		r, err := probe.NewRunner(cl, client, sink, probe.RunnerOptions{
-			Seed:        spec.seed + int64(i)*7919,
-			Targets:     targets,
-			Model:       model,
-			Calibration: calib,
-			OnFirstToken: func(ft probe.FirstToken) {
-				send(func(a *metrics.Aggregator) { a.AddFirstToken(ft) })
-			},
-		})
-		if err != nil {
-			return exitUsage, usageError{err.Error()}
-		}
-		runners = append(runners, r)
-	}
-
-	var sources sync.WaitGroup
-	goSource := func(name string, f func(context.Context) error) {
-		sources.Add(1)
-		go func() {
-			defer sources.Done()
-			if err := f(srcCtx); err != nil && srcCtx.Err() == nil {
-				fmt.Fprintf(e.Stderr, "tokentop: %s stopped: %v\n", name, err)
-			}
-		}()
-	}
-	for i, r := range runners {
-		goSource("probe "+cfg.Classes[i].Name, r.Run)
-	}
-	goSource("in-flight counter", func(ctx context.Context) error {
-		t := time.NewTicker(tickEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-t.C:
-				counts := make([]int64, len(runners))
-				for i, r := range runners {
-					counts[i] = r.InFlight()
-				}
-				send(func(a *metrics.Aggregator) {
-					for i, n := range counts {
-						a.SetInFlight(cfg.Classes[i].Name, n)
-					}
-				})
-			}
-		}
-	})
-	scraper := scrape.New(metricsURL, nil, promOptions(model))
-	goSource("scraper", func(ctx context.Context) error {
-		t := time.NewTicker(scrapeEvery)
-		defer t.Stop()
-		for {
-			sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			s, err := scraper.Scrape(sctx)
-			cancel()
-			if ctx.Err() != nil {
-				return nil
-			}
-			at := time.Now()
-			if s != nil {
-				s.At = at
-			}
-			send(func(a *metrics.Aggregator) { a.AddScrape(at, s, err) })
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-t.C:
-			}
-		}
-	})
-	var sampler gpu.Sampler
-	if spec.common.gpuMetrics != "" {
-		sampler = gpu.NewDCGMSampler(spec.common.gpuMetrics, nil)
-	} else {
-		s, closeGPU, status := gpu.OpenNVML()
-		defer closeGPU()
-		if status != "" {
-			st := &gpu.Sample{At: time.Now(), Status: status}
-			send(func(a *metrics.Aggregator) { a.AddGPU(st) })
-		} else {
-			sampler = s
-		}
-	}
-	if sampler != nil {
-		goSource("gpu sampler", func(ctx context.Context) error {
-			return gpu.Run(ctx, sampler, gpuEvery, func(s gpu.Sample) {
-				send(func(a *metrics.Aggregator) { a.AddGPU(&s) })
-			})
-		})
-	}
-	lag := probe.NewLagMonitor(lagEvery, probe.RealClock{})
-	goSource("self-check", func(ctx context.Context) error {
-		return lag.Run(ctx, func(l probe.LagSample) {
-			send(func(a *metrics.Aggregator) { a.AddLag(l) })
-		})
-	})
-
-	var exp *exporter.Exporter
-	if addr := spec.common.listenMetrics; addr != "" {
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			return exitUsage, usagef("--listen-metrics: %v", err)
-		}
-		exp = &exporter.Exporter{}
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", exp)
-		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
-		goSource("metrics endpoint", func(context.Context) error {
-			if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-				return err
-			}
-			return nil
-		})
-		goSource("metrics endpoint shutdown", func(ctx context.Context) error {
-			<-ctx.Done()
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-			defer cancel()
-			return hs.Shutdown(sctx)
-		})
-	}
-
-	// The pipeline owns the aggregator; it stops after every source has.
-	var (
-		mu       sync.Mutex
-		lastSnap *metrics.Snapshot
-		prog     *tea.Program
-	)
-	headless := spec.common.headless
-	if !headless {
+	var prog *tea.Program
+	if !spec.common.headless {
 		prog = tea.NewProgram(tui.New(tui.Options{Title: spec.title, NoColor: spec.common.noColor, Knobs: spec.knobs}),
 			tea.WithAltScreen(), tea.WithContext(ctx), tea.WithInput(e.Stdin), tea.WithOutput(e.Stdout))
 	}
-	ticker := time.NewTicker(tickEvery)
-	defer ticker.Stop()
+	final := make(chan *metrics.Snapshot, 1)
 	pipeErr := make(chan error, 1)
 	go func() {
-		defer close(pipeDone)
-		pipeErr <- metrics.Run(context.WithoutCancel(ctx), agg, events, ticker.C, time.Now, func(s *metrics.Snapshot) {
-			mu.Lock()
-			lastSnap = s
-			mu.Unlock()
-			if exp == nil && prog == nil {
-				return
-			}
-			live := diagnose.Evaluate(&s.Live, cfg.Classes)
-			if exp != nil {
-				exp.Set(s, live)
-			}
-			if prog != nil {
-				runDiag := diagnose.Evaluate(&s.Run, cfg.Classes)
-				prog.Send(tui.SnapshotMsg{Snap: s, Diag: live, RunDiag: &runDiag})
-			}
-		})
+		defer close(s.pipeDone)
+		pipeErr <- s.pipeline(ctx, agg, prog, final)
 	}()
 	stopAll := func() {
 		stopSources()
-		sources.Wait()
-		close(events)
-		<-pipeDone
+		s.sources.Wait()
+		close(s.events)
+		<-s.pipeDone
 	}
 
-	if headless {
+	if prog == nil {
 		<-srcCtx.Done()
 		stopAll()
 	} else {
@@ -323,22 +126,274 @@ func runSession(ctx context.Context, e env, spec sessionSpec) (int, error) {
 	if err := <-pipeErr; err != nil {
 		return exitNoData, err
 	}
-
-	if !headless && spec.common.reportPath == "" {
+	if prog != nil && spec.common.reportPath == "" {
 		// A console the user quit is not a verdict; with --report it is.
 		return exitOK, nil
 	}
-	mu.Lock()
-	final := lastSnap
-	mu.Unlock()
-	diag := diagnose.Evaluate(&final.Run, cfg.Classes)
-	rep := report.Build(final, diag, report.Meta{ToolVersion: version, Target: cfg.Target, Gateway: cfg.Gateway, Model: model})
+	last := <-final
+	rep := report.Build(last, diagnose.Evaluate(&last.Run, s.cfg.Classes),
+		report.Meta{ToolVersion: version, Target: s.cfg.Target, Gateway: s.cfg.Gateway, Model: s.model})
 	if spec.common.reportPath != "" {
 		if err := writeReport(e.Stdout, spec.common.reportPath, spec.common.format, rep); err != nil {
 			return exitNoData, err
 		}
 	}
 	return report.ExitCode(rep), nil
+}
+
+// prepare does everything that can fail before any request is sent: the
+// model, prompt calibration, trace file, runners and the metrics endpoint.
+func (s *session) prepare(ctx context.Context) (int, error) {
+	cfg := &s.cfg
+	// The pool must never be what limits concurrency: a request waiting for
+	// a connection would count the wait as server latency. Open-loop classes
+	// may have up to the safety cap in flight when the server slows down.
+	maxConns := 0
+	for _, cl := range cfg.Classes {
+		if cl.Arrival.Process == config.ArrivalConcurrency {
+			maxConns += cl.Arrival.N
+		} else {
+			maxConns += config.MaxConcurrencyPerClass
+		}
+	}
+	s.client = probe.NewClient(probe.ClientOptions{
+		MaxConns:      maxConns,
+		Insecure:      s.spec.common.insecure,
+		APIKey:        s.spec.apiKey,
+		Version:       version,
+		Timeout:       10 * time.Minute,
+		HeaderTimeout: 60 * time.Second,
+	})
+
+	s.model = cfg.Model
+	if s.model == "" || s.model == "auto" {
+		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		m, err := probe.DiscoverModel(dctx, s.client, cfg.Target)
+		cancel()
+		if err != nil {
+			return exitNoData, fmt.Errorf("target %s unreachable: %w", cfg.Target, err)
+		}
+		s.model = m
+	}
+	// Prompts are sized in the server's own tokens: through its tokenize
+	// endpoint when it has one, else learnt from usage.prompt_tokens.
+	var calib *probe.Calibration
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	if c, err := probe.Calibrate(cctx, s.client, cfg.Target, s.model); err == nil {
+		calib = &c
+	}
+	cancel()
+
+	s.targets = []probe.Target{{Path: probe.PathDirect, BaseURL: cfg.Target}}
+	s.paths = []string{probe.PathDirect}
+	if cfg.Gateway != "" {
+		s.targets = append(s.targets, probe.Target{Path: probe.PathGateway, BaseURL: cfg.Gateway})
+		s.paths = append(s.paths, probe.PathGateway)
+	}
+	if path := s.spec.common.traceOut; path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			return exitUsage, usagef("--trace-out: %v", err)
+		}
+		s.traces = newTraceWriter(f)
+	}
+	for i, cl := range cfg.Classes {
+		sink := func(t probe.Trace) {
+			if s.traces != nil {
+				s.traces.Write(&t)
+			}
+			s.send(func(a *metrics.Aggregator) { a.AddTrace(&t) })
+		}
+		r, err := probe.NewRunner(cl, s.client, sink, probe.RunnerOptions{
+			Seed:        s.spec.seed + int64(i)*7919,
+			Targets:     s.targets,
+			Model:       s.model,
+			Calibration: calib,
+			OnFirstToken: func(ft probe.FirstToken) {
+				s.send(func(a *metrics.Aggregator) { a.AddFirstToken(ft) })
+			},
+		})
+		if err != nil {
+			return exitUsage, usageError{err.Error()}
+		}
+		s.runners = append(s.runners, r)
+	}
+	if addr := s.spec.common.listenMetrics; addr != "" {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return exitUsage, usagef("--listen-metrics: %v", err)
+		}
+		s.exp, s.expLn = &exporter.Exporter{}, ln
+	}
+	return exitOK, nil
+}
+
+// close releases what prepare opened.
+func (s *session) close() {
+	if s.client != nil {
+		s.client.CloseIdle()
+	}
+	if s.traces != nil {
+		if err := s.traces.Close(); err != nil {
+			fmt.Fprintf(s.e.Stderr, "tokentop: writing traces: %v\n", err)
+		}
+	}
+	if s.expLn != nil {
+		s.expLn.Close()
+	}
+}
+
+// send hands an event to the aggregator's goroutine; once the pipeline has
+// stopped, events are dropped rather than blocking a source forever.
+func (s *session) send(ev metrics.Event) {
+	select {
+	case s.events <- ev:
+	case <-s.pipeDone:
+	}
+}
+
+// goSource runs f until the sources stop; the session waits for it.
+func (s *session) goSource(name string, f func(context.Context) error) {
+	s.sources.Add(1)
+	go func() {
+		defer s.sources.Done()
+		if err := f(s.srcCtx); err != nil && s.srcCtx.Err() == nil {
+			fmt.Fprintf(s.e.Stderr, "tokentop: %s stopped: %v\n", name, err)
+		}
+	}()
+}
+
+func (s *session) startSources() {
+	for i, r := range s.runners {
+		s.goSource("probe "+s.cfg.Classes[i].Name, r.Run)
+	}
+	s.goSource("in-flight counter", s.countInFlight)
+	s.goSource("scraper", s.scrapeLoop)
+	s.startGPU()
+	lag := probe.NewLagMonitor(lagEvery, probe.RealClock{})
+	s.goSource("self-check", func(ctx context.Context) error {
+		return lag.Run(ctx, func(l probe.LagSample) {
+			s.send(func(a *metrics.Aggregator) { a.AddLag(l) })
+		})
+	})
+	if s.exp != nil {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", s.exp)
+		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
+		s.goSource("metrics endpoint", func(context.Context) error {
+			if err := hs.Serve(s.expLn); !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		})
+		s.goSource("metrics endpoint shutdown", func(ctx context.Context) error {
+			<-ctx.Done()
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			defer cancel()
+			return hs.Shutdown(sctx)
+		})
+	}
+}
+
+func (s *session) countInFlight(ctx context.Context) error {
+	t := time.NewTicker(tickEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			counts := make([]int64, len(s.runners))
+			for i, r := range s.runners {
+				counts[i] = r.InFlight()
+			}
+			s.send(func(a *metrics.Aggregator) {
+				for i, n := range counts {
+					a.SetInFlight(s.cfg.Classes[i].Name, n)
+				}
+			})
+		}
+	}
+}
+
+func (s *session) scrapeLoop(ctx context.Context) error {
+	url := s.cfg.Metrics
+	if url == "" {
+		url = strings.TrimSuffix(s.cfg.Target, "/") + "/metrics"
+	}
+	scraper := scrape.New(url, nil, promOptions(s.model))
+	t := time.NewTicker(scrapeEvery)
+	defer t.Stop()
+	for {
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		sample, err := scraper.Scrape(sctx)
+		cancel()
+		if ctx.Err() != nil {
+			return nil
+		}
+		at := time.Now()
+		if sample != nil {
+			sample.At = at
+		}
+		s.send(func(a *metrics.Aggregator) { a.AddScrape(at, sample, err) })
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// startGPU samples GPUs from a dcgm-exporter when one is named, else through
+// NVML; without a driver the GPU panel says so once and nothing samples.
+func (s *session) startGPU() {
+	if url := s.spec.common.gpuMetrics; url != "" {
+		s.runGPU(gpu.NewDCGMSampler(url, nil), func() {})
+		return
+	}
+	nv, closeNVML, status := gpu.OpenNVML()
+	if status != "" {
+		st := &gpu.Sample{At: time.Now(), Status: status}
+		s.send(func(a *metrics.Aggregator) { a.AddGPU(st) })
+		return
+	}
+	s.runGPU(nv, closeNVML)
+}
+
+// runGPU samples until the sources stop, then calls done: NVML is shut down
+// only after its last call.
+func (s *session) runGPU(sampler gpu.Sampler, done func()) {
+	s.goSource("gpu sampler", func(ctx context.Context) error {
+		defer done()
+		return gpu.Run(ctx, sampler, gpuEvery, func(g gpu.Sample) {
+			s.send(func(a *metrics.Aggregator) { a.AddGPU(&g) })
+		})
+	})
+}
+
+// pipeline owns the aggregator until every source has stopped: it builds a
+// snapshot every tick, judges it for the console and the metrics endpoint,
+// and hands the last snapshot to final.
+func (s *session) pipeline(ctx context.Context, agg *metrics.Aggregator, prog *tea.Program, final chan<- *metrics.Snapshot) error {
+	ticker := time.NewTicker(tickEvery)
+	defer ticker.Stop()
+	var last *metrics.Snapshot
+	err := metrics.Run(context.WithoutCancel(ctx), agg, s.events, ticker.C, time.Now, func(snap *metrics.Snapshot) {
+		last = snap
+		if s.exp == nil && prog == nil {
+			return
+		}
+		live := diagnose.Evaluate(&snap.Live, s.cfg.Classes)
+		if s.exp != nil {
+			s.exp.Set(snap, live)
+		}
+		if prog != nil {
+			run := diagnose.Evaluate(&snap.Run, s.cfg.Classes)
+			prog.Send(tui.SnapshotMsg{Snap: snap, Diag: live, RunDiag: &run})
+		}
+	})
+	final <- last
+	return err
 }
 
 func writeReport(stdout io.Writer, path, format string, rep report.Report) error {
