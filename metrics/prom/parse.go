@@ -44,7 +44,14 @@ func Parse(r io.Reader, o ParseOptions) (*Sample, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Map(e, o.Model), nil
+	s := Map(e, o.Model)
+	if s.Model == "" && len(s.Models) > 1 {
+		s.PerModel = make(map[string]*Sample, len(s.Models))
+		for _, m := range s.Models {
+			s.PerModel[m] = Map(e, m)
+		}
+	}
+	return s, nil
 }
 
 // Map converts a parsed exposition to a Sample for the given model ("" or

@@ -1,6 +1,7 @@
 package prom
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"maps"
@@ -123,6 +124,34 @@ func TestVLLMV1DataParallel(t *testing.T) {
 				t.Errorf("no warning %q in %q", tc.warn, s.Warnings)
 			}
 		})
+	}
+}
+
+// With several models and none selected, each model's own signals are kept
+// beside their sum (what `tokentop scrape` shows per model).
+func TestPerModelSignals(t *testing.T) {
+	s, err := Parse(strings.NewReader(vllmV1DP), ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.PerModel) != 2 {
+		t.Fatalf("per-model samples = %d, want 2", len(s.PerModel))
+	}
+	checkSignals(t, s.PerModel["m1"], map[string]float64{
+		SignalQueueDepth: 3 + 4, SignalRunning: 8 + 6, SignalKVUsage: 0.70,
+		SignalPreemptionsTotal: 2 + 5, SignalPrefixCacheHitRate: (50.0 + 30) / (100 + 300),
+	})
+	checkSignals(t, s.PerModel["m2"], map[string]float64{SignalQueueDepth: 10, SignalRunning: 1, SignalKVUsage: 0.9})
+	one, _ := Parse(strings.NewReader(vllmV1DP), ParseOptions{Model: "m1"})
+	if one.PerModel != nil {
+		t.Errorf("a selected model has per-model samples: %v", one.PerModel)
+	}
+	var buf bytes.Buffer
+	if err := WriteText(&buf, s); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "MODEL") || !strings.Contains(buf.String(), "m2") {
+		t.Errorf("text output lacks the per-model table:\n%s", buf.String())
 	}
 }
 

@@ -82,6 +82,9 @@ type Sample struct {
 	// Model is the model the signals are for (ParseOptions.Model); ""
 	// when they are summed over all models.
 	Model string
+	// PerModel holds each model's own signals when the exposition has
+	// several models and none was selected (Signals are then their sum).
+	PerModel map[string]*Sample
 	// Signals maps a canonical name to its value; a signal the server does
 	// not expose is absent (nil), never zero.
 	Signals    map[string]*float64

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -93,7 +94,35 @@ func WriteJSON(w io.Writer, s *Sample) error {
 		}
 		b.WriteString("]}")
 	}
-	b.WriteString("\n  },\n  \"warnings\": [")
+	b.WriteString("\n  },")
+	if len(s.PerModel) > 0 {
+		// Beyond the contract: each model's own signals when several share
+		// the endpoint and none was selected.
+		b.WriteString("\n  \"per_model\": {")
+		for i, m := range slices.Sorted(maps.Keys(s.PerModel)) {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString("\n    ")
+			writeJSONString(&b, m)
+			b.WriteString(": {")
+			for j, name := range SignalNames() {
+				if j > 0 {
+					b.WriteString(", ")
+				}
+				writeJSONString(&b, name)
+				b.WriteString(": ")
+				if v, ok := s.PerModel[m].Signal(name); ok {
+					writeJSONNumber(&b, v)
+				} else {
+					b.WriteString("null")
+				}
+			}
+			b.WriteByte('}')
+		}
+		b.WriteString("\n  },")
+	}
+	b.WriteString("\n  \"warnings\": [")
 	for i, wn := range s.Warnings {
 		if i > 0 {
 			b.WriteByte(',')
@@ -249,6 +278,21 @@ func WriteText(w io.Writer, s *Sample) error {
 			val = fmtValue(v) + valueHint(name, v)
 		}
 		fmt.Fprintf(tw, "%s\t%s\n", name, val)
+	}
+	if len(s.PerModel) > 0 {
+		names := SignalNames()
+		fmt.Fprintf(tw, "\nMODEL\t%s\n", strings.Join(names, "\t"))
+		for _, m := range slices.Sorted(maps.Keys(s.PerModel)) {
+			row := []string{m}
+			for _, name := range names {
+				val := "-"
+				if v, ok := s.PerModel[m].Signal(name); ok {
+					val = fmtValue(v)
+				}
+				row = append(row, val)
+			}
+			fmt.Fprintf(tw, "%s\n", strings.Join(row, "\t"))
+		}
 	}
 	fmt.Fprintf(tw, "\nHISTOGRAM\tCOUNT\tMEAN\tP50\tP95\tP99\n")
 	beyond := false
