@@ -93,9 +93,9 @@ func healthySnap() *metrics.Snapshot {
 			QueueDepth:      metrics.GaugeStats{Count: 120, Last: 3, P50: 2, P95: 6, Max: 9},
 			Running:         metrics.GaugeStats{Count: 120, Last: 22, P50: 21, P95: 24, Max: 24},
 			KVUsage:         metrics.GaugeStats{Count: 120, Last: 0.41, P50: 0.38, P95: 0.52, Max: 0.57},
-			PreemptionsPerS: f64(0),
-			TTFT:            dist(160, 380, 590, 190, 690, logBins(40, 1.3, 10, 40, 60, 30, 8)),
-			ITL:             dist(19, 31, 44, 21, 70, logBins(8, 1.3, 100, 900, 2000, 700, 60)),
+			PreemptionsPerS: f64(0), GenerationTokensPerS: f64(5120),
+			TTFT: dist(160, 380, 590, 190, 690, logBins(40, 1.3, 10, 40, 60, 30, 8)),
+			ITL:  dist(19, 31, 44, 21, 70, logBins(8, 1.3, 100, 900, 2000, 700, 60)),
 		},
 		GPU: metrics.GPUStats{
 			Source: "nvml",

@@ -512,6 +512,11 @@ func (r *renderer) serverLines(iw, rows int, withProfile bool) []string {
 		pre = "preempt " + fmtRate(*sv.PreemptionsPerS)
 	}
 	line := run + " · " + pre
+	if sv.GenerationTokensPerS != nil {
+		// The server's own output rate, all traffic included: what a
+		// smaller batch costs in throughput.
+		line += " · gen " + fmtNum(*sv.GenerationTokensPerS) + " tok/s"
+	}
 	if withProfile {
 		line += " · " + r.scrapeWord()
 	}
