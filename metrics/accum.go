@@ -287,13 +287,12 @@ func (c *classAccum) add(m mapping.IndexMapping, t *probe.Trace, rm *requestMeas
 			c.addFirstToken(p, rm.ttftMs, rm.ttftIntendedMs)
 		}
 	}
-	for _, g := range rm.chunkGapsMs {
-		c.chunkGap.add(g)
+	for i, g := range rm.chunkGapsMs {
+		// The prompt bucket needs the final prompt token count; the class
+		// and path may have had the first gaps while the stream ran.
 		b.chunkGap.add(g)
-		p.chunkGap.add(g)
-		c.gaps++
-		if g > stallGapMs {
-			c.stallGaps++
+		if i >= t.GapsReported {
+			c.addGap(p, g, stallGapMs)
 		}
 	}
 	if rm.tokenGapsMs != nil {
@@ -338,6 +337,15 @@ func (c *classAccum) add(m mapping.IndexMapping, t *probe.Trace, rm *requestMeas
 	}
 	if t.Valid && rm.onTime {
 		c.validOut += int64(rm.outputTokens)
+	}
+}
+
+func (c *classAccum) addGap(p *pathAccum, g, stallGapMs float64) {
+	c.chunkGap.add(g)
+	p.chunkGap.add(g)
+	c.gaps++
+	if g > stallGapMs {
+		c.stallGaps++
 	}
 }
 

@@ -196,10 +196,7 @@ func (a *Aggregator) AddTrace(t *probe.Trace) {
 	}
 	cl := &a.opts.Classes[ci]
 	rm := measure(t, cl)
-	stall := durMs(cl.SLO.StallGap.Duration)
-	if stall <= 0 {
-		stall = 250
-	}
+	stall := a.stallGapMs(ci)
 	at := t.End
 	if at.IsZero() {
 		at = t.Sent
@@ -235,6 +232,34 @@ func (a *Aggregator) AddFirstToken(ft probe.FirstToken) {
 			c.addFirstToken(c.path(a.mapping, path), ttft, fromIntended)
 		}
 	}
+}
+
+// AddGaps accounts chunk gaps of a stream still running (see
+// probe.GapReport); the finished Trace's GapsReported skips them.
+func (a *Aggregator) AddGaps(r probe.GapReport) {
+	ci, ok := a.classIx[r.Class]
+	if !ok {
+		return
+	}
+	stall := a.stallGapMs(ci)
+	path := pathName(r.Path)
+	for _, s := range []*slot{a.run, a.slotFor(r.At)} {
+		if s == nil {
+			continue
+		}
+		c := s.classes[ci]
+		p := c.path(a.mapping, path)
+		for _, g := range r.GapsMs {
+			c.addGap(p, g, stall)
+		}
+	}
+}
+
+func (a *Aggregator) stallGapMs(ci int) float64 {
+	if ms := durMs(a.opts.Classes[ci].SLO.StallGap.Duration); ms > 0 {
+		return ms
+	}
+	return 250
 }
 
 func (a *Aggregator) trackJob(t *probe.Trace, ci int, live *slot) {

@@ -314,3 +314,20 @@ func TestFirstTokenCountedOnceAndEarly(t *testing.T) {
 		t.Errorf("TTFT counted %d times (path %d, bucket %d), want once each", c.TTFT.Count, c.Paths[0].TTFT.Count, c.ByPromptBucket[0].TTFT.Count)
 	}
 }
+
+func TestGapsReportedWhileRunningCountedOnce(t *testing.T) {
+	a := newTestAggregator()
+	tr := streamTrace("interactive", t0, []float64{100, 400, 700, 1000}, 0, true) // gaps 300, 300, 300
+	a.AddGaps(probe.GapReport{Class: "interactive", Path: "direct", At: t0.Add(700 * time.Millisecond), GapsMs: []float64{300, 300}})
+	running := a.Tick(t0.Add(800 * time.Millisecond)).Live.Class("interactive")
+	if running.ChunkGap.Count != 2 || running.Gaps != 2 || running.StallGaps != 2 {
+		t.Fatalf("while running: %d gaps (%d counted, %d stalls), want 2/2/2", running.ChunkGap.Count, running.Gaps, running.StallGaps)
+	}
+	tr.GapsReported = 2
+	a.AddTrace(&tr)
+	c := a.Tick(t0.Add(2 * time.Second)).Live.Class("interactive")
+	if c.ChunkGap.Count != 3 || c.Gaps != 3 || c.Paths[0].ChunkGap.Count != 3 || c.ByPromptBucket[0].ChunkGap.Count != 3 {
+		t.Errorf("after the end: class %d, counted %d, path %d, bucket %d; want 3 each",
+			c.ChunkGap.Count, c.Gaps, c.Paths[0].ChunkGap.Count, c.ByPromptBucket[0].ChunkGap.Count)
+	}
+}

@@ -108,6 +108,9 @@ type Request struct {
 	// OnFirstToken, when set, is called from the request's goroutine when
 	// the first non-empty content delta arrives.
 	OnFirstToken func(FirstToken)
+	// OnGaps, when set, is called from the request's goroutine about once a
+	// second with the chunk gaps seen since the last call.
+	OnGaps func(GapReport)
 }
 
 // maxValidatedText bounds the content kept for a validator.
@@ -446,7 +449,7 @@ func (c *Client) stream(parent context.Context, r Request, traceparent string, t
 		// stream it carries: its last read is not this stream's.
 		rx = nil
 	}
-	c.readStream(parent, ctx, cancel, resp, rx, tr, text, r.OnFirstToken)
+	c.readStream(parent, ctx, cancel, resp, rx, tr, text, r.OnFirstToken, r.OnGaps)
 }
 
 type defaultKind int
@@ -636,7 +639,7 @@ func (w *wireReader) ReadByte() (byte, error) {
 // connection can return to the pool.
 const drainAfterDone = time.Second
 
-func (c *Client) readStream(parent, ctx context.Context, cancel context.CancelCauseFunc, resp *http.Response, rx *rxConn, tr *Trace, text *strings.Builder, onFirstToken func(FirstToken)) {
+func (c *Client) readStream(parent, ctx context.Context, cancel context.CancelCauseFunc, resp *http.Response, rx *rxConn, tr *Trace, text *strings.Builder, onFirstToken func(FirstToken), onGaps func(GapReport)) {
 	buf := c.bufs.Get().(*[]byte)
 	defer c.bufs.Put(buf)
 	wr := &wireReader{body: resp.Body, rx: rx, tr: tr, buf: *buf}
@@ -646,7 +649,7 @@ func (c *Client) readStream(parent, ctx context.Context, cancel context.CancelCa
 		tr.Reads = make([]Read, 0, n)
 		tr.Deltas = make([]Delta, 0, n)
 	}
-	st := &streamState{tr: tr, wr: wr, onEvent: c.onEvent, text: text, onFirstToken: onFirstToken}
+	st := &streamState{tr: tr, wr: wr, onEvent: c.onEvent, text: text, onFirstToken: onFirstToken, onGaps: onGaps}
 	p := newSSEParser()
 	defer func() { tr.PreambleBytes = p.preamble() }()
 	emit := func(data []byte) error {
@@ -751,6 +754,30 @@ type streamState struct {
 
 	sawContent   bool
 	onFirstToken func(FirstToken)
+
+	// Chunk gaps are reported while the stream runs, at most once per
+	// gapReportEvery, so long streams show in the gap histograms before
+	// they end.
+	onGaps        func(GapReport)
+	lastContentAt time.Time
+	lastReport    time.Time
+	pendingGaps   []float64
+}
+
+// gapReportEvery bounds how often a running stream reports its new gaps.
+const gapReportEvery = time.Second
+
+// reportGap queues the gap ending at `at` and reports the queue when a
+// report is due.
+func (s *streamState) reportGap(at time.Time) {
+	s.pendingGaps = append(s.pendingGaps, float64(at.Sub(s.lastContentAt))/float64(time.Millisecond))
+	if at.Sub(s.lastReport) < gapReportEvery {
+		return
+	}
+	s.onGaps(GapReport{Class: s.tr.Class, Path: s.tr.Path, At: at, GapsMs: s.pendingGaps})
+	s.tr.GapsReported += len(s.pendingGaps)
+	s.pendingGaps = nil // the report owns the slice now
+	s.lastReport = at
 }
 
 func excerpt(b []byte) string {
@@ -804,11 +831,15 @@ func (s *streamState) event(data []byte, at time.Time, read int) error {
 	if ch.content > 0 {
 		if !s.sawContent {
 			s.sawContent = true
+			s.lastReport = at
 			if s.onFirstToken != nil {
 				s.onFirstToken(FirstToken{Class: s.tr.Class, Path: s.tr.Path, IntendedStart: s.tr.IntendedStart, Sent: s.tr.Sent, At: at})
 				s.tr.FirstTokenReported = true
 			}
+		} else if s.onGaps != nil {
+			s.reportGap(at)
 		}
+		s.lastContentAt = at
 		s.tr.Deltas = append(s.tr.Deltas, Delta{At: at, Read: read, Chars: ch.content, Tokens: tokens})
 	}
 	if ch.hasFinish && string(ch.finish) != s.tr.FinishReason {

@@ -150,6 +150,40 @@ func TestStreamReportsFirstTokenEarly(t *testing.T) {
 	}
 }
 
+// A running stream reports its chunk gaps about once a second; what it
+// reported plus what it did not adds up to every gap, once.
+func TestStreamReportsGapsWhileRunning(t *testing.T) {
+	steps := []step{{data: ev(roleChunk)}, {data: ev(chat("t0"))}}
+	for i := 1; i <= 8; i++ {
+		steps = append(steps, step{pause: 300 * time.Millisecond, data: ev(chat(" t"))})
+	}
+	steps = append(steps, step{data: ev(finishChunk) + ev(usageChunk) + done})
+	srv := serve(t, 200, nil, steps)
+	c := NewClient(ClientOptions{})
+	t.Cleanup(c.CloseIdle)
+	var reports []GapReport
+	tr := c.Stream(context.Background(), Request{
+		Target: Target{Path: PathDirect, BaseURL: srv.URL}, Class: "interactive", API: "chat", Model: "m",
+		Prompt: "hi", PromptTokens: 1, MaxTokens: 16,
+		OnGaps: func(g GapReport) { reports = append(reports, g) },
+	})
+	if tr.Err != nil {
+		t.Fatal(tr.Err)
+	}
+	reported := 0
+	for _, r := range reports {
+		reported += len(r.GapsMs)
+		for _, g := range r.GapsMs {
+			if g < 250 || g > 1000 {
+				t.Errorf("reported gap %.0f ms, want ~300", g)
+			}
+		}
+	}
+	if len(reports) < 1 || len(reports) > 3 || reported != tr.GapsReported || tr.GapsReported > 8 {
+		t.Errorf("%d reports with %d gaps, trace says %d reported; want 1–3 reports of at most the 8 gaps", len(reports), reported, tr.GapsReported)
+	}
+}
+
 func TestStreamRoleOnlyFirstChunk(t *testing.T) {
 	srv := serve(t, 200, nil, []step{
 		{data: ev(roleChunk)},

@@ -31,6 +31,9 @@ type RunnerOptions struct {
 	// OnFirstToken, when set, is told of each request's first content token
 	// as it arrives, so TTFT can be shown for streams still running.
 	OnFirstToken func(FirstToken)
+	// OnGaps, when set, receives running streams' chunk gaps about once a
+	// second (see Request.OnGaps).
+	OnGaps func(GapReport)
 
 	// MaxInFlight caps concurrent requests of an open-loop class; 0 means
 	// config.MaxConcurrencyPerClass. Closed-loop classes use arrival.n.
@@ -459,6 +462,7 @@ func (r *Runner) do(ctx context.Context, w work, intended time.Time) Trace {
 		Deadline:      w.deadline,
 		Validate:      r.o.Validate,
 		OnFirstToken:  r.o.OnFirstToken,
+		OnGaps:        r.o.OnGaps,
 	}
 	if !sleepUntil(ctx, r.clock, r.tpm.reserveN(r.clock.Now(), req.PromptTokens+req.MaxTokens)) {
 		tr := Trace{Class: req.Class, Kind: req.Kind, Path: req.Target.Path, API: req.API, Model: req.Model,

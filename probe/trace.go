@@ -64,6 +64,10 @@ type Trace struct {
 	// FirstTokenReported is true when the first content token was already
 	// reported through Request.OnFirstToken; its TTFT is then accounted.
 	FirstTokenReported bool
+	// GapsReported is how many of the stream's chunk gaps (between
+	// consecutive content deltas, in order) were already reported through
+	// Request.OnGaps.
+	GapsReported int
 
 	Err   *Error
 	Valid bool // stream ended properly, was non-empty and passed the class's validators
@@ -124,6 +128,14 @@ type FirstToken struct {
 	IntendedStart time.Time
 	Sent          time.Time
 	At            time.Time
+}
+
+// GapReport carries the chunk gaps (ms, between consecutive content
+// deltas) a running stream saw since its previous report.
+type GapReport struct {
+	Class, Path string
+	At          time.Time
+	GapsMs      []float64
 }
 
 // LagSample is one self-check reading: how late a timer the probe asked for

@@ -212,6 +212,9 @@ func (s *session) prepare(ctx context.Context) (int, error) {
 			OnFirstToken: func(ft probe.FirstToken) {
 				s.send(func(a *metrics.Aggregator) { a.AddFirstToken(ft) })
 			},
+			OnGaps: func(g probe.GapReport) {
+				s.send(func(a *metrics.Aggregator) { a.AddGaps(g) })
+			},
 		})
 		if err != nil {
 			return exitUsage, usageError{err.Error()}
