@@ -254,50 +254,38 @@ type signalSpec struct {
 	get  getter
 }
 
-// sumOf adds the selected series of name; match is label/value pairs.
-func sumOf(name string, match ...string) getter {
+// reduceOf folds the selected series of name with f; lowestRank keeps one
+// series per replica (see mapper.values). Absent when nothing matches.
+func reduceOf(name string, lowestRank bool, f func([]float64) float64, match []string) getter {
 	return func(m *mapper) (float64, bool) {
-		vs := m.values(name, match, true)
+		vs := m.values(name, match, lowestRank)
 		if len(vs) == 0 {
 			return 0, false
 		}
-		t := 0.0
-		for _, v := range vs {
-			t += v
-		}
-		return t, true
+		return f(vs), true
 	}
 }
 
+func sum(vs []float64) float64 {
+	t := 0.0
+	for _, v := range vs {
+		t += v
+	}
+	return t
+}
+
+// sumOf adds the selected series of name; match is label/value pairs.
+func sumOf(name string, match ...string) getter { return reduceOf(name, true, sum, match) }
+
 // maxOf takes the largest selected series of name, over all ranks.
 func maxOf(name string, match ...string) getter {
-	return func(m *mapper) (float64, bool) {
-		vs := m.values(name, match, false)
-		if len(vs) == 0 {
-			return 0, false
-		}
-		mx := vs[0]
-		for _, v := range vs[1:] {
-			mx = math.Max(mx, v)
-		}
-		return mx, true
-	}
+	return reduceOf(name, false, func(vs []float64) float64 { return slices.Max(vs) }, match)
 }
 
 // meanOf averages the selected series of name (for ratios servers compute
 // themselves, such as a hit rate, where neither a sum nor a max is right).
 func meanOf(name string, match ...string) getter {
-	return func(m *mapper) (float64, bool) {
-		vs := m.values(name, match, true)
-		if len(vs) == 0 {
-			return 0, false
-		}
-		t := 0.0
-		for _, v := range vs {
-			t += v
-		}
-		return t / float64(len(vs)), true
-	}
+	return reduceOf(name, true, func(vs []float64) float64 { return sum(vs) / float64(len(vs)) }, match)
 }
 
 // ratio divides two getters; absent when either is, or the denominator is 0
