@@ -313,21 +313,38 @@ func wait(st *stream) bool {
 	return !st.gone.Load()
 }
 
+// none says no fault is planned for the stream.
+func (f faultPlan) none() bool {
+	return f.disconnectAt < 0 && f.stallAt < 0 && f.malformedAt < 0
+}
+
 func (s *Server) streamResponse(r *http.Request, cw *chunkWriter, st *stream, f faultPlan, k Knobs) {
 	h := cw.w.Header()
 	h.Set("Content-Type", "text/event-stream; charset=utf-8")
 	h.Set("Cache-Control", "no-cache")
 	cw.w.WriteHeader(http.StatusOK)
 	if cw.kind == apiChat {
-		cw.roleChunk(s.clock.Now().UnixNano())
+		cw.queue(cw.appendRole(cw.pending(), s.clock.Now().UnixNano()))
 	}
 	cw.flush()
+	sent := 0
+	if f.none() {
+		if ds := s.direct(r, cw, st, k.StreamInterval); ds != nil {
+			var over bool
+			sent, over = ds.serve(cw.pending())
+			cw.release()
+			if over {
+				return
+			}
+			s.handoffs.Add(1)
+		}
+	}
 	interval := k.StreamInterval
-	sent, chunks := 0, 0
 	stalled := false
 	var emits []int64
 	for {
 		if !wait(st) {
+			cw.release()
 			return
 		}
 		st.mu.Lock()
@@ -340,6 +357,7 @@ func (s *Server) streamResponse(r *http.Request, cw *chunkWriter, st *stream, f 
 		target := st.target
 		st.mu.Unlock()
 		if aborted {
+			cw.release()
 			return
 		}
 		for n-sent >= interval || (done && sent < n) {
@@ -354,12 +372,11 @@ func (s *Server) streamResponse(r *http.Request, cw *chunkWriter, st *stream, f 
 			}
 			if f.malformedAt >= 0 && float64(sent) >= f.malformedAt*float64(target) {
 				f.malformedAt = -1
-				cw.malformed()
+				cw.queue(cw.appendMalformed(cw.pending()))
 			} else {
-				cw.tokenChunk(sent, cnt, fin, emit, queueNs, prefillNs)
+				cw.queue(cw.appendTokens(cw.pending(), sent, cnt, fin, emit, queueNs, prefillNs))
 			}
 			sent += cnt
-			chunks++
 			if f.disconnectAt >= 0 && float64(sent) >= f.disconnectAt*float64(target) && !(done && sent == n) {
 				cw.flush()
 				// Cut the connection without a terminating chunk, as a
@@ -375,10 +392,7 @@ func (s *Server) streamResponse(r *http.Request, cw *chunkWriter, st *stream, f 
 			}
 		}
 		if done && sent == n {
-			if cw.req.StreamOptions != nil && cw.req.StreamOptions.IncludeUsage {
-				cw.usageChunk(n)
-			}
-			cw.done()
+			cw.queue(cw.appendEnd(cw.pending(), n))
 			cw.flush()
 			return
 		}

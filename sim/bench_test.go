@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"sync"
@@ -115,7 +114,7 @@ func BenchmarkEngine1000Streams(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = s.Run(ctx) })
-	ts := httptest.NewServer(s.Handler())
+	ts := serveHTTP(s)
 	defer func() {
 		cancel()
 		wg.Wait()

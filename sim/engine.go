@@ -77,6 +77,9 @@ type stream struct {
 	finish    string
 	queueNs   int64
 	prefillNs int64
+	// direct, once set, takes the stream's new tokens instead of notify:
+	// delivery workers write them (see direct.go).
+	direct *directStream
 }
 
 func newStream(gt bool) *stream {
@@ -118,12 +121,15 @@ type engine struct {
 	rng *rand.Rand
 	met *engineMetrics
 
-	nextID     uint64
-	nextOrder  uint64
-	waiting    []*seq
-	running    []*seq
-	batch      []*seq
-	finished   []*seq
+	nextID    uint64
+	nextOrder uint64
+	waiting   []*seq
+	running   []*seq
+	batch     []*seq
+	finished  []*seq
+	// ready lists the direct streams given tokens by the latest step; the
+	// engine's owner hands them to the delivery workers.
+	ready      []*directStream
 	usedBlocks int
 	budget     int
 	prioDirty  bool
@@ -456,8 +462,13 @@ func (e *engine) complete(end int64) {
 				st.done = true
 				st.finish = finishReason(s)
 			}
+			direct := st.direct
 			st.mu.Unlock()
-			st.signal()
+			if direct != nil {
+				e.ready = append(e.ready, direct)
+			} else {
+				st.signal()
+			}
 		}
 		if fin {
 			s.state = stateFinished

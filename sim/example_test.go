@@ -27,7 +27,9 @@ func Example() {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = s.Run(ctx) }) // requests progress only while Run runs
-	ts := httptest.NewServer(s.Handler())
+	ts := httptest.NewUnstartedServer(s.Handler())
+	ts.Config.ConnContext = s.ConnContext // token events go straight to the connection
+	ts.Start()
 	defer func() {
 		cancel()
 		wg.Wait()

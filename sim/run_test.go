@@ -133,7 +133,7 @@ func TestShutdownEndsStreams(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = s.Run(ctx) })
-	ts := httptest.NewServer(s.Handler())
+	ts := serveHTTP(s)
 	defer ts.Close()
 	resp := post(t, ts.URL+"/v1/completions", `{"prompt":"x","max_tokens":500,"ignore_eos":true,"stream":true}`)
 	defer resp.Body.Close()

@@ -49,6 +49,9 @@ type Server struct {
 	// stream would be cold memory by the next token when a thousand
 	// streams take turns; a pooled one stays in this CPU's cache.
 	eventBufs sync.Pool
+
+	delivery *delivery    // writes direct streams while Run runs
+	handoffs atomic.Int64 // direct streams a slow client sent back to their handler
 }
 
 // New builds a server with the given knobs.
@@ -56,7 +59,7 @@ func New(k Knobs, opts ...Option) (*Server, error) {
 	if err := k.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{clock: realClock{}, knobs: k, wake: make(chan struct{}, 1)}
+	s := &Server{clock: realClock{}, knobs: k, wake: make(chan struct{}, 1), delivery: newDelivery()}
 	s.eventBufs.New = func() any {
 		b := make([]byte, 0, 512)
 		return &b
@@ -135,6 +138,13 @@ func (s *Server) Run(ctx context.Context) error {
 		return errors.New("sim: Run called twice")
 	}
 	e := s.eng
+	deliverCtx, stopDelivery := context.WithCancel(ctx)
+	var workers sync.WaitGroup
+	workers.Go(func() { s.delivery.run(deliverCtx) })
+	defer func() {
+		stopDelivery()
+		workers.Wait()
+	}()
 	timer := s.clock.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
@@ -172,8 +182,7 @@ func (s *Server) Run(ctx context.Context) error {
 			return nil
 		case <-timer.C():
 			if dur > 0 {
-				e.complete(s.clock.Now().UnixNano())
-				s.publish(e)
+				s.complete(e)
 			}
 		case <-s.wake:
 			// New work while idle; a step in flight must still finish.
@@ -184,8 +193,7 @@ func (s *Server) Run(ctx context.Context) error {
 					s.shutdown(e)
 					return nil
 				}
-				e.complete(s.clock.Now().UnixNano())
-				s.publish(e)
+				s.complete(e)
 			} else if !timer.Stop() {
 				select {
 				case <-timer.C():
@@ -194,6 +202,15 @@ func (s *Server) Run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// complete ends the engine's step now and hands new tokens on.
+func (s *Server) complete(e *engine) {
+	e.complete(s.clock.Now().UnixNano())
+	s.delivery.post(e.ready)
+	clear(e.ready)
+	e.ready = e.ready[:0]
+	s.publish(e)
 }
 
 func (s *Server) publish(e *engine) {

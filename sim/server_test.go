@@ -38,13 +38,21 @@ func startServer(t *testing.T, k Knobs) (*Server, *httptest.Server) {
 			t.Errorf("Run: %v", err)
 		}
 	})
-	ts := httptest.NewServer(s.Handler())
+	ts := serveHTTP(s)
 	t.Cleanup(func() {
 		cancel()
 		wg.Wait()
 		ts.Close()
 	})
 	return s, ts
+}
+
+// serveHTTP serves s on loopback as tokentop does, direct path included.
+func serveHTTP(s *Server) *httptest.Server {
+	ts := httptest.NewUnstartedServer(s.Handler())
+	ts.Config.ConnContext = s.ConnContext
+	ts.Start()
+	return ts
 }
 
 func post(t *testing.T, url, body string, hdr ...string) *http.Response {

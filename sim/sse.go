@@ -15,8 +15,10 @@ func tokenWord(i int) string {
 	return words[i%len(words)]
 }
 
-// chunkWriter writes one request's SSE events exactly as vLLM's OpenAI
-// server does, building each event in a reused buffer.
+// chunkWriter builds one request's SSE events exactly as vLLM's OpenAI
+// server sends them. Events are appended to a buffer; the handler's own
+// path sends that buffer through the ResponseWriter on flush, and the
+// direct path (direct.go) frames and writes it to the connection itself.
 type chunkWriter struct {
 	w      http.ResponseWriter
 	fl     http.Flusher
@@ -28,7 +30,8 @@ type chunkWriter struct {
 	gt     bool
 	head   []byte // `data: {"id":...,"model":...,"choices":[`
 	bufs   *sync.Pool
-	lent   *[]byte // the buffer the event being built lives in
+	lent   *[]byte // the pooled buffer pending lives in
+	queued []byte  // events not yet flushed
 }
 
 func (s *Server) newChunkWriter(w http.ResponseWriter, kind apiKind, model string, prompt int, req genRequest, gt bool) *chunkWriter {
@@ -59,6 +62,11 @@ func (cw *chunkWriter) continuous() bool {
 	return o != nil && o.IncludeUsage && o.ContinuousUsageStats
 }
 
+func (cw *chunkWriter) includeUsage() bool {
+	o := cw.req.StreamOptions
+	return o != nil && o.IncludeUsage
+}
+
 func (cw *chunkWriter) appendUsage(b []byte, completion int) []byte {
 	b = append(b, `"usage":{"prompt_tokens":`...)
 	b = strconv.AppendInt(b, int64(cw.prompt), 10)
@@ -69,8 +77,9 @@ func (cw *chunkWriter) appendUsage(b []byte, completion int) []byte {
 	return append(b, '}')
 }
 
-func (cw *chunkWriter) roleChunk(now int64) {
-	b := append(cw.buffer(), cw.head...)
+// appendRole appends the chat stream's first event: the role, no content.
+func (cw *chunkWriter) appendRole(b []byte, now int64) []byte {
+	b = append(b, cw.head...)
 	b = append(b, `{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]`...)
 	if cw.continuous() {
 		b = append(b, ',')
@@ -81,14 +90,13 @@ func (cw *chunkWriter) roleChunk(now int64) {
 		b = strconv.AppendInt(b, now, 10)
 		b = append(b, `,"tokens":0}`...)
 	}
-	b = append(b, "}\n\n"...)
-	cw.write(b)
+	return append(b, "}\n\n"...)
 }
 
-// tokenChunk writes tokens [from, from+n) as one event; finish is set on
-// the last event.
-func (cw *chunkWriter) tokenChunk(from, n int, finish string, emitNs, queueNs, prefillNs int64) {
-	b := append(cw.buffer(), cw.head...)
+// appendTokens appends the event carrying tokens [from, from+n); finish is
+// set on the last event.
+func (cw *chunkWriter) appendTokens(b []byte, from, n int, finish string, emitNs, queueNs, prefillNs int64) []byte {
+	b = append(b, cw.head...)
 	if cw.kind == apiChat {
 		b = append(b, `{"index":0,"delta":{"content":"`...)
 	} else {
@@ -130,45 +138,60 @@ func (cw *chunkWriter) tokenChunk(from, n int, finish string, emitNs, queueNs, p
 		}
 		b = append(b, '}')
 	}
-	b = append(b, "}\n\n"...)
-	cw.write(b)
+	return append(b, "}\n\n"...)
 }
 
-// usageChunk is the final event of include_usage: no choices, the totals.
-func (cw *chunkWriter) usageChunk(completion int) {
-	b := append(cw.buffer(), cw.head...)
-	b = append(b, "],"...)
-	b = cw.appendUsage(b, completion)
-	b = append(b, "}\n\n"...)
-	cw.write(b)
+// appendEnd appends what follows the last token: the usage event when
+// include_usage asks for it, then [DONE].
+func (cw *chunkWriter) appendEnd(b []byte, completion int) []byte {
+	if cw.includeUsage() {
+		b = append(b, cw.head...)
+		b = append(b, "],"...)
+		b = cw.appendUsage(b, completion)
+		b = append(b, "}\n\n"...)
+	}
+	return append(b, "data: [DONE]\n\n"...)
 }
 
-// malformed writes an event whose JSON is cut short (fault injection).
-func (cw *chunkWriter) malformed() {
-	b := append(cw.buffer(), cw.head...)
+// appendMalformed appends an event whose JSON is cut short (fault injection).
+func (cw *chunkWriter) appendMalformed(b []byte) []byte {
+	b = append(b, cw.head...)
 	b = append(b, `{"index":0,"delta":{"content":`...)
-	b = append(b, "\n\n"...)
-	cw.write(b)
+	return append(b, "\n\n"...)
 }
 
-func (cw *chunkWriter) done() { cw.write(append(cw.buffer(), "data: [DONE]\n\n"...)) }
-
-// buffer borrows an empty buffer for one event; write gives it back.
-func (cw *chunkWriter) buffer() []byte {
-	cw.lent = cw.bufs.Get().(*[]byte)
-	return (*cw.lent)[:0]
+// pending is the handler path's buffer of events not yet flushed, borrowed
+// from the pool until flush.
+func (cw *chunkWriter) pending() []byte {
+	if cw.lent == nil {
+		cw.lent = cw.bufs.Get().(*[]byte)
+		cw.queued = (*cw.lent)[:0]
+	}
+	return cw.queued
 }
 
-func (cw *chunkWriter) write(b []byte) {
-	// A write error means the client went away; the request context says
-	// so too, and the stream loop ends on it.
-	_, _ = cw.w.Write(b)
-	*cw.lent = b[:0] // keep a buffer that grew
-	cw.bufs.Put(cw.lent)
-	cw.lent = nil
+// queue keeps b, the pending buffer grown by append calls.
+func (cw *chunkWriter) queue(b []byte) { cw.queued = b }
+
+// release gives the pending buffer back without sending it.
+func (cw *chunkWriter) release() {
+	if cw.lent != nil {
+		*cw.lent = cw.queued[:0]
+		cw.bufs.Put(cw.lent)
+		cw.lent, cw.queued = nil, nil
+	}
 }
 
+// flush sends the pending events through the ResponseWriter and flushes.
 func (cw *chunkWriter) flush() {
+	if cw.lent != nil {
+		// A write error means the client went away; the request context
+		// says so too, and the stream loop ends on it.
+		_, _ = cw.w.Write(cw.queued)
+		*cw.lent = cw.queued[:0] // keep a buffer that grew
+		cw.bufs.Put(cw.lent)
+		cw.lent, cw.queued = nil, nil
+	}
 	if cw.fl != nil {
 		cw.fl.Flush()
 	}

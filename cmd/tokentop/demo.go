@@ -77,7 +77,7 @@ func startSim(ctx context.Context, k sim.Knobs, addr string) (*simStack, error) 
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	st := &simStack{srv: srv, stop: cancel, target: "http://" + ln.Addr().String(), errs: make(chan error, 3)}
-	st.serve(ln, srv.Handler())
+	st.serve(ln, srv.Handler(), srv.ConnContext) // token events go straight to the connection
 	if k.ProxyBufferBytes > 0 {
 		pln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -85,7 +85,7 @@ func startSim(ctx context.Context, k sim.Knobs, addr string) (*simStack, error) 
 			return nil, fmt.Errorf("buffering proxy: %w", err)
 		}
 		up, _ := url.Parse(st.target)
-		st.serve(pln, srv.Proxy(up)) // follows live changes of the proxy knobs
+		st.serve(pln, srv.Proxy(up), nil) // follows live changes of the proxy knobs
 		st.gateway = "http://" + pln.Addr().String()
 	}
 	st.wg.Add(1)
@@ -98,9 +98,9 @@ func startSim(ctx context.Context, k sim.Knobs, addr string) (*simStack, error) 
 	return st, nil
 }
 
-func (st *simStack) serve(ln net.Listener, h http.Handler) {
+func (st *simStack) serve(ln net.Listener, h http.Handler, connContext func(context.Context, net.Conn) context.Context) {
 	// The console owns the terminal: server logs would scribble over it.
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.New(io.Discard, "", 0), ConnContext: connContext}
 	st.servers = append(st.servers, hs)
 	st.wg.Add(1)
 	go func() {

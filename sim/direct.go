@@ -1,0 +1,312 @@
+package sim
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+)
+
+// The direct path. With a thousand streams, one token each per engine step,
+// waking a handler goroutine per token and passing each event through
+// net/http's buffered, chunk-framing writer cost more CPU than building the
+// event. So once a plain stream (no faults planned) has sent its headers
+// through net/http, a few delivery workers write its token events straight
+// to the connection, framed exactly as net/http would frame them, and the
+// handler goroutine sleeps until the stream ends. The bytes on the wire are
+// the same as on the handler's path; net/http still writes the headers and,
+// when the handler returns, the terminating chunk, and keeps the connection
+// alive for the next request.
+//
+// Workers never block: a write the socket will not take whole (a client
+// reading slower than the stream) is handed, with the rest of the stream, to
+// the request's handler goroutine, whose blocking writes stall that stream
+// alone.
+
+// connKey is the context key under which ConnContext stores the connection.
+type connKey struct{}
+
+// ConnContext lets the simulator write token events straight to the
+// connection. Set it as the http.Server's ConnContext when that server
+// passes Handler's ResponseWriter through unwrapped (a ServeMux is fine; a
+// middleware that buffers or rewrites the body is not). Without it every
+// stream takes the handler path, which costs more CPU per token.
+func (s *Server) ConnContext(ctx context.Context, c net.Conn) context.Context {
+	return context.WithValue(ctx, connKey{}, c)
+}
+
+// frameReserve is room kept before the events for the chunk-size line:
+// eight hex digits and CRLF.
+const frameReserve = 10
+
+// directStream is one plain stream written by the delivery workers.
+type directStream struct {
+	st       *stream
+	cw       *chunkWriter
+	conn     net.Conn
+	rc       syscall.RawConn
+	chunked  bool // HTTP/1.1 chunked framing; HTTP/1.0 ends the body by closing
+	interval int
+	shard    int
+
+	mu       sync.Mutex // held while writing; guards everything below
+	sent     int
+	emits    []int64
+	ended    bool   // nothing more is written here
+	finished bool   // the stream's last event has been built
+	failed   bool   // the connection failed
+	rest     []byte // framed bytes the socket would not take without blocking
+
+	// The RawConn callback's argument and results, kept here so that the
+	// callback is one method value made once, not a closure per write.
+	out     []byte
+	wrote   int
+	werr    error
+	writeFn func(fd uintptr) bool
+}
+
+// direct switches a stream to the direct path, or returns nil when the
+// connection does not allow it: no ConnContext, HTTP/2, TLS, or a platform
+// without non-blocking raw writes.
+func (s *Server) direct(r *http.Request, cw *chunkWriter, st *stream, interval int) *directStream {
+	if !directWrites || r.ProtoMajor != 1 || r.TLS != nil {
+		return nil
+	}
+	c, ok := r.Context().Value(connKey{}).(net.Conn)
+	if !ok {
+		return nil
+	}
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	ds := &directStream{
+		st: st, cw: cw, conn: c, rc: rc, interval: interval,
+		// net/http chunks a response without Content-Length to HTTP/1.1
+		// requests and closes the connection after one to HTTP/1.0.
+		chunked: r.ProtoAtLeast(1, 1),
+		shard:   s.delivery.shardFor(),
+	}
+	ds.writeFn = ds.writeOnce
+	st.mu.Lock()
+	st.direct = ds
+	st.mu.Unlock()
+	return ds
+}
+
+// deliver writes the events for tokens the stream has not sent yet, built
+// in buf, and returns buf for reuse.
+func (ds *directStream) deliver(buf []byte) []byte {
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	if ds.ended {
+		return buf
+	}
+	st := ds.st
+	st.mu.Lock()
+	n, done, aborted, finish := st.tokens, st.done, st.aborted, st.finish
+	queueNs, prefillNs, last := st.queueNs, st.prefillNs, st.lastEmit
+	base := ds.sent
+	if st.gt {
+		ds.emits = append(ds.emits[:0], st.emits[base:n]...)
+	}
+	st.mu.Unlock()
+	if aborted || st.gone.Load() {
+		return buf // the engine or the request's context has woken the handler
+	}
+	b := buf[:frameReserve]
+	for n-ds.sent >= ds.interval || (done && ds.sent < n) {
+		cnt := min(ds.interval, n-ds.sent)
+		emit := last
+		if st.gt {
+			emit = ds.emits[ds.sent+cnt-1-base]
+		}
+		fin := ""
+		if done && ds.sent+cnt == n {
+			fin = finish
+		}
+		b = ds.cw.appendTokens(b, ds.sent, cnt, fin, emit, queueNs, prefillNs)
+		ds.sent += cnt
+	}
+	if done && ds.sent == n {
+		b = ds.cw.appendEnd(b, n)
+		ds.finished, ds.ended = true, true
+	}
+	if len(b) > frameReserve {
+		ds.write(frame(b, ds.chunked))
+	}
+	if ds.ended {
+		st.signal()
+	}
+	if cap(b) > 1<<20 {
+		return nil // do not keep a buffer one far-behind stream grew
+	}
+	return b[:0]
+}
+
+// frame turns events built after frameReserve bytes into one HTTP chunk.
+func frame(b []byte, chunked bool) []byte {
+	if !chunked {
+		return b[frameReserve:]
+	}
+	var line [frameReserve]byte
+	l := strconv.AppendUint(line[:0], uint64(len(b)-frameReserve), 16)
+	l = append(l, '\r', '\n')
+	start := frameReserve - len(l)
+	copy(b[start:], l)
+	return append(b[start:], '\r', '\n')
+}
+
+// write tries once to write out without blocking; what the socket does not
+// take ends the direct path and waits for the handler.
+func (ds *directStream) write(out []byte) {
+	ds.out, ds.wrote, ds.werr = out, 0, nil
+	if err := ds.rc.Write(ds.writeFn); err != nil {
+		ds.werr = err
+	}
+	switch {
+	case ds.werr != nil:
+		ds.failed, ds.ended = true, true
+	case ds.wrote < len(out):
+		ds.rest = slices.Clone(out[ds.wrote:])
+		ds.ended = true
+	}
+	ds.out = nil
+}
+
+func (ds *directStream) writeOnce(fd uintptr) bool {
+	ds.wrote, ds.werr = writeNonblocking(fd, ds.out)
+	return true // never wait for the socket here
+}
+
+// serve is the handler's side of the direct path: it delivers what came
+// before the switch, then waits until the stream has ended. It returns done
+// when the request is over, or the number of tokens sent when the handler
+// must write the rest of the stream itself (the client reads slowly).
+func (ds *directStream) serve(buf []byte) (sent int, done bool) {
+	st := ds.st
+	ds.deliver(buf)
+	for {
+		gone := !wait(st)
+		ds.mu.Lock()
+		if !ds.ended {
+			st.mu.Lock()
+			aborted := st.aborted
+			st.mu.Unlock()
+			if !gone && !aborted {
+				ds.mu.Unlock()
+				continue // a token that came before the switch
+			}
+			ds.ended = true
+			ds.mu.Unlock()
+			return 0, true
+		}
+		rest, failed, finished := ds.rest, ds.failed, ds.finished
+		sent = ds.sent
+		ds.rest = nil
+		ds.mu.Unlock()
+		if failed || gone {
+			return 0, true
+		}
+		if rest != nil {
+			if _, err := ds.conn.Write(rest); err != nil {
+				return 0, true
+			}
+		}
+		if finished {
+			return 0, true
+		}
+		// Back to the handler's path; tokens the engine handed to the
+		// workers meanwhile were not written, so look at once.
+		st.mu.Lock()
+		st.direct = nil
+		st.mu.Unlock()
+		st.signal()
+		return sent, false
+	}
+}
+
+// delivery is the pool of workers that write direct streams, one shard of
+// the streams each so that a stream's events stay in order.
+type delivery struct {
+	shards []deliveryShard
+	next   atomic.Uint64
+}
+
+type deliveryShard struct {
+	mu    sync.Mutex
+	queue []*directStream
+	wake  chan struct{}
+}
+
+func newDelivery() *delivery {
+	d := &delivery{shards: make([]deliveryShard, runtime.GOMAXPROCS(0))}
+	for i := range d.shards {
+		d.shards[i].wake = make(chan struct{}, 1)
+	}
+	return d
+}
+
+func (d *delivery) shardFor() int { return int(d.next.Add(1) % uint64(len(d.shards))) }
+
+// post hands the streams that have new tokens after a step to their workers.
+func (d *delivery) post(ready []*directStream) {
+	if len(ready) == 0 {
+		return
+	}
+	for i := range d.shards {
+		sh := &d.shards[i]
+		sh.mu.Lock()
+		n := len(sh.queue)
+		for _, ds := range ready {
+			if ds.shard == i {
+				sh.queue = append(sh.queue, ds)
+			}
+		}
+		added := len(sh.queue) > n
+		sh.mu.Unlock()
+		if added {
+			select {
+			case sh.wake <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// run runs the workers until ctx is done.
+func (d *delivery) run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for i := range d.shards {
+		wg.Go(func() { d.work(ctx, &d.shards[i]) })
+	}
+	wg.Wait()
+}
+
+func (d *delivery) work(ctx context.Context, sh *deliveryShard) {
+	var batch []*directStream
+	buf := make([]byte, 0, 4096)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-sh.wake:
+		}
+		sh.mu.Lock()
+		batch, sh.queue = sh.queue, batch[:0]
+		sh.mu.Unlock()
+		for i, ds := range batch {
+			buf = ds.deliver(buf)
+			batch[i] = nil
+		}
+	}
+}

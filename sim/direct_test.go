@@ -1,0 +1,188 @@
+package sim
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// rawExchange sends one request per body on a single connection, as an
+// HTTP/1.x client that keeps the connection alive would, and returns each
+// response's decoded body. net/http's reader checks the chunk framing.
+func rawExchange(t *testing.T, addr, proto string, bodies ...string) []string {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	br := bufio.NewReader(conn)
+	var out []string
+	for _, body := range bodies {
+		fmt.Fprintf(conn, "POST /v1/chat/completions %s\r\nHost: sim\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", proto, len(body), body)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("reading response %d: %v", len(out), err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatalf("reading body %d: %v", len(out), err)
+		}
+		wantTE := []string{"chunked"}
+		if proto == "HTTP/1.0" {
+			wantTE = nil
+		}
+		if fmt.Sprint(resp.TransferEncoding) != fmt.Sprint(wantTE) {
+			t.Errorf("%s: transfer encoding %v, want %v", proto, resp.TransferEncoding, wantTE)
+		}
+		out = append(out, string(b))
+	}
+	return out
+}
+
+var volatileFields = regexp.MustCompile(`"id":"[a-z]+-[0-9a-f]+"|"created":\d+`)
+
+// TestDirectPathSendsWhatTheHandlerPathSends compares, byte for byte, the
+// bodies a server writes on the direct path and on the handler's path, for
+// both APIs, usage options and packed chunks, over keep-alive HTTP/1.1 and
+// over HTTP/1.0.
+func TestDirectPathSendsWhatTheHandlerPathSends(t *testing.T) {
+	bodies := []string{
+		`{"messages":[{"role":"user","content":"one two"}],"max_tokens":7,"ignore_eos":true,"stream":true}`,
+		`{"messages":[{"role":"user","content":"one two"}],"max_tokens":9,"ignore_eos":true,"stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true}}`,
+		`{"messages":[{"role":"user","content":"three"}],"max_tokens":5,"ignore_eos":true,"stream":true,"stream_options":{"include_usage":true}}`,
+	}
+	for _, interval := range []int{1, 3} {
+		k := fastKnobs()
+		k.StreamInterval = interval
+		serve := func(direct bool) string {
+			s, err := New(k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			var wg sync.WaitGroup
+			wg.Go(func() { _ = s.Run(ctx) })
+			ts := httptest.NewUnstartedServer(s.Handler())
+			if direct {
+				ts.Config.ConnContext = s.ConnContext
+			}
+			ts.Start()
+			defer func() {
+				cancel()
+				wg.Wait()
+				ts.Close()
+			}()
+			got := rawExchange(t, ts.Listener.Addr().String(), "HTTP/1.1", bodies...)
+			got = append(got, rawExchange(t, ts.Listener.Addr().String(), "HTTP/1.0", bodies[1])...)
+			if direct && s.delivery.next.Load() == 0 {
+				t.Error("no stream took the direct path")
+			}
+			return volatileFields.ReplaceAllString(strings.Join(got, "\n----\n"), "X")
+		}
+		viaHandler, viaDirect := serve(false), serve(true)
+		if viaDirect != viaHandler {
+			t.Errorf("interval %d: direct path sent\n%s\nhandler path sent\n%s", interval, viaDirect, viaHandler)
+		}
+		if n := strings.Count(viaDirect, "data: [DONE]"); n != len(bodies)+1 {
+			t.Errorf("interval %d: %d streams ended with [DONE], want %d", interval, n, len(bodies)+1)
+		}
+	}
+}
+
+// TestSlowClientGoesBackToItsHandler stops reading while a long stream is
+// written into small socket buffers: the delivery worker must not block,
+// the stream's handler writes the rest, and the client still gets every
+// token in order once it reads again.
+func TestSlowClientGoesBackToItsHandler(t *testing.T) {
+	k := fastKnobs()
+	k.DecodeStepMs = 0.05
+	s, err := New(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = s.Run(ctx) })
+	ts := httptest.NewUnstartedServer(s.Handler())
+	ts.Config.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		_ = c.(*net.TCPConn).SetWriteBuffer(4 << 10)
+		return s.ConnContext(ctx, c)
+	}
+	ts.Start()
+	defer func() {
+		cancel()
+		wg.Wait()
+		ts.Close()
+	}()
+
+	conn, err := net.Dial("tcp", ts.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.(*net.TCPConn).SetReadBuffer(4 << 10)
+	const tokens = 1000
+	body := fmt.Sprintf(`{"prompt":"x","max_tokens":%d,"ignore_eos":true,"stream":true}`, tokens)
+	fmt.Fprintf(conn, "POST /v1/completions HTTP/1.1\r\nHost: sim\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+
+	// Meanwhile a second stream on its own connection must keep flowing.
+	other := post(t, ts.URL+"/v1/completions", `{"prompt":"x","max_tokens":200,"ignore_eos":true,"stream":true}`)
+	start := time.Now()
+	b, err := io.ReadAll(other.Body)
+	other.Body.Close()
+	if err != nil || !strings.Contains(string(b), "[DONE]") {
+		t.Fatalf("the other stream: %v, %d bytes", err, len(b))
+	}
+	t.Logf("other stream done in %v while the slow client read nothing", time.Since(start))
+
+	deadline := time.Now().Add(10 * time.Second)
+	for s.handoffs.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if s.handoffs.Load() == 0 {
+		t.Fatal("the stream never went back to its handler; the test did not fill the socket")
+	}
+	// Read at full speed now: a 4 KiB window would make TCP, not the
+	// server, the slow part.
+	_ = conn.(*net.TCPConn).SetReadBuffer(4 << 20)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	next := 0
+	done := false
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "data: [DONE]" {
+			done = true
+			continue
+		}
+		if !strings.HasPrefix(line, "data: ") {
+			continue
+		}
+		want := fmt.Sprintf(`"text":"%s"`, tokenWord(next))
+		if !strings.Contains(line, want) {
+			t.Fatalf("event %d: %s, want %s", next, line, want)
+		}
+		next++
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if next != tokens || !done {
+		t.Errorf("got %d token events (want %d), [DONE] %v", next, tokens, done)
+	}
+}
