@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -120,14 +122,18 @@ func BenchmarkEngine1000Streams(b *testing.B) {
 		wg.Wait()
 		ts.Close()
 	}()
-	addr := ts.Listener.Addr().String()
+	reportServerCPU(b, ts.Listener.Addr().String(), streams, tokens, func() int64 { return s.State().EmittedTokens })
+}
 
+// reportServerCPU runs b.N client processes of streams×tokens against addr
+// and reports this process's CPU per token, tokens counted by emitted.
+func reportServerCPU(b *testing.B, addr string, streams, tokens int, emitted func() int64) {
 	b.ResetTimer()
 	var user, sys time.Duration
-	var emitted int64
+	var total int64
 	start := time.Now()
 	for range b.N {
-		before := s.State().EmittedTokens
+		before := emitted()
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %d %d", benchClientEnv, addr, streams, tokens))
 		cmd.Stderr = os.Stderr
@@ -138,15 +144,127 @@ func BenchmarkEngine1000Streams(b *testing.B) {
 		u1, s1 := cpuTime()
 		user += u1 - u0
 		sys += s1 - s0
-		emitted += s.State().EmittedTokens - before
+		total += emitted() - before
 	}
 	elapsed := time.Since(start)
-	if emitted < int64(b.N*streams*tokens) {
-		b.Fatalf("emitted %d tokens, want %d", emitted, b.N*streams*tokens)
+	if total < int64(b.N*streams*tokens) {
+		b.Fatalf("emitted %d tokens, want %d", total, b.N*streams*tokens)
 	}
-	b.ReportMetric(float64((user+sys).Microseconds())/float64(emitted), "server-cpu-µs/token")
-	b.ReportMetric(float64(user.Microseconds())/float64(emitted), "user-µs/token")
-	b.ReportMetric(float64(sys.Microseconds())/float64(emitted), "sys-µs/token")
-	b.ReportMetric(float64(emitted)/elapsed.Seconds(), "tokens/s")
+	b.ReportMetric(float64((user+sys).Microseconds())/float64(total), "server-cpu-µs/token")
+	b.ReportMetric(float64(user.Microseconds())/float64(total), "user-µs/token")
+	b.ReportMetric(float64(sys.Microseconds())/float64(total), "sys-µs/token")
+	b.ReportMetric(float64(total)/elapsed.Seconds(), "tokens/s")
 	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkLoopbackWriteFloor is the yardstick for
+// BenchmarkEngine1000Streams: the same clients, sent the same event bytes
+// at the same pace by a server that does nothing else, one write per
+// event from one goroutine, no HTTP. Its CPU per token is what the kernel
+// charges a sender for a small loopback TCP write on this machine; the
+// difference is what the simulator itself costs.
+func BenchmarkLoopbackWriteFloor(b *testing.B) {
+	const streams, tokens = 1000, 200
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		ln.Close()
+		wg.Wait()
+	}()
+	type client struct {
+		conn net.Conn
+		sent int
+	}
+	var mu sync.Mutex
+	var accepted []*client
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				// Read the request as a server must before it streams.
+				if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+					c.Close()
+					return
+				}
+				mu.Lock()
+				accepted = append(accepted, &client{conn: c})
+				mu.Unlock()
+			})
+		}
+	})
+	// An event of the size and shape the simulator sends.
+	s, err := New(DefaultKnobs())
+	if err != nil {
+		b.Fatal(err)
+	}
+	cw := s.newChunkWriter(nil, apiCompletions, "meta-llama/Llama-3.1-8B-Instruct", 2, genRequest{}, false)
+	event := cw.appendTokens(nil, 0, 1, "", 0, 0, 0)
+	last := cw.appendEnd(cw.appendTokens(nil, 0, 1, "length", 0, 0, 0), tokens)
+	var written atomic.Int64
+	wg.Go(func() {
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		var streaming []*client
+		for {
+			select {
+			case <-ctx.Done():
+				for _, c := range streaming {
+					c.conn.Close()
+				}
+				return
+			case <-tick.C:
+			}
+			mu.Lock()
+			streaming, accepted = append(streaming, accepted...), accepted[:0]
+			mu.Unlock()
+			streaming = slices.DeleteFunc(streaming, func(c *client) bool {
+				c.sent++
+				if c.sent < tokens {
+					_, _ = c.conn.Write(event)
+					written.Add(1)
+					return false
+				}
+				_, _ = c.conn.Write(last)
+				written.Add(1)
+				c.conn.Close()
+				return true
+			})
+		}
+	})
+	reportServerCPU(b, ln.Addr().String(), streams, tokens, written.Load)
+}
+
+// BenchmarkEngineStepsNoIO is the engine alone, a thousand streams decoding
+// in virtual time with nobody reading them: the part of
+// BenchmarkEngine1000Streams's CPU that is scheduling and metrics, not
+// HTTP or the kernel.
+func BenchmarkEngineStepsNoIO(b *testing.B) {
+	k := quietKnobs()
+	k.MaxNumSeqs = 1024
+	k.MaxBatchedTokens = 16384
+	e := newEngine(k, newEngineMetrics(k.MaxModelLen, 0))
+	now := virtualStart
+	tokens := int64(0)
+	b.ResetTimer()
+	for b.Loop() {
+		if len(e.running)+len(e.waiting) == 0 {
+			b.StopTimer()
+			for range 1000 {
+				e.enqueue(&seq{origin: originAPI, prompt: 2, maxTokens: 200, ignoreEOS: true})
+			}
+			b.StartTimer()
+		}
+		before := e.emittedTokens
+		step(e, &now)
+		tokens += e.emittedTokens - before
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(tokens), "ns/token")
 }

@@ -45,29 +45,32 @@ func (s *Server) ConnContext(ctx context.Context, c net.Conn) context.Context {
 const frameReserve = 10
 
 // directStream is one plain stream written by the delivery workers.
+//
+// Fields a token's write touches come first: with a thousand streams each
+// is cold by the next step, and every cache line is a miss.
 type directStream struct {
-	st       *stream
-	cw       *chunkWriter
-	conn     net.Conn
-	rc       syscall.RawConn
+	mu       sync.Mutex // held while writing; guards sent to rest
+	sent     int
+	ended    bool // nothing more is written here
+	finished bool // the stream's last event has been built
+	failed   bool // the connection failed
 	chunked  bool // HTTP/1.1 chunked framing; HTTP/1.0 ends the body by closing
 	interval int
-	shard    int
-
-	mu       sync.Mutex // held while writing; guards everything below
-	sent     int
-	emits    []int64
-	ended    bool   // nothing more is written here
-	finished bool   // the stream's last event has been built
-	failed   bool   // the connection failed
-	rest     []byte // framed bytes the socket would not take without blocking
+	format   eventFormat
+	rc       syscall.RawConn
 
 	// The RawConn callback's argument and results, kept here so that the
 	// callback is one method value made once, not a closure per write.
+	writeFn func(fd uintptr) bool
 	out     []byte
 	wrote   int
 	werr    error
-	writeFn func(fd uintptr) bool
+
+	st    *stream
+	conn  net.Conn
+	shard int
+	emits []int64
+	rest  []byte // framed bytes the socket would not take without blocking
 }
 
 // direct switches a stream to the direct path, or returns nil when the
@@ -90,7 +93,7 @@ func (s *Server) direct(r *http.Request, cw *chunkWriter, st *stream, interval i
 		return nil
 	}
 	ds := &directStream{
-		st: st, cw: cw, conn: c, rc: rc, interval: interval,
+		st: st, format: cw.eventFormat, conn: c, rc: rc, interval: interval,
 		// net/http chunks a response without Content-Length to HTTP/1.1
 		// requests and closes the connection after one to HTTP/1.0.
 		chunked: r.ProtoAtLeast(1, 1),
@@ -103,49 +106,59 @@ func (s *Server) direct(r *http.Request, cw *chunkWriter, st *stream, interval i
 	return ds
 }
 
-// deliver writes the events for tokens the stream has not sent yet, built
-// in buf, and returns buf for reuse.
-func (ds *directStream) deliver(buf []byte) []byte {
+// tokenNews is a direct stream's state after an engine step, copied while
+// the engine held the stream's lock so that the delivery worker need not
+// take it: with a thousand streams each lock is a cache miss.
+type tokenNews struct {
+	ds        *directStream
+	shard     int
+	tokens    int
+	done      bool
+	lastEmit  int64
+	finish    string
+	queueNs   int64
+	prefillNs int64
+}
+
+// deliver writes the events for tokens up to news that the stream has not
+// sent yet, built in buf, and returns buf for reuse.
+func (ds *directStream) deliver(buf []byte, news tokenNews) []byte {
 	ds.mu.Lock()
 	defer ds.mu.Unlock()
 	if ds.ended {
 		return buf
 	}
-	st := ds.st
-	st.mu.Lock()
-	n, done, aborted, finish := st.tokens, st.done, st.aborted, st.finish
-	queueNs, prefillNs, last := st.queueNs, st.prefillNs, st.lastEmit
+	n, done := news.tokens, news.done
 	base := ds.sent
-	if st.gt {
+	if ds.format.gt {
+		st := ds.st
+		st.mu.Lock()
 		ds.emits = append(ds.emits[:0], st.emits[base:n]...)
-	}
-	st.mu.Unlock()
-	if aborted || st.gone.Load() {
-		return buf // the engine or the request's context has woken the handler
+		st.mu.Unlock()
 	}
 	b := buf[:frameReserve]
 	for n-ds.sent >= ds.interval || (done && ds.sent < n) {
 		cnt := min(ds.interval, n-ds.sent)
-		emit := last
-		if st.gt {
+		emit := news.lastEmit
+		if ds.format.gt {
 			emit = ds.emits[ds.sent+cnt-1-base]
 		}
 		fin := ""
 		if done && ds.sent+cnt == n {
-			fin = finish
+			fin = news.finish
 		}
-		b = ds.cw.appendTokens(b, ds.sent, cnt, fin, emit, queueNs, prefillNs)
+		b = ds.format.appendTokens(b, ds.sent, cnt, fin, emit, news.queueNs, news.prefillNs)
 		ds.sent += cnt
 	}
 	if done && ds.sent == n {
-		b = ds.cw.appendEnd(b, n)
+		b = ds.format.appendEnd(b, n)
 		ds.finished, ds.ended = true, true
 	}
 	if len(b) > frameReserve {
 		ds.write(frame(b, ds.chunked))
 	}
 	if ds.ended {
-		st.signal()
+		ds.st.signal()
 	}
 	if cap(b) > 1<<20 {
 		return nil // do not keep a buffer one far-behind stream grew
@@ -194,7 +207,10 @@ func (ds *directStream) writeOnce(fd uintptr) bool {
 // must write the rest of the stream itself (the client reads slowly).
 func (ds *directStream) serve(buf []byte) (sent int, done bool) {
 	st := ds.st
-	ds.deliver(buf)
+	st.mu.Lock()
+	news := st.news()
+	st.mu.Unlock()
+	ds.deliver(buf, news) // tokens that came before the switch
 	for {
 		gone := !wait(st)
 		ds.mu.Lock()
@@ -204,7 +220,7 @@ func (ds *directStream) serve(buf []byte) (sent int, done bool) {
 			st.mu.Unlock()
 			if !gone && !aborted {
 				ds.mu.Unlock()
-				continue // a token that came before the switch
+				continue // the signal of a token that came before the switch
 			}
 			ds.ended = true
 			ds.mu.Unlock()
@@ -244,7 +260,7 @@ type delivery struct {
 
 type deliveryShard struct {
 	mu    sync.Mutex
-	queue []*directStream
+	queue []tokenNews
 	wake  chan struct{}
 }
 
@@ -258,8 +274,8 @@ func newDelivery() *delivery {
 
 func (d *delivery) shardFor() int { return int(d.next.Add(1) % uint64(len(d.shards))) }
 
-// post hands the streams that have new tokens after a step to their workers.
-func (d *delivery) post(ready []*directStream) {
+// post hands what a step gave direct streams to their workers.
+func (d *delivery) post(ready []tokenNews) {
 	if len(ready) == 0 {
 		return
 	}
@@ -267,9 +283,9 @@ func (d *delivery) post(ready []*directStream) {
 		sh := &d.shards[i]
 		sh.mu.Lock()
 		n := len(sh.queue)
-		for _, ds := range ready {
-			if ds.shard == i {
-				sh.queue = append(sh.queue, ds)
+		for _, news := range ready {
+			if news.shard == i {
+				sh.queue = append(sh.queue, news)
 			}
 		}
 		added := len(sh.queue) > n
@@ -293,7 +309,7 @@ func (d *delivery) run(ctx context.Context) {
 }
 
 func (d *delivery) work(ctx context.Context, sh *deliveryShard) {
-	var batch []*directStream
+	var batch []tokenNews
 	buf := make([]byte, 0, 4096)
 	for {
 		select {
@@ -304,9 +320,9 @@ func (d *delivery) work(ctx context.Context, sh *deliveryShard) {
 		sh.mu.Lock()
 		batch, sh.queue = sh.queue, batch[:0]
 		sh.mu.Unlock()
-		for i, ds := range batch {
-			buf = ds.deliver(buf)
-			batch[i] = nil
+		for _, news := range batch {
+			buf = news.ds.deliver(buf, news)
 		}
+		clear(batch) // drop the streams' pointers
 	}
 }

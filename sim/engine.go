@@ -82,6 +82,14 @@ type stream struct {
 	direct *directStream
 }
 
+// news is the stream's state for its direct writer; mu must be held.
+func (st *stream) news() tokenNews {
+	return tokenNews{
+		ds: st.direct, shard: st.direct.shard, tokens: st.tokens, done: st.done, lastEmit: st.lastEmit,
+		finish: st.finish, queueNs: st.queueNs, prefillNs: st.prefillNs,
+	}
+}
+
 func newStream(gt bool) *stream {
 	return &stream{notify: make(chan struct{}, 1), gt: gt}
 }
@@ -127,9 +135,9 @@ type engine struct {
 	running   []*seq
 	batch     []*seq
 	finished  []*seq
-	// ready lists the direct streams given tokens by the latest step; the
-	// engine's owner hands them to the delivery workers.
-	ready      []*directStream
+	// ready is what the latest step gave direct streams; the engine's
+	// owner hands it to the delivery workers.
+	ready      []tokenNews
 	usedBlocks int
 	budget     int
 	prioDirty  bool
@@ -462,11 +470,11 @@ func (e *engine) complete(end int64) {
 				st.done = true
 				st.finish = finishReason(s)
 			}
-			direct := st.direct
-			st.mu.Unlock()
-			if direct != nil {
-				e.ready = append(e.ready, direct)
+			if st.direct != nil {
+				e.ready = append(e.ready, st.news())
+				st.mu.Unlock()
 			} else {
+				st.mu.Unlock()
 				st.signal()
 			}
 		}

@@ -15,28 +15,38 @@ func tokenWord(i int) string {
 	return words[i%len(words)]
 }
 
-// chunkWriter builds one request's SSE events exactly as vLLM's OpenAI
-// server sends them. Events are appended to a buffer; the handler's own
-// path sends that buffer through the ResponseWriter on flush, and the
-// direct path (direct.go) frames and writes it to the connection itself.
+// eventFormat builds one request's SSE events exactly as vLLM's OpenAI
+// server sends them, appending each to a buffer. It is small so that the
+// direct path (direct.go) keeps a copy next to its other per-stream state.
+type eventFormat struct {
+	head   []byte // `data: {"id":...,"model":...,"choices":[`
+	prompt int
+	kind   apiKind
+	gt     bool
+	// includeUsage and continuous are the request's stream_options: a
+	// final usage event, and usage in every event.
+	includeUsage, continuous bool
+}
+
+// chunkWriter is the handler's path: events queue in a pooled buffer and
+// flush sends them through the ResponseWriter.
 type chunkWriter struct {
+	eventFormat
 	w      http.ResponseWriter
 	fl     http.Flusher
-	kind   apiKind
-	req    genRequest
 	id     string
 	model  string
-	prompt int
-	gt     bool
-	head   []byte // `data: {"id":...,"model":...,"choices":[`
 	bufs   *sync.Pool
 	lent   *[]byte // the pooled buffer pending lives in
 	queued []byte  // events not yet flushed
 }
 
 func (s *Server) newChunkWriter(w http.ResponseWriter, kind apiKind, model string, prompt int, req genRequest, gt bool) *chunkWriter {
-	cw := &chunkWriter{w: w, kind: kind, req: req, model: model, prompt: prompt, gt: gt, bufs: &s.eventBufs}
+	cw := &chunkWriter{eventFormat: eventFormat{kind: kind, prompt: prompt, gt: gt}, w: w, model: model, bufs: &s.eventBufs}
 	cw.fl, _ = w.(http.Flusher)
+	if o := req.StreamOptions; o != nil {
+		cw.includeUsage, cw.continuous = o.IncludeUsage, o.IncludeUsage && o.ContinuousUsageStats
+	}
 	obj := "text_completion"
 	prefix := "cmpl-"
 	if kind == apiChat {
@@ -57,35 +67,25 @@ func (s *Server) newChunkWriter(w http.ResponseWriter, kind apiKind, model strin
 	return cw
 }
 
-func (cw *chunkWriter) continuous() bool {
-	o := cw.req.StreamOptions
-	return o != nil && o.IncludeUsage && o.ContinuousUsageStats
-}
-
-func (cw *chunkWriter) includeUsage() bool {
-	o := cw.req.StreamOptions
-	return o != nil && o.IncludeUsage
-}
-
-func (cw *chunkWriter) appendUsage(b []byte, completion int) []byte {
+func (f *eventFormat) appendUsage(b []byte, completion int) []byte {
 	b = append(b, `"usage":{"prompt_tokens":`...)
-	b = strconv.AppendInt(b, int64(cw.prompt), 10)
+	b = strconv.AppendInt(b, int64(f.prompt), 10)
 	b = append(b, `,"total_tokens":`...)
-	b = strconv.AppendInt(b, int64(cw.prompt+completion), 10)
+	b = strconv.AppendInt(b, int64(f.prompt+completion), 10)
 	b = append(b, `,"completion_tokens":`...)
 	b = strconv.AppendInt(b, int64(completion), 10)
 	return append(b, '}')
 }
 
 // appendRole appends the chat stream's first event: the role, no content.
-func (cw *chunkWriter) appendRole(b []byte, now int64) []byte {
-	b = append(b, cw.head...)
+func (f *eventFormat) appendRole(b []byte, now int64) []byte {
+	b = append(b, f.head...)
 	b = append(b, `{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]`...)
-	if cw.continuous() {
+	if f.continuous {
 		b = append(b, ',')
-		b = cw.appendUsage(b, 0)
+		b = f.appendUsage(b, 0)
 	}
-	if cw.gt {
+	if f.gt {
 		b = append(b, `,"tokentop_sim":{"emit_unix_ns":`...)
 		b = strconv.AppendInt(b, now, 10)
 		b = append(b, `,"tokens":0}`...)
@@ -95,9 +95,9 @@ func (cw *chunkWriter) appendRole(b []byte, now int64) []byte {
 
 // appendTokens appends the event carrying tokens [from, from+n); finish is
 // set on the last event.
-func (cw *chunkWriter) appendTokens(b []byte, from, n int, finish string, emitNs, queueNs, prefillNs int64) []byte {
-	b = append(b, cw.head...)
-	if cw.kind == apiChat {
+func (f *eventFormat) appendTokens(b []byte, from, n int, finish string, emitNs, queueNs, prefillNs int64) []byte {
+	b = append(b, f.head...)
+	if f.kind == apiChat {
 		b = append(b, `{"index":0,"delta":{"content":"`...)
 	} else {
 		b = append(b, `{"index":0,"text":"`...)
@@ -105,7 +105,7 @@ func (cw *chunkWriter) appendTokens(b []byte, from, n int, finish string, emitNs
 	for i := from; i < from+n; i++ {
 		b = append(b, tokenWord(i)...)
 	}
-	if cw.kind == apiChat {
+	if f.kind == apiChat {
 		b = append(b, `"},"logprobs":null,"finish_reason":`...)
 	} else {
 		b = append(b, `","logprobs":null,"finish_reason":`...)
@@ -117,15 +117,15 @@ func (cw *chunkWriter) appendTokens(b []byte, from, n int, finish string, emitNs
 		b = append(b, finish...)
 		b = append(b, '"')
 	}
-	if finish != "" || cw.kind == apiCompletions {
+	if finish != "" || f.kind == apiCompletions {
 		b = append(b, `,"stop_reason":null`...)
 	}
 	b = append(b, "}]"...)
-	if cw.continuous() {
+	if f.continuous {
 		b = append(b, ',')
-		b = cw.appendUsage(b, from+n)
+		b = f.appendUsage(b, from+n)
 	}
-	if cw.gt {
+	if f.gt {
 		b = append(b, `,"tokentop_sim":{"emit_unix_ns":`...)
 		b = strconv.AppendInt(b, emitNs, 10)
 		b = append(b, `,"tokens":`...)
@@ -143,19 +143,19 @@ func (cw *chunkWriter) appendTokens(b []byte, from, n int, finish string, emitNs
 
 // appendEnd appends what follows the last token: the usage event when
 // include_usage asks for it, then [DONE].
-func (cw *chunkWriter) appendEnd(b []byte, completion int) []byte {
-	if cw.includeUsage() {
-		b = append(b, cw.head...)
+func (f *eventFormat) appendEnd(b []byte, completion int) []byte {
+	if f.includeUsage {
+		b = append(b, f.head...)
 		b = append(b, "],"...)
-		b = cw.appendUsage(b, completion)
+		b = f.appendUsage(b, completion)
 		b = append(b, "}\n\n"...)
 	}
 	return append(b, "data: [DONE]\n\n"...)
 }
 
 // appendMalformed appends an event whose JSON is cut short (fault injection).
-func (cw *chunkWriter) appendMalformed(b []byte) []byte {
-	b = append(b, cw.head...)
+func (f *eventFormat) appendMalformed(b []byte) []byte {
+	b = append(b, f.head...)
 	b = append(b, `{"index":0,"delta":{"content":`...)
 	return append(b, "\n\n"...)
 }
