@@ -129,6 +129,9 @@ func (ds *directStream) deliver(buf []byte, news tokenNews) []byte {
 		return buf
 	}
 	n, done := news.tokens, news.done
+	if n < ds.sent {
+		return buf // older news than what the handler's catch-up wrote
+	}
 	base := ds.sent
 	if ds.format.gt {
 		st := ds.st
@@ -136,7 +139,8 @@ func (ds *directStream) deliver(buf []byte, news tokenNews) []byte {
 		ds.emits = append(ds.emits[:0], st.emits[base:n]...)
 		st.mu.Unlock()
 	}
-	b := buf[:frameReserve]
+	var line [frameReserve]byte
+	b := append(buf[:0], line[:]...) // room for the chunk-size line
 	for n-ds.sent >= ds.interval || (done && ds.sent < n) {
 		cnt := min(ds.interval, n-ds.sent)
 		emit := news.lastEmit

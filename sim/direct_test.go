@@ -186,3 +186,82 @@ func TestSlowClientGoesBackToItsHandler(t *testing.T) {
 		t.Errorf("got %d token events (want %d), [DONE] %v", next, tokens, done)
 	}
 }
+
+// TestDeliverIgnoresStaleNews: a worker may hold news older than what the
+// handler's catch-up already wrote; it must write nothing and not fail.
+func TestDeliverIgnoresStaleNews(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	server, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+	rc, err := server.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := newStream(true)
+	st.emits = []int64{1, 2, 3, 4, 5}
+	ds := &directStream{st: st, conn: server, rc: rc, interval: 1, chunked: true,
+		format: eventFormat{head: []byte("data: {"), kind: apiCompletions, gt: true}}
+	ds.writeFn = ds.writeOnce
+	ds.deliver(nil, tokenNews{ds: ds, tokens: 5, lastEmit: 5})
+	ds.deliver(nil, tokenNews{ds: ds, tokens: 3, lastEmit: 3})
+	ds.deliver(nil, tokenNews{ds: ds, tokens: 5, lastEmit: 5, done: true, finish: "length"})
+	if !ds.finished || ds.failed || ds.rest != nil {
+		t.Fatalf("finished %v failed %v rest %d bytes", ds.finished, ds.failed, len(ds.rest))
+	}
+	server.Close()
+	b, err := io.ReadAll(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), `"tokens":1}`); n != 5 {
+		t.Errorf("%d token events, want 5:\n%s", n, b)
+	}
+	if !strings.HasSuffix(string(b), "data: [DONE]\n\n\r\n") {
+		t.Errorf("stream does not end with [DONE] in a chunk:\n%q", b)
+	}
+}
+
+// TestClientLeavingDirectStreamFreesTheEngine: a client that hangs up in
+// the middle of a direct stream wakes its handler, which tells the engine
+// to drop the sequence.
+func TestClientLeavingDirectStreamFreesTheEngine(t *testing.T) {
+	s, ts := startServer(t, fastKnobs())
+	conn, err := net.Dial("tcp", ts.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"prompt":"x","max_tokens":5000,"ignore_eos":true,"stream":true}`
+	fmt.Fprintf(conn, "POST /v1/completions HTTP/1.1\r\nHost: sim\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	br := bufio.NewReader(conn)
+	for range 20 { // some tokens, so the stream is on the direct path
+		if _, err := br.ReadString('\n'); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.delivery.next.Load() == 0 {
+		t.Fatal("the stream did not take the direct path")
+	}
+	if got := s.State().Running; got != 1 {
+		t.Fatalf("running %d, want 1", got)
+	}
+	conn.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for s.State().Running != 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := s.State().Running; got != 0 {
+		t.Errorf("running %d after the client left, want 0", got)
+	}
+}
