@@ -85,7 +85,7 @@ func TestDirectPathSendsWhatTheHandlerPathSends(t *testing.T) {
 			}()
 			got := rawExchange(t, ts.Listener.Addr().String(), "HTTP/1.1", bodies...)
 			got = append(got, rawExchange(t, ts.Listener.Addr().String(), "HTTP/1.0", bodies[1])...)
-			if direct && s.delivery.next.Load() == 0 {
+			if direct && s.delivery.streams.Load() == 0 {
 				t.Error("no stream took the direct path")
 			}
 			return volatileFields.ReplaceAllString(strings.Join(got, "\n----\n"), "X")
@@ -250,7 +250,7 @@ func TestClientLeavingDirectStreamFreesTheEngine(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if s.delivery.next.Load() == 0 {
+	if s.delivery.streams.Load() == 0 {
 		t.Fatal("the stream did not take the direct path")
 	}
 	if got := s.State().Running; got != 1 {

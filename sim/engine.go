@@ -85,7 +85,7 @@ type stream struct {
 // news is the stream's state for its direct writer; mu must be held.
 func (st *stream) news() tokenNews {
 	return tokenNews{
-		ds: st.direct, shard: st.direct.shard, tokens: st.tokens, done: st.done, lastEmit: st.lastEmit,
+		ds: st.direct, tokens: st.tokens, done: st.done, lastEmit: st.lastEmit,
 		finish: st.finish, queueNs: st.queueNs, prefillNs: st.prefillNs,
 	}
 }
