@@ -147,7 +147,11 @@ type engine struct {
 	emittedTokens int64
 
 	nextInteractive int64 // unix ns of the next background interactive arrival; 0: not drawn
-	batchInFlight   int
+	// burstOrigin is when the first burst of background users begins
+	// (unix ns): the server's start, so that a seed replays the same
+	// workload whenever the run starts.
+	burstOrigin   int64
+	batchInFlight int
 
 	// onFinish, when set, sees every finished sequence (tests).
 	onFinish func(*seq)
@@ -210,7 +214,10 @@ func (e *engine) enqueue(s *seq) {
 func (e *engine) rateAt(now int64) float64 {
 	r := e.k.BackgroundInteractiveRPS
 	if p := e.k.BackgroundBurstPeriodS; p > 0 && e.k.BackgroundBurstFactor > 0 {
-		phase := math.Mod(float64(now)/1e9, p)
+		phase := math.Mod(float64(now-e.burstOrigin)/1e9, p)
+		if phase < 0 {
+			phase += p // warm-up time, before the origin
+		}
 		if phase < p/4 {
 			r *= e.k.BackgroundBurstFactor
 		}

@@ -253,3 +253,28 @@ func TestValidateRejects(t *testing.T) {
 		}
 	}
 }
+
+// TestBurstsFollowTheServersStart: the background users' bursts are timed
+// from the server's start, not the wall clock, so a seed replays the same
+// workload whenever the run starts, warm-up included.
+func TestBurstsFollowTheServersStart(t *testing.T) {
+	k := quietKnobs()
+	k.BackgroundInteractiveRPS = 2
+	k.BackgroundBurstPeriodS = 20
+	k.BackgroundBurstFactor = 10
+	for _, origin := range []int64{virtualStart, virtualStart + 7_300_000_000} {
+		e := newEngine(k, newEngineMetrics(k.MaxModelLen, 0))
+		e.burstOrigin = origin
+		for _, tc := range []struct {
+			afterS float64
+			want   float64
+		}{
+			{0, 20}, {4.9, 20}, {5, 2}, {19.9, 2}, {20, 20}, {26, 2},
+			{-19, 20}, {-15.5, 20}, {-14.5, 2}, {-1, 2}, // warm-up, before the start
+		} {
+			if got := e.rateAt(origin + int64(tc.afterS*1e9)); got != tc.want {
+				t.Errorf("origin %d, %+.1f s: rate %g, want %g", origin, tc.afterS, got, tc.want)
+			}
+		}
+	}
+}

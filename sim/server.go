@@ -72,6 +72,7 @@ func New(k Knobs, opts ...Option) (*Server, error) {
 	warm := int64(k.WarmupS * 1e9)
 	s.met = newEngineMetrics(k.MaxModelLen, float64(now.UnixNano()-warm)/1e9)
 	s.eng = newEngine(k, s.met)
+	s.eng.burstOrigin = now.UnixNano()
 	s.eng.warmup(now.UnixNano()-warm, now.UnixNano())
 	s.publish(s.eng)
 	s.faultRng = rand.New(rand.NewPCG(uint64(k.Seed), 0xfa017))
