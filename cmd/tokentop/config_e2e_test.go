@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/tokentop/tokentop/sim"
 )
 
 // TestWatchWithConfig drives `tokentop watch --config` against the simulator:
@@ -23,15 +21,7 @@ func TestWatchWithConfig(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	k, err := sim.Scenario("healthy")
-	if err != nil {
-		t.Fatal(err)
-	}
-	stack, err := startSim(ctx, k, "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stack.Close()
+	stack := startScenarioSim(t, ctx, "healthy")
 
 	dir := t.TempDir()
 	trace := "TIMESTAMP,ContextTokens,GeneratedTokens\n"

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tokentop/tokentop/sim"
 )
 
 // testEnv is a non-terminal environment whose output the test keeps.
@@ -20,6 +22,22 @@ func testEnv(stdout, stderr *bytes.Buffer) env {
 		Stderr: stderr,
 		Getenv: func(string) string { return "" },
 	}
+}
+
+// startScenarioSim serves the simulator with a scenario's knobs on
+// loopback until the test ends.
+func startScenarioSim(t *testing.T, ctx context.Context, scenario string) *simStack {
+	t.Helper()
+	k, err := sim.Scenario(scenario)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stack, err := startSim(ctx, k, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stack.Close)
+	return stack
 }
 
 // reportView is the part of tokentop.report/v1 these tests read.

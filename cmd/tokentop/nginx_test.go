@@ -13,8 +13,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/tokentop/tokentop/sim"
 )
 
 // nginxConf fronts upstream with a real nginx. buffered chooses between
@@ -120,15 +118,7 @@ func TestRealNginxBuffering(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			k, err := sim.Scenario("healthy")
-			if err != nil {
-				t.Fatal(err)
-			}
-			stack, err := startSim(ctx, k, "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer stack.Close()
+			stack := startScenarioSim(t, ctx, "healthy")
 			gw := startNginx(t, stack.target, tc.directives)
 
 			out := filepath.Join(t.TempDir(), "report.json")

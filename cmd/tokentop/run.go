@@ -37,6 +37,7 @@ Usage:
   tokentop demo   [--scenario NAME] [sim knobs] [common flags]   console against an embedded simulated server
   tokentop watch  --target URL [--metrics URL] [--gateway URL] [common flags]
   tokentop sim    --listen ADDR [--scenario NAME] [sim knobs]    the simulator alone
+  tokentop replay FILE [common flags]                            the console or a report from a --record file
   tokentop scrape URL|FILE [--json]                              what tokentop reads from a /metrics endpoint
   tokentop version
 
@@ -60,6 +61,8 @@ func run(ctx context.Context, e env, args []string) int {
 		err = runSim(ctx, e, args)
 	case "scrape":
 		code, err = runScrape(ctx, e, args)
+	case "replay":
+		code, err = runReplay(ctx, e, args)
 	case "version":
 		fmt.Fprintf(e.Stdout, "tokentop %s\n", version)
 	case "help", "-h", "--help":
@@ -99,6 +102,7 @@ type commonFlags struct {
 	noColor       bool
 	gpuMetrics    string
 	listenMetrics string
+	record        string
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet) {
@@ -108,6 +112,7 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.reportPath, "report", "", "write the report to `PATH` (- for stdout) when the run ends")
 	fs.StringVar(&c.format, "format", "json", "report format: json or markdown")
 	fs.StringVar(&c.traceOut, "trace-out", "", "write one JSON line per request to `FILE`")
+	fs.StringVar(&c.record, "record", "", "record the session to `FILE`, for tokentop replay")
 	fs.StringVar(&c.model, "model", "", "model name, or auto (default from config, else auto)")
 	fs.StringVar(&c.apiKeyEnv, "api-key-env", "", "read the API key from this environment `VAR` (never from a flag)")
 	fs.BoolVar(&c.insecure, "insecure", false, "skip TLS certificate verification")

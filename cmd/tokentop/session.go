@@ -19,6 +19,7 @@ import (
 	"github.com/tokentop/tokentop/diagnose"
 	"github.com/tokentop/tokentop/gpu"
 	"github.com/tokentop/tokentop/metrics"
+	"github.com/tokentop/tokentop/metrics/record"
 	"github.com/tokentop/tokentop/probe"
 	"github.com/tokentop/tokentop/probe/scrape"
 	"github.com/tokentop/tokentop/report"
@@ -57,6 +58,8 @@ type session struct {
 	paths   []string
 	runners []*probe.Runner
 	traces  *traceWriter
+	recFile *os.File       // --record, opened by prepare
+	rec     *record.Writer // nil when not recording; used only by the pipeline goroutine
 	exp     *exporter.Exporter
 	expLn   net.Listener
 
@@ -83,7 +86,18 @@ func runSession(ctx context.Context, e env, spec sessionSpec) (int, error) {
 		defer cancel()
 	}
 	s.srcCtx = srcCtx
-	agg := metrics.NewAggregator(metrics.Options{Classes: s.cfg.Classes, Started: time.Now(), Paths: s.paths})
+	started := time.Now()
+	agg := metrics.NewAggregator(metrics.Options{Classes: s.cfg.Classes, Started: started, Paths: s.paths})
+	if s.recFile != nil {
+		rec, err := record.NewWriter(s.recFile, record.Header{
+			ToolVersion: version, Title: spec.title, Started: started, Target: s.cfg.Target, Gateway: s.cfg.Gateway,
+			Model: s.model, Paths: s.paths, Classes: s.cfg.Classes,
+		})
+		if err != nil {
+			return exitUsage, usagef("--record: %v", err)
+		}
+		s.rec, s.recFile = rec, nil // the writer closes the file
+	}
 	s.startSources()
 
 	var prog *tea.Program
@@ -190,6 +204,13 @@ func (s *session) prepare(ctx context.Context) (int, error) {
 		s.targets = append(s.targets, probe.Target{Path: probe.PathGateway, BaseURL: cfg.Gateway})
 		s.paths = append(s.paths, probe.PathGateway)
 	}
+	if path := s.spec.common.record; path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			return exitUsage, usagef("--record: %v", err)
+		}
+		s.recFile = f
+	}
 	if path := s.spec.common.traceOut; path != "" {
 		f, err := os.Create(path)
 		if err != nil {
@@ -202,7 +223,10 @@ func (s *session) prepare(ctx context.Context) (int, error) {
 			if s.traces != nil {
 				s.traces.Write(&t)
 			}
-			s.send(func(a *metrics.Aggregator) { a.AddTrace(&t) })
+			s.send(func(a *metrics.Aggregator) {
+				s.rec.Trace(&t)
+				a.AddTrace(&t)
+			})
 		}
 		r, err := probe.NewRunner(cl, s.client, sink, probe.RunnerOptions{
 			Seed:        s.spec.seed + int64(i)*7919,
@@ -210,10 +234,16 @@ func (s *session) prepare(ctx context.Context) (int, error) {
 			Model:       s.model,
 			Calibration: calib,
 			OnFirstToken: func(ft probe.FirstToken) {
-				s.send(func(a *metrics.Aggregator) { a.AddFirstToken(ft) })
+				s.send(func(a *metrics.Aggregator) {
+					s.rec.FirstToken(ft)
+					a.AddFirstToken(ft)
+				})
 			},
 			OnGaps: func(g probe.GapReport) {
-				s.send(func(a *metrics.Aggregator) { a.AddGaps(g) })
+				s.send(func(a *metrics.Aggregator) {
+					s.rec.Gaps(g)
+					a.AddGaps(g)
+				})
 			},
 		})
 		if err != nil {
@@ -243,6 +273,12 @@ func (s *session) close() {
 	}
 	if s.expLn != nil {
 		s.expLn.Close()
+	}
+	if s.recFile != nil {
+		s.recFile.Close()
+	}
+	if err := s.rec.Close(); err != nil {
+		fmt.Fprintf(s.e.Stderr, "tokentop: recording %s: %v\n", s.spec.common.record, err)
 	}
 }
 
@@ -276,7 +312,10 @@ func (s *session) startSources() {
 	lag := probe.NewLagMonitor(lagEvery, probe.RealClock{})
 	s.goSource("self-check", func(ctx context.Context) error {
 		return lag.Run(ctx, func(l probe.LagSample) {
-			s.send(func(a *metrics.Aggregator) { a.AddLag(l) })
+			s.send(func(a *metrics.Aggregator) {
+				s.rec.Lag(l)
+				a.AddLag(l)
+			})
 		})
 	})
 	if s.exp != nil {
@@ -306,13 +345,14 @@ func (s *session) countInFlight(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-			counts := make([]int64, len(s.runners))
+			counts := make(map[string]int64, len(s.runners))
 			for i, r := range s.runners {
-				counts[i] = r.InFlight()
+				counts[s.cfg.Classes[i].Name] = r.InFlight()
 			}
 			s.send(func(a *metrics.Aggregator) {
-				for i, n := range counts {
-					a.SetInFlight(s.cfg.Classes[i].Name, n)
+				s.rec.InFlight(counts)
+				for class, n := range counts {
+					a.SetInFlight(class, n)
 				}
 			})
 		}
@@ -338,7 +378,10 @@ func (s *session) scrapeLoop(ctx context.Context) error {
 		if sample != nil {
 			sample.At = at
 		}
-		s.send(func(a *metrics.Aggregator) { a.AddScrape(at, sample, err) })
+		s.send(func(a *metrics.Aggregator) {
+			s.rec.Scrape(at, sample, err)
+			a.AddScrape(at, sample, err)
+		})
 		select {
 		case <-ctx.Done():
 			return nil
@@ -357,7 +400,10 @@ func (s *session) startGPU() {
 	nv, closeNVML, status := gpu.OpenNVML()
 	if status != "" {
 		st := &gpu.Sample{At: time.Now(), Status: status}
-		s.send(func(a *metrics.Aggregator) { a.AddGPU(st) })
+		s.send(func(a *metrics.Aggregator) {
+			s.rec.GPU(st)
+			a.AddGPU(st)
+		})
 		return
 	}
 	s.runGPU(nv, closeNVML)
@@ -369,7 +415,10 @@ func (s *session) runGPU(sampler gpu.Sampler, done func()) {
 	s.goSource("gpu sampler", func(ctx context.Context) error {
 		defer done()
 		return gpu.Run(ctx, sampler, gpuEvery, func(g gpu.Sample) {
-			s.send(func(a *metrics.Aggregator) { a.AddGPU(&g) })
+			s.send(func(a *metrics.Aggregator) {
+				s.rec.GPU(&g)
+				a.AddGPU(&g)
+			})
 		})
 	})
 }
@@ -382,6 +431,7 @@ func (s *session) pipeline(ctx context.Context, agg *metrics.Aggregator, prog *t
 	defer ticker.Stop()
 	var last *metrics.Snapshot
 	err := metrics.Run(context.WithoutCancel(ctx), agg, s.events, ticker.C, time.Now, func(snap *metrics.Snapshot) {
+		s.rec.Tick(snap.At)
 		last = snap
 		if s.exp == nil && prog == nil {
 			return

@@ -79,15 +79,7 @@ func TestConsoleUnderTmux(t *testing.T) {
 			if t.Failed() {
 				return
 			}
-			tmux(t, "send-keys", "-t", session, "q")
-			deadline = time.Now().Add(15 * time.Second)
-			for time.Now().Before(deadline) {
-				time.Sleep(300 * time.Millisecond)
-				screen = tmux(t, "capture-pane", "-p", "-t", session)
-				if strings.Contains(screen, "EXITED:") {
-					break
-				}
-			}
+			screen = quitConsole(t, session)
 			if !strings.Contains(screen, "EXITED:0") {
 				t.Errorf("q did not quit cleanly:\n%s", screen)
 			}
@@ -124,6 +116,23 @@ func TestConsoleTooSmall(t *testing.T) {
 		t.Errorf("a 50x12 terminal is not told it is too small:\n%s", screen)
 	}
 	tmux(t, "send-keys", "-t", session, "q")
+}
+
+// quitConsole presses q in the tmux session and returns its screen once
+// the shell there has printed the console's exit status (EXITED:N), or
+// after 15 s.
+func quitConsole(t *testing.T, session string) string {
+	t.Helper()
+	tmux(t, "send-keys", "-t", session, "q")
+	var screen string
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(300 * time.Millisecond)
+		screen = tmux(t, "capture-pane", "-p", "-t", session)
+		if strings.Contains(screen, "EXITED:") {
+			break
+		}
+	}
+	return screen
 }
 
 func containsAll(s string, subs []string) bool {

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/tokentop/tokentop/diagnose"
+	"github.com/tokentop/tokentop/metrics"
+	"github.com/tokentop/tokentop/metrics/record"
+	"github.com/tokentop/tokentop/report"
+	"github.com/tokentop/tokentop/tui"
+)
+
+// replayFlags are the common flags that mean something to a replay: the
+// recording fixes the target, the classes and the duration.
+type replayFlags struct {
+	headless   bool
+	reportPath string
+	format     string
+	noColor    bool
+	speed      float64
+}
+
+func runReplay(ctx context.Context, e env, args []string) (int, error) {
+	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	var f replayFlags
+	fs.BoolVar(&f.headless, "headless", false, "no console: replay at full speed and print the report (automatic when stdout is not a terminal)")
+	fs.StringVar(&f.reportPath, "report", "", "write the report to `PATH` (- for stdout) when the replay ends")
+	fs.StringVar(&f.format, "format", "json", "report format: json or markdown")
+	fs.BoolVar(&f.noColor, "no-color", false, "no colours (also NO_COLOR)")
+	fs.Float64Var(&f.speed, "speed", 1, "console replay speed (2 = twice as fast)")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: tokentop replay FILE [--headless] [--report PATH|-] [--format json|markdown] [--speed X] [--no-color]")
+		fs.PrintDefaults()
+	}
+	// FILE may come before or after the flags.
+	if err := parseFlags(fs, args, e.Stderr); err != nil {
+		return exitUsage, err
+	}
+	rest := fs.Args()
+	if len(rest) == 0 {
+		return exitUsage, usagef("a recording FILE is required (made with --record FILE)")
+	}
+	path := rest[0]
+	if err := parseFlags(fs, rest[1:], e.Stderr); err != nil {
+		return exitUsage, err
+	}
+	if fs.NArg() > 0 {
+		return exitUsage, usagef("unexpected argument %q", fs.Arg(0))
+	}
+	switch f.format {
+	case "json", "markdown", "md":
+	default:
+		return exitUsage, usagef("--format %q: want json or markdown", f.format)
+	}
+	if f.speed <= 0 {
+		return exitUsage, usagef("--speed must be > 0, got %g", f.speed)
+	}
+	if !e.IsTerminal {
+		f.headless = true
+	}
+	if e.Getenv("NO_COLOR") != "" {
+		f.noColor = true
+	}
+	if f.headless && f.reportPath == "" {
+		f.reportPath = "-"
+	}
+
+	file, err := os.Open(path)
+	if err != nil {
+		return exitUsage, usagef("%v", err)
+	}
+	defer file.Close()
+	rd, err := record.NewReader(file)
+	if err != nil {
+		return exitUsage, usagef("%s: %v", path, err)
+	}
+	h := rd.Header()
+
+	var last *metrics.Snapshot
+	var replayErr error
+	if f.headless {
+		replayErr = rd.Replay(func(s *metrics.Snapshot) error {
+			last = s
+			return ctx.Err()
+		})
+	} else {
+		last, replayErr = replayConsole(ctx, e, rd, f)
+	}
+	if errors.Is(replayErr, record.ErrTruncated) {
+		// A recording cut short by a crash is still worth its snapshots.
+		fmt.Fprintf(e.Stderr, "tokentop replay: %s: %v; replayed what came before\n", path, replayErr)
+		replayErr = nil
+	}
+	if replayErr != nil && !errors.Is(replayErr, context.Canceled) {
+		return exitNoData, fmt.Errorf("%s: %w", path, replayErr)
+	}
+	if last == nil {
+		return exitNoData, fmt.Errorf("%s: the recording has no snapshots", path)
+	}
+	if f.reportPath == "" {
+		return exitOK, nil // a console the user looked at is not a verdict
+	}
+	rep := report.Build(last, diagnose.Evaluate(&last.Run, h.Classes),
+		report.Meta{ToolVersion: h.ToolVersion, Target: h.Target, Gateway: h.Gateway, Model: h.Model})
+	if err := writeReport(e.Stdout, f.reportPath, f.format, rep); err != nil {
+		return exitNoData, err
+	}
+	return report.ExitCode(rep), nil
+}
+
+// replayConsole shows the recording in the console at its own pace (times
+// speed) and keeps the last snapshot on screen until the user quits.
+func replayConsole(ctx context.Context, e env, rd *record.Reader, f replayFlags) (*metrics.Snapshot, error) {
+	h := rd.Header()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	prog := tea.NewProgram(tui.New(tui.Options{Title: "replay · " + h.Title, NoColor: f.noColor}),
+		tea.WithAltScreen(), tea.WithContext(ctx), tea.WithInput(e.Stdin), tea.WithOutput(e.Stdout))
+	var last *metrics.Snapshot
+	done := make(chan error, 1)
+	go func() {
+		start := time.Now()
+		var first time.Time
+		done <- rd.Replay(func(s *metrics.Snapshot) error {
+			if first.IsZero() {
+				first = s.At
+			}
+			due := start.Add(time.Duration(float64(s.At.Sub(first)) / f.speed))
+			if wait := time.Until(due); wait > 0 {
+				t := time.NewTimer(wait)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return ctx.Err()
+				case <-t.C:
+				}
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			last = s
+			live := diagnose.Evaluate(&s.Live, h.Classes)
+			run := diagnose.Evaluate(&s.Run, h.Classes)
+			prog.Send(tui.SnapshotMsg{Snap: s, Diag: live, RunDiag: &run})
+			return nil
+		})
+	}()
+	_, err := prog.Run()
+	cancel()
+	replayErr := <-done
+	if err != nil && !errors.Is(err, tea.ErrProgramKilled) && ctx.Err() == nil {
+		return last, fmt.Errorf("console: %w", err)
+	}
+	return last, replayErr
+}
