@@ -306,6 +306,22 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 }
 
+// RunOnce sends one request of the class to each target (the direct path,
+// and the gateway when there is one), at once, and returns when they have
+// ended: a spot check of the server (`--once`). Batch classes send a lone
+// request, not a job, and nothing is retried. Cancelling ctx cuts the
+// requests short.
+func (r *Runner) RunOnce(ctx context.Context) {
+	var wg sync.WaitGroup
+	now := r.clock.Now()
+	for range r.o.Targets {
+		p, n, words := r.newPrompt(0)
+		w := work{prompt: p, promptTokens: n, promptWords: words, single: true}
+		wg.Go(func() { r.do(ctx, w, now) })
+	}
+	wg.Wait()
+}
+
 // replay sends the recorded arrivals on their schedule, with the same
 // pause, concurrency and rate caps as an open-loop process.
 func (r *Runner) replay(ctx context.Context, wg *sync.WaitGroup) {
@@ -387,6 +403,7 @@ type work struct {
 	jobIndex     int
 	deadline     time.Time
 	attempt      int
+	single       bool // RunOnce's: never retried
 }
 
 // newPrompt builds a prompt of n tokens, or of a length drawn from the
@@ -482,7 +499,7 @@ func (r *Runner) do(ctx context.Context, w work, intended time.Time) Trace {
 	if tr.RetryAfter > 0 {
 		r.pause(now.Add(tr.RetryAfter))
 	}
-	if r.jobs != nil && !tr.Valid && retryable(tr) && w.attempt+1 < maxAttempts {
+	if r.jobs != nil && !w.single && !tr.Valid && retryable(tr) && w.attempt+1 < maxAttempts {
 		wait := r.backoff(w.attempt, tr.RetryAfter)
 		if w.deadline.IsZero() || now.Add(wait).Before(w.deadline) {
 			w.attempt++

@@ -463,3 +463,45 @@ func TestRunnerSharedPrefix(t *testing.T) {
 		}
 	})
 }
+
+// TestRunOnce: one request per path, batch classes included, none retried,
+// and RunOnce returns when they have ended.
+func TestRunOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		batch := class(config.Arrival{Process: config.ArrivalConcurrency, N: 8})
+		batch.Kind = config.KindBatch
+		batch.Job = &config.Job{Requests: 50, Deadline: config.Duration{Duration: time.Minute}}
+		for _, tc := range []struct {
+			name    string
+			cl      config.Class
+			targets []Target
+		}{
+			{"interactive, one path", class(config.Arrival{Process: config.ArrivalPoisson, Rate: 100}), []Target{{Path: PathDirect, BaseURL: "d"}}},
+			{"batch, two paths", batch, []Target{{Path: PathDirect, BaseURL: "d"}, {Path: PathGateway, BaseURL: "g"}}},
+		} {
+			f := &fakeServer{service: 2 * time.Second, respond: func(_ int64, r Request) Trace {
+				return Trace{Path: r.Target.Path, Err: &Error{Kind: ErrHTTP, Status: 503}} // retryable, were it a job
+			}}
+			var c collector
+			r, err := newRunner(tc.cl, f, c.sink, RunnerOptions{Targets: tc.targets})
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			r.RunOnce(t.Context())
+			if took := time.Since(start); took != 2*time.Second {
+				t.Errorf("%s: RunOnce returned after %v, want when the requests ended (2s)", tc.name, took)
+			}
+			paths := map[string]int{}
+			for _, tr := range c.ts {
+				paths[tr.Path]++
+				if tr.WillRetry || tr.JobID != "" {
+					t.Errorf("%s: trace marked for retry (%v) or in a job (%q)", tc.name, tr.WillRetry, tr.JobID)
+				}
+			}
+			if len(c.ts) != len(tc.targets) || len(paths) != len(tc.targets) {
+				t.Errorf("%s: %d requests over paths %v, want one per path", tc.name, len(c.ts), paths)
+			}
+		}
+	})
+}

@@ -103,12 +103,14 @@ type commonFlags struct {
 	gpuMetrics    string
 	listenMetrics string
 	record        string
+	once          bool
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.configPath, "config", "", "YAML config `file` (classes, SLOs, target)")
 	fs.BoolVar(&c.headless, "headless", false, "no console; print a report at the end (automatic when stdout is not a terminal)")
-	fs.DurationVar(&c.duration, "duration", 0, "stop after this long (required with --headless)")
+	fs.DurationVar(&c.duration, "duration", 0, "stop after this long (required with --headless unless --once)")
+	fs.BoolVar(&c.once, "once", false, "a spot check: one request per class and path, and one scrape; stop when they have ended")
 	fs.StringVar(&c.reportPath, "report", "", "write the report to `PATH` (- for stdout) when the run ends")
 	fs.StringVar(&c.format, "format", "json", "report format: json or markdown")
 	fs.StringVar(&c.traceOut, "trace-out", "", "write one JSON line per request to `FILE`")
@@ -129,8 +131,8 @@ func (c *commonFlags) finish(e env) (config.Config, error) {
 	if e.Getenv("NO_COLOR") != "" {
 		c.noColor = true
 	}
-	if c.headless && c.duration <= 0 {
-		return config.Config{}, usagef("--duration is required with --headless (or when stdout is not a terminal)")
+	if c.headless && c.duration <= 0 && !c.once {
+		return config.Config{}, usagef("--duration is required with --headless (or when stdout is not a terminal), unless --once")
 	}
 	switch c.format {
 	case "json", "markdown", "md":

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -67,11 +68,16 @@ type session struct {
 	pipeDone chan struct{}
 	srcCtx   context.Context
 	sources  sync.WaitGroup
+	// stopSources ends the run early: --once calls it when its requests
+	// and its scrape are done.
+	stopSources context.CancelFunc
+	scraped     chan struct{} // closed after the first scrape has been handed on
 }
 
 // runSession wires sources → aggregator → diagnosis → console or report.
 func runSession(ctx context.Context, e env, spec sessionSpec) (int, error) {
-	s := &session{e: e, spec: spec, cfg: spec.cfg, events: make(chan metrics.Event, 1<<16), pipeDone: make(chan struct{})}
+	s := &session{e: e, spec: spec, cfg: spec.cfg, events: make(chan metrics.Event, 1<<16), pipeDone: make(chan struct{}),
+		scraped: make(chan struct{})}
 	if code, err := s.prepare(ctx); err != nil {
 		s.close()
 		return code, err
@@ -85,7 +91,7 @@ func runSession(ctx context.Context, e env, spec sessionSpec) (int, error) {
 		srcCtx, cancel = context.WithTimeout(srcCtx, spec.common.duration)
 		defer cancel()
 	}
-	s.srcCtx = srcCtx
+	s.srcCtx, s.stopSources = srcCtx, stopSources
 	started := time.Now()
 	agg := metrics.NewAggregator(metrics.Options{Classes: s.cfg.Classes, Started: started, Paths: s.paths})
 	if s.recFile != nil {
@@ -159,6 +165,14 @@ func runSession(ctx context.Context, e env, spec sessionSpec) (int, error) {
 // model, prompt calibration, trace file, runners and the metrics endpoint.
 func (s *session) prepare(ctx context.Context) (int, error) {
 	cfg := &s.cfg
+	if s.spec.common.once {
+		// One request cannot show a batch job's deadline completion or a
+		// sustained output rate: a spot check judges what it measured.
+		cfg.Classes = slices.Clone(cfg.Classes)
+		for i := range cfg.Classes {
+			cfg.Classes[i].SLO.DeadlineCompletion, cfg.Classes[i].SLO.OutputTokensPerS = nil, nil
+		}
+	}
 	// The pool must never be what limits concurrency: a request waiting for
 	// a connection would count the wait as server latency. Open-loop classes
 	// may have up to the safety cap in flight when the server slows down.
@@ -303,8 +317,12 @@ func (s *session) goSource(name string, f func(context.Context) error) {
 }
 
 func (s *session) startSources() {
-	for i, r := range s.runners {
-		s.goSource("probe "+s.cfg.Classes[i].Name, r.Run)
+	if s.spec.common.once {
+		s.startOnce()
+	} else {
+		for i, r := range s.runners {
+			s.goSource("probe "+s.cfg.Classes[i].Name, r.Run)
+		}
 	}
 	s.goSource("in-flight counter", s.countInFlight)
 	s.goSource("scraper", s.scrapeLoop)
@@ -337,6 +355,29 @@ func (s *session) startSources() {
 	}
 }
 
+// startOnce sends every class's spot-check requests and ends the run when
+// they have ended and the server's /metrics has been read once.
+func (s *session) startOnce() {
+	var probes sync.WaitGroup
+	for i, r := range s.runners {
+		probes.Add(1)
+		s.goSource("probe "+s.cfg.Classes[i].Name, func(ctx context.Context) error {
+			defer probes.Done()
+			r.RunOnce(ctx)
+			return nil
+		})
+	}
+	s.goSource("--once", func(ctx context.Context) error {
+		probes.Wait()
+		select {
+		case <-s.scraped:
+		case <-ctx.Done():
+		}
+		s.stopSources()
+		return nil
+	})
+}
+
 func (s *session) countInFlight(ctx context.Context) error {
 	t := time.NewTicker(tickEvery)
 	defer t.Stop()
@@ -367,6 +408,7 @@ func (s *session) scrapeLoop(ctx context.Context) error {
 	scraper := scrape.New(url, nil, promOptions(s.model))
 	t := time.NewTicker(scrapeEvery)
 	defer t.Stop()
+	first := true
 	for {
 		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		sample, err := scraper.Scrape(sctx)
@@ -382,6 +424,10 @@ func (s *session) scrapeLoop(ctx context.Context) error {
 			s.rec.Scrape(at, sample, err)
 			a.AddScrape(at, sample, err)
 		})
+		if first {
+			close(s.scraped)
+			first = false
+		}
 		select {
 		case <-ctx.Done():
 			return nil
