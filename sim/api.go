@@ -344,7 +344,6 @@ func (s *Server) streamResponse(r *http.Request, cw *chunkWriter, st *stream, f 
 	var emits []int64
 	for {
 		if !wait(st) {
-			cw.release()
 			return
 		}
 		st.mu.Lock()
@@ -357,7 +356,6 @@ func (s *Server) streamResponse(r *http.Request, cw *chunkWriter, st *stream, f 
 		target := st.target
 		st.mu.Unlock()
 		if aborted {
-			cw.release()
 			return
 		}
 		for n-sent >= interval || (done && sent < n) {
