@@ -109,19 +109,7 @@ func BenchmarkEngine1000Streams(b *testing.B) {
 	k.MaxBatchedTokens = 16384
 	k.DecodeStepMs = 10
 	k.DecodeMsPerSeq = 0
-	s, err := New(k)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = s.Run(ctx) })
-	ts := serveHTTP(s)
-	defer func() {
-		cancel()
-		wg.Wait()
-		ts.Close()
-	}()
+	s, ts, _ := runServer(b, k, serveOptions{})
 	reportServerCPU(b, ts.Listener.Addr().String(), streams, tokens, func() int64 { return s.State().EmittedTokens })
 }
 

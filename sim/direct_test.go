@@ -2,15 +2,12 @@ package sim
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -66,23 +63,7 @@ func TestDirectPathSendsWhatTheHandlerPathSends(t *testing.T) {
 		k := fastKnobs()
 		k.StreamInterval = interval
 		serve := func(direct bool) string {
-			s, err := New(k)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			var wg sync.WaitGroup
-			wg.Go(func() { _ = s.Run(ctx) })
-			ts := httptest.NewUnstartedServer(s.Handler())
-			if direct {
-				ts.Config.ConnContext = s.ConnContext
-			}
-			ts.Start()
-			defer func() {
-				cancel()
-				wg.Wait()
-				ts.Close()
-			}()
+			s, ts, _ := runServer(t, k, serveOptions{handlerPathOnly: !direct})
 			got := rawExchange(t, ts.Listener.Addr().String(), "HTTP/1.1", bodies...)
 			got = append(got, rawExchange(t, ts.Listener.Addr().String(), "HTTP/1.0", bodies[1])...)
 			if direct && s.delivery.streams.Load() == 0 {
@@ -107,24 +88,7 @@ func TestDirectPathSendsWhatTheHandlerPathSends(t *testing.T) {
 func TestSlowClientGoesBackToItsHandler(t *testing.T) {
 	k := fastKnobs()
 	k.DecodeStepMs = 0.05
-	s, err := New(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = s.Run(ctx) })
-	ts := httptest.NewUnstartedServer(s.Handler())
-	ts.Config.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
-		_ = c.(*net.TCPConn).SetWriteBuffer(4 << 10)
-		return s.ConnContext(ctx, c)
-	}
-	ts.Start()
-	defer func() {
-		cancel()
-		wg.Wait()
-		ts.Close()
-	}()
+	s, ts, _ := runServer(t, k, serveOptions{onConn: func(c net.Conn) { _ = c.(*net.TCPConn).SetWriteBuffer(4 << 10) }})
 
 	conn, err := net.Dial("tcp", ts.Listener.Addr().String())
 	if err != nil {

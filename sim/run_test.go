@@ -126,23 +126,14 @@ func TestSetKnobsLive(t *testing.T) {
 func TestShutdownEndsStreams(t *testing.T) {
 	k := fastKnobs()
 	k.DecodeStepMs = 20
-	s, err := New(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = s.Run(ctx) })
-	ts := serveHTTP(s)
-	defer ts.Close()
+	_, ts, stop := runServer(t, k, serveOptions{})
 	resp := post(t, ts.URL+"/v1/completions", `{"prompt":"x","max_tokens":500,"ignore_eos":true,"stream":true}`)
 	defer resp.Body.Close()
 	buf := make([]byte, 1024)
 	if _, err := resp.Body.Read(buf); err != nil {
 		t.Fatal(err)
 	}
-	cancel()
-	wg.Wait()
+	stop()
 	rest, _ := io.ReadAll(resp.Body)
 	if strings.Contains(string(rest), "[DONE]") {
 		t.Error("an aborted stream sent [DONE]")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -27,32 +28,50 @@ func fastKnobs() Knobs {
 // startServer runs s on a loopback listener until the test ends.
 func startServer(t *testing.T, k Knobs) (*Server, *httptest.Server) {
 	t.Helper()
+	s, ts, _ := runServer(t, k, serveOptions{})
+	return s, ts
+}
+
+// serveOptions vary how runServer serves the simulator.
+type serveOptions struct {
+	handlerPathOnly bool           // no ConnContext: every stream takes the handler's path
+	onConn          func(net.Conn) // called for each accepted connection
+}
+
+// runServer runs a server with knobs k and serves it on loopback until
+// the test ends; stop ends the engine earlier and waits for Run.
+func runServer(tb testing.TB, k Knobs, o serveOptions) (s *Server, ts *httptest.Server, stop func()) {
+	tb.Helper()
 	s, err := New(k)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		if err := s.Run(ctx); err != nil {
-			t.Errorf("Run: %v", err)
+			tb.Errorf("Run: %v", err)
 		}
 	})
-	ts := serveHTTP(s)
-	t.Cleanup(func() {
+	ts = httptest.NewUnstartedServer(s.Handler())
+	if !o.handlerPathOnly {
+		ts.Config.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+			if o.onConn != nil {
+				o.onConn(c)
+			}
+			return s.ConnContext(ctx, c)
+		}
+	}
+	ts.Start()
+	stop = func() {
 		cancel()
 		wg.Wait()
+	}
+	tb.Cleanup(func() {
+		stop()
 		ts.Close()
 	})
-	return s, ts
-}
-
-// serveHTTP serves s on loopback as tokentop does, direct path included.
-func serveHTTP(s *Server) *httptest.Server {
-	ts := httptest.NewUnstartedServer(s.Handler())
-	ts.Config.ConnContext = s.ConnContext
-	ts.Start()
-	return ts
+	return s, ts, stop
 }
 
 func post(t *testing.T, url, body string, hdr ...string) *http.Response {
