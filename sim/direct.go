@@ -56,18 +56,14 @@ type directStream struct {
 	failed   bool // the connection failed
 	chunked  bool // HTTP/1.1 chunked framing; HTTP/1.0 ends the body by closing
 	interval int
-	format   eventFormat
-	rc       syscall.RawConn
-
-	// The RawConn callback's argument and results, kept here so that the
-	// callback is one method value made once, not a closure per write.
-	writeFn func(fd uintptr) bool
-	out     []byte
-	wrote   int
-	werr    error
+	// sock is the stream's own duplicate of the connection's socket,
+	// closed when the direct path ends (see direct).
+	sock   int
+	format eventFormat
 
 	st    *stream
 	conn  net.Conn
+	socks *atomic.Int64 // the delivery's count of open duplicates
 	emits []int64
 	rest  []byte // framed bytes the socket would not take without blocking
 }
@@ -91,14 +87,25 @@ func (s *Server) direct(r *http.Request, cw *chunkWriter, st *stream, interval i
 	if err != nil {
 		return nil
 	}
+	// Workers write to a duplicate of the socket, not through the
+	// connection's RawConn: its per-write locking and poller checks touch
+	// memory that is cold by the next step and cost more than building the
+	// event, and the duplicate stays the same socket even if net/http
+	// closes its descriptor (Server.Close) while the stream runs, so a
+	// write can never land on a descriptor number reused by another
+	// connection. The duplicate shares the socket's non-blocking mode.
+	sock, err := dupSocket(rc)
+	if err != nil {
+		return nil // out of descriptors: the handler's path still works
+	}
+	s.delivery.socks.Add(1)
 	ds := &directStream{
-		st: st, format: cw.eventFormat, conn: c, rc: rc, interval: interval,
+		st: st, format: cw.eventFormat, conn: c, sock: sock, interval: interval, socks: &s.delivery.socks,
 		// net/http chunks a response without Content-Length to HTTP/1.1
 		// requests and closes the connection after one to HTTP/1.0.
 		chunked: r.ProtoAtLeast(1, 1),
 	}
 	s.delivery.streams.Add(1)
-	ds.writeFn = ds.writeOnce
 	st.mu.Lock()
 	st.direct = ds
 	st.mu.Unlock()
@@ -152,12 +159,16 @@ func (ds *directStream) deliver(buf []byte, news tokenNews) []byte {
 		b = ds.format.appendTokens(b, ds.sent, cnt, fin, emit, news.queueNs, news.prefillNs)
 		ds.sent += cnt
 	}
-	if done && ds.sent == n {
+	last := done && ds.sent == n
+	if last {
 		b = ds.format.appendEnd(b, n)
-		ds.finished, ds.ended = true, true
+		ds.finished = true
 	}
 	if len(b) > frameReserve {
 		ds.write(frame(b, ds.chunked))
+	}
+	if last {
+		ds.end() // after the write: end closes the socket's duplicate
 	}
 	if ds.ended {
 		ds.st.signal()
@@ -184,23 +195,27 @@ func frame(b []byte, chunked bool) []byte {
 // write tries once to write out without blocking; what the socket does not
 // take ends the direct path and waits for the handler.
 func (ds *directStream) write(out []byte) {
-	ds.out, ds.wrote, ds.werr = out, 0, nil
-	if err := ds.rc.Write(ds.writeFn); err != nil {
-		ds.werr = err
-	}
+	n, err := writeNonblocking(ds.sock, out)
 	switch {
-	case ds.werr != nil:
-		ds.failed, ds.ended = true, true
-	case ds.wrote < len(out):
-		ds.rest = slices.Clone(out[ds.wrote:])
-		ds.ended = true
+	case err != nil:
+		ds.failed = true
+		ds.end()
+	case n < len(out):
+		ds.rest = slices.Clone(out[n:])
+		ds.end()
 	}
-	ds.out = nil
 }
 
-func (ds *directStream) writeOnce(fd uintptr) bool {
-	ds.wrote, ds.werr = writeNonblocking(fd, ds.out)
-	return true // never wait for the socket here
+// end ends the direct path: nothing more is written here. mu must be held.
+func (ds *directStream) end() {
+	if ds.ended {
+		return
+	}
+	ds.ended = true
+	closeSocket(ds.sock)
+	if ds.socks != nil {
+		ds.socks.Add(-1)
+	}
 }
 
 // serve is the handler's side of the direct path: it delivers what came
@@ -224,7 +239,7 @@ func (ds *directStream) serve(buf []byte) (sent int, done bool) {
 				ds.mu.Unlock()
 				continue // the signal of a token that came before the switch
 			}
-			ds.ended = true
+			ds.end()
 			ds.mu.Unlock()
 			return 0, true
 		}
@@ -257,6 +272,7 @@ func (ds *directStream) serve(buf []byte) (sent int, done bool) {
 type delivery struct {
 	shards  []deliveryShard
 	streams atomic.Int64 // streams that took the direct path
+	socks   atomic.Int64 // socket duplicates open now
 }
 
 type deliveryShard struct {

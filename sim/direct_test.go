@@ -69,6 +69,9 @@ func TestDirectPathSendsWhatTheHandlerPathSends(t *testing.T) {
 			if direct && s.delivery.streams.Load() == 0 {
 				t.Error("no stream took the direct path")
 			}
+			if n := s.delivery.socks.Load(); n != 0 {
+				t.Errorf("%d socket duplicates left open after the streams ended", n)
+			}
 			return volatileFields.ReplaceAllString(strings.Join(got, "\n----\n"), "X")
 		}
 		viaHandler, viaDirect := serve(false), serve(true)
@@ -149,6 +152,9 @@ func TestSlowClientGoesBackToItsHandler(t *testing.T) {
 	if next != tokens || !done {
 		t.Errorf("got %d token events (want %d), [DONE] %v", next, tokens, done)
 	}
+	if n := s.delivery.socks.Load(); n != 0 {
+		t.Errorf("%d socket duplicates left open after the streams ended", n)
+	}
 }
 
 // TestDeliverIgnoresStaleNews: a worker may hold news older than what the
@@ -173,11 +179,14 @@ func TestDeliverIgnoresStaleNews(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	sock, err := dupSocket(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
 	st := newStream(true)
 	st.emits = []int64{1, 2, 3, 4, 5}
-	ds := &directStream{st: st, conn: server, rc: rc, interval: 1, chunked: true,
+	ds := &directStream{st: st, conn: server, sock: sock, interval: 1, chunked: true,
 		format: eventFormat{head: []byte("data: {"), kind: apiCompletions, gt: true}}
-	ds.writeFn = ds.writeOnce
 	ds.deliver(nil, tokenNews{ds: ds, tokens: 5, lastEmit: 5})
 	ds.deliver(nil, tokenNews{ds: ds, tokens: 3, lastEmit: 3})
 	ds.deliver(nil, tokenNews{ds: ds, tokens: 5, lastEmit: 5, done: true, finish: "length"})
@@ -227,5 +236,11 @@ func TestClientLeavingDirectStreamFreesTheEngine(t *testing.T) {
 	}
 	if got := s.State().Running; got != 0 {
 		t.Errorf("running %d after the client left, want 0", got)
+	}
+	for deadline := time.Now().Add(5 * time.Second); s.delivery.socks.Load() != 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := s.delivery.socks.Load(); n != 0 {
+		t.Errorf("%d socket duplicates left open after the client left", n)
 	}
 }
