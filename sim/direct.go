@@ -49,7 +49,7 @@ const frameReserve = 10
 // Fields a token's write touches come first: with a thousand streams each
 // is cold by the next step, and every cache line is a miss.
 type directStream struct {
-	mu       sync.Mutex // held while writing; guards sent to rest
+	mu       sync.Mutex // held while writing; guards the fields that change
 	sent     int
 	ended    bool // nothing more is written here
 	finished bool // the stream's last event has been built
