@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -74,27 +75,36 @@ type quant struct {
 // against the embedded simulator over loopback and returns the report.
 func runDemoReport(t *testing.T, d time.Duration, args ...string) (reportView, int) {
 	t.Helper()
+	var r reportView
+	code := runDemoJSON(t, d, &r, []int{exitOK, exitSLOFail, exitNoData}, args...)
+	if r.Schema != "tokentop.report/v1" {
+		t.Fatalf("schema = %q", r.Schema)
+	}
+	return r, code
+}
+
+// runDemoJSON runs the demo headless for d with a JSON report, decodes the
+// report into v and returns the exit code; an exit code not in allowed
+// fails the test.
+func runDemoJSON(t *testing.T, d time.Duration, v any, allowed []int, args ...string) int {
+	t.Helper()
 	out := filepath.Join(t.TempDir(), "report.json")
 	var stdout, stderr bytes.Buffer
 	all := append([]string{"demo", "--headless", "--duration", d.String(), "--report", out, "--format", "json"}, args...)
 	ctx, cancel := context.WithTimeout(context.Background(), d+time.Minute)
 	defer cancel()
 	code := run(ctx, testEnv(&stdout, &stderr), all)
-	if code != exitOK && code != exitSLOFail && code != exitNoData {
+	if !slices.Contains(allowed, code) {
 		t.Fatalf("tokentop %v: exit %d\nstderr: %s", all, code, stderr.String())
 	}
 	data, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var r reportView
-	if err := json.Unmarshal(data, &r); err != nil {
+	if err := json.Unmarshal(data, v); err != nil {
 		t.Fatalf("report is not JSON: %v\n%s", err, data)
 	}
-	if r.Schema != "tokentop.report/v1" {
-		t.Fatalf("schema = %q", r.Schema)
-	}
-	return r, code
+	return code
 }
 
 func rules(r reportView) []string {

@@ -1,9 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"sync"
@@ -47,22 +44,8 @@ type meanDist struct {
 // and returns the fuller view of its JSON report that these tests need.
 func demoReport(t *testing.T, d time.Duration, args ...string) scenarioReport {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), "report.json")
-	var stdout, stderr bytes.Buffer
-	all := append([]string{"demo", "--headless", "--duration", d.String(), "--report", out, "--format", "json"}, args...)
-	ctx, cancel := context.WithTimeout(context.Background(), d+time.Minute)
-	defer cancel()
-	if code := run(ctx, testEnv(&stdout, &stderr), all); code != exitOK && code != exitSLOFail {
-		t.Fatalf("tokentop %v: exit %d\nstderr: %s", all, code, stderr.String())
-	}
-	data, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var r scenarioReport
-	if err := json.Unmarshal(data, &r); err != nil {
-		t.Fatalf("report is not JSON: %v\n%s", err, data)
-	}
+	runDemoJSON(t, d, &r, []int{exitOK, exitSLOFail}, args...)
 	return r
 }
 
