@@ -44,6 +44,12 @@ type requestMeasures struct {
 	readsWithEvents int64
 	good            bool
 	onTime          bool
+	// censoredTTFTMs / censoredE2EMs are > 0 when the request ended while
+	// still waiting (for its first token, or for the end of its stream):
+	// cut short by the end of the run or by a timeout. Its latency is at
+	// least that age.
+	censoredTTFTMs float64
+	censoredE2EMs  float64
 }
 
 // measure derives requestMeasures from a trace. The class config supplies
@@ -140,6 +146,15 @@ func measure(t *probe.Trace, cl *config.Class) requestMeasures {
 		m.e2eMs = msBetween(t.Sent, t.End)
 	}
 	m.onTime = t.Deadline.IsZero() || (!t.End.IsZero() && !t.End.After(t.Deadline))
+	if waited(t) {
+		if age := msBetween(t.Sent, t.End); age > 0 {
+			if !m.hasTTFT {
+				m.censoredTTFTMs = age
+			} else if !m.completed {
+				m.censoredE2EMs = age
+			}
+		}
+	}
 	m.good = t.Valid && m.completed && meetsRequestSLO(&m, cl)
 	return m
 }
@@ -176,6 +191,13 @@ func requestBound(p config.Percentiles) (float64, bool) {
 	return 0, false
 }
 
+// waited reports whether a request ended because tokentop stopped waiting
+// for it (the run ended, or a timeout fired), not because it failed: its
+// latency so far is a lower bound, not a measurement to drop.
+func waited(t *probe.Trace) bool {
+	return t.Err != nil && (t.Err.Kind == probe.ErrCancelled || t.Err.Kind == probe.ErrTimeout) && !t.Sent.IsZero()
+}
+
 func msBetween(a, b time.Time) float64 {
 	if a.IsZero() || b.IsZero() {
 		return 0
@@ -190,11 +212,16 @@ type classAccum struct {
 
 	ttft, ttftIntended, tokenGap, chunkGap, e2e, e2ePerToken *sketch
 	headers, firstAny                                        *sketch
-	chunkBasisRequests                                       int64
-	stallGaps, gaps                                          int64
-	eventsInReads, readsWithEvents                           int64
-	outTokens, inTokens                                      *sketch
-	outTotal, inTotal                                        int64
+	// ttftCens and e2eCens hold censored samples (lower bounds, see
+	// censoredDist) of requests that ended while still waiting.
+	ttftCens, e2eCens              *sketch
+	throttled                      int64
+	staleRetries                   int64
+	chunkBasisRequests             int64
+	stallGaps, gaps                int64
+	eventsInReads, readsWithEvents int64
+	outTokens, inTokens            *sketch
+	outTotal, inTotal              int64
 
 	good, validOut, expected                    int64
 	jobs, jobsOnTime, deadlineReqs, deadlineMet int64
@@ -206,11 +233,12 @@ type classAccum struct {
 type bucketAccum struct {
 	requests                 int64
 	ttft, itl, chunkGap, e2e *sketch
+	ttftCens, e2eCens        *sketch
 }
 
 type pathAccum struct {
 	requests                       int64
-	ttft, chunkGap                 *sketch
+	ttft, chunkGap, ttftCens       *sketch
 	eventsInReads, readsWithEvents int64
 }
 
@@ -227,10 +255,13 @@ func newClassAccum(m mapping.IndexMapping) *classAccum {
 		firstAny:     newSketch(m),
 		outTokens:    newSketch(m),
 		inTokens:     newSketch(m),
+		ttftCens:     newSketch(m),
+		e2eCens:      newSketch(m),
 		paths:        map[string]*pathAccum{},
 	}
 	for i := range c.buckets {
-		c.buckets[i] = bucketAccum{ttft: newSketch(m), itl: newSketch(m), chunkGap: newSketch(m), e2e: newSketch(m)}
+		c.buckets[i] = bucketAccum{ttft: newSketch(m), itl: newSketch(m), chunkGap: newSketch(m), e2e: newSketch(m),
+			ttftCens: newSketch(m), e2eCens: newSketch(m)}
 	}
 	return c
 }
@@ -238,10 +269,14 @@ func newClassAccum(m mapping.IndexMapping) *classAccum {
 func (c *classAccum) path(m mapping.IndexMapping, name string) *pathAccum {
 	p := c.paths[name]
 	if p == nil {
-		p = &pathAccum{ttft: newSketch(m), chunkGap: newSketch(m)}
+		p = newPathAccum(m)
 		c.paths[name] = p
 	}
 	return p
+}
+
+func newPathAccum(m mapping.IndexMapping) *pathAccum {
+	return &pathAccum{ttft: newSketch(m), chunkGap: newSketch(m), ttftCens: newSketch(m)}
 }
 
 func (c *classAccum) add(m mapping.IndexMapping, t *probe.Trace, rm *requestMeasures, stallGapMs float64) {
@@ -249,6 +284,7 @@ func (c *classAccum) add(m mapping.IndexMapping, t *probe.Trace, rm *requestMeas
 	if t.Attempt > 0 {
 		c.retries++
 	}
+	c.staleRetries += int64(t.StaleRetries)
 	if t.Err != nil {
 		if t.Err.Kind == probe.ErrCancelled {
 			c.cancelled++
@@ -305,6 +341,15 @@ func (c *classAccum) add(m mapping.IndexMapping, t *probe.Trace, rm *requestMeas
 		for _, g := range rm.chunkGapsMs {
 			b.itl.add(g)
 		}
+	}
+	if rm.censoredTTFTMs > 0 {
+		c.ttftCens.add(rm.censoredTTFTMs)
+		p.ttftCens.add(rm.censoredTTFTMs)
+		b.ttftCens.add(rm.censoredTTFTMs)
+	}
+	if rm.censoredE2EMs > 0 {
+		c.e2eCens.add(rm.censoredE2EMs)
+		b.e2eCens.add(rm.censoredE2EMs)
 	}
 	if rm.completed {
 		c.e2e.add(rm.e2eMs)
@@ -378,6 +423,10 @@ func (c *classAccum) merge(o *classAccum) {
 	c.chunkGap.merge(o.chunkGap)
 	c.e2e.merge(o.e2e)
 	c.e2ePerToken.merge(o.e2ePerToken)
+	c.ttftCens.merge(o.ttftCens)
+	c.e2eCens.merge(o.e2eCens)
+	c.throttled += o.throttled
+	c.staleRetries += o.staleRetries
 	c.headers.merge(o.headers)
 	c.firstAny.merge(o.firstAny)
 	c.chunkBasisRequests += o.chunkBasisRequests
@@ -403,15 +452,18 @@ func (c *classAccum) merge(o *classAccum) {
 		b.itl.merge(ob.itl)
 		b.chunkGap.merge(ob.chunkGap)
 		b.e2e.merge(ob.e2e)
+		b.ttftCens.merge(ob.ttftCens)
+		b.e2eCens.merge(ob.e2eCens)
 	}
 	for name, op := range o.paths {
 		p := c.paths[name]
 		if p == nil {
-			p = &pathAccum{ttft: newSketch(o.ttft.s.IndexMapping), chunkGap: newSketch(o.ttft.s.IndexMapping)}
+			p = newPathAccum(o.ttft.s.IndexMapping)
 			c.paths[name] = p
 		}
 		p.requests += op.requests
 		p.ttft.merge(op.ttft)
+		p.ttftCens.merge(op.ttftCens)
 		p.chunkGap.merge(op.chunkGap)
 		p.eventsInReads += op.eventsInReads
 		p.readsWithEvents += op.readsWithEvents
@@ -419,7 +471,10 @@ func (c *classAccum) merge(o *classAccum) {
 }
 
 // stats turns the accumulator into the immutable ClassStats.
-func (c *classAccum) stats(name, kind string, span time.Duration, pathOrder []string) ClassStats {
+func (c *classAccum) stats(name, kind string, span time.Duration, pathOrder []string, inFlight *inFlightAges) ClassStats {
+	if inFlight == nil {
+		inFlight = &inFlightAges{}
+	}
 	cs := ClassStats{
 		Name:              name,
 		Kind:              kind,
@@ -431,13 +486,15 @@ func (c *classAccum) stats(name, kind string, span time.Duration, pathOrder []st
 		Valid:             c.valid,
 		Retries:           c.retries,
 		ErrorsByKind:      copyCounts(c.errorsByKind),
-		TTFT:              c.ttft.dist(),
+		Throttled:         c.throttled,
+		StaleConnRetries:  c.staleRetries,
+		TTFT:              censoredDist(c.ttft, c.ttftCens, inFlight.ttft),
 		TTFTFromIntended:  c.ttftIntended.dist(),
 		FirstToken:        c.firstAny.dist(),
 		ChunkGap:          c.chunkGap.dist(),
 		StallGaps:         c.stallGaps,
 		Gaps:              c.gaps,
-		E2E:               c.e2e.dist(),
+		E2E:               censoredDist(c.e2e, c.e2eCens, inFlight.e2e),
 		E2EPerOutputToken: c.e2ePerToken.dist(),
 		GoodRequests:      c.good,
 		ValidOutputTokens: c.validOut,
@@ -477,19 +534,23 @@ func (c *classAccum) stats(name, kind string, span time.Duration, pathOrder []st
 		cs.ByPromptBucket[i] = BucketStats{
 			Bucket:   promptBucketNames[i],
 			Requests: b.requests,
-			TTFT:     b.ttft.dist(),
+			TTFT:     censoredDist(b.ttft, b.ttftCens, nil),
 			ITL:      b.itl.dist(),
 			ChunkGap: b.chunkGap.dist(),
-			E2E:      b.e2e.dist(),
+			E2E:      censoredDist(b.e2e, b.e2eCens, nil),
 		}
 	}
 	for _, name := range pathOrder {
 		p := c.paths[name]
 		if p == nil {
-			cs.Paths = append(cs.Paths, PathStats{Path: name})
-			continue
+			if ages := inFlight.ttftByPath[name]; len(ages) > 0 {
+				p = newPathAccum(c.ttft.s.IndexMapping)
+			} else {
+				cs.Paths = append(cs.Paths, PathStats{Path: name})
+				continue
+			}
 		}
-		ps := PathStats{Path: name, Requests: p.requests, TTFT: p.ttft.dist(), ChunkGap: p.chunkGap.dist()}
+		ps := PathStats{Path: name, Requests: p.requests, TTFT: censoredDist(p.ttft, p.ttftCens, inFlight.ttftByPath[name]), ChunkGap: p.chunkGap.dist()}
 		if p.readsWithEvents > 0 {
 			ps.EventsPerRead = float64(p.eventsInReads) / float64(p.readsWithEvents)
 		}
@@ -514,4 +575,12 @@ func copyCounts(m map[string]int64) map[string]int64 {
 		out[k] = v
 	}
 	return out
+}
+
+// inFlightAges are the ages (ms) of requests in flight at snapshot time:
+// censored samples of TTFT (still waiting for the first token) and of E2E
+// (still streaming).
+type inFlightAges struct {
+	ttft, e2e  []float64
+	ttftByPath map[string][]float64
 }

@@ -49,6 +49,10 @@ type Aggregator struct {
 	classIx map[string]int
 
 	inFlight []int64
+	// pending holds the requests sent and not yet finished, by trace ID:
+	// at each snapshot their ages are censored samples of TTFT (no first
+	// token yet) or E2E (streaming).
+	pending map[string]*pendingRequest
 
 	lastScrape  *prom.Sample // last successful scrape
 	prevScrape  *prom.Sample
@@ -69,6 +73,18 @@ type slot struct {
 	gpu     *gpuAccum
 	lag     lagAccum
 }
+
+type pendingRequest struct {
+	class      int
+	path       string
+	sent       time.Time
+	firstToken bool
+}
+
+// maxPending bounds the requests tracked in flight: far above the probe's
+// own caps (config.MaxConcurrencyPerClass per class), it only guards
+// against a recording that starts requests and never ends them.
+const maxPending = 1 << 16
 
 type jobState struct {
 	size     int
@@ -105,6 +121,7 @@ func NewAggregator(o Options) *Aggregator {
 		classIx:  map[string]int{},
 		inFlight: make([]int64, len(o.Classes)),
 		jobs:     map[string]*jobState{},
+		pending:  map[string]*pendingRequest{},
 		sources:  map[string]*SourceStatus{},
 		series: Series{
 			TTFTP95:          map[string][]float64{},
@@ -187,11 +204,26 @@ func (a *Aggregator) SetInFlight(class string, n int64) {
 	}
 }
 
+// AddStarted notes a request just sent: until its first token (or its
+// Trace) arrives, each snapshot counts its age as a lower bound of its TTFT.
+func (a *Aggregator) AddStarted(s probe.Started) {
+	ci, ok := a.classIx[s.Class]
+	if !ok || s.ID == "" || s.Sent.IsZero() || len(a.pending) >= maxPending {
+		return
+	}
+	a.pending[s.ID] = &pendingRequest{class: ci, path: pathName(s.Path), sent: s.Sent}
+}
+
 // AddTrace accounts one finished request. Traces of unknown classes are
 // ignored: the config is the set of classes.
 func (a *Aggregator) AddTrace(t *probe.Trace) {
+	delete(a.pending, t.ID)
 	ci, ok := a.classIx[t.Class]
 	if !ok {
+		return
+	}
+	if t.Err != nil && t.Err.Kind == probe.ErrThrottled {
+		a.addThrottled(t, ci)
 		return
 	}
 	cl := &a.opts.Classes[ci]
@@ -216,6 +248,24 @@ func (a *Aggregator) AddTrace(t *probe.Trace) {
 	}
 }
 
+// addThrottled counts an arrival not sent while the class honoured the
+// server's Retry-After.
+func (a *Aggregator) addThrottled(t *probe.Trace, ci int) {
+	at := t.End
+	if at.IsZero() {
+		at = t.IntendedStart
+	}
+	for _, s := range []*slot{a.run, a.slotFor(at)} {
+		if s != nil {
+			c := s.classes[ci]
+			c.throttled++
+			// A batch class asked for these tokens too: not sending them
+			// is not the same as the server producing them.
+			c.expected += int64(max(t.MaxTokens, 0))
+		}
+	}
+}
+
 // AddFirstToken accounts the TTFT of a request still streaming, so the
 // console shows TTFT within seconds even when streams take minutes. The
 // finished Trace (FirstTokenReported set) then skips it.
@@ -223,6 +273,9 @@ func (a *Aggregator) AddFirstToken(ft probe.FirstToken) {
 	ci, ok := a.classIx[ft.Class]
 	if !ok {
 		return
+	}
+	if p := a.pending[ft.ID]; p != nil {
+		p.firstToken = true
 	}
 	ttft, fromIntended := msBetween(ft.Sent, ft.At), msBetween(ft.IntendedStart, ft.At)
 	path := pathName(ft.Path)
@@ -376,12 +429,13 @@ func (a *Aggregator) Tick(now time.Time) *Snapshot {
 	}
 	elapsed := now.Sub(a.opts.Started)
 	liveSpan := min(a.opts.Window, max(elapsed, 0))
+	inFlight := a.inFlightAges(now)
 	snap := &Snapshot{
 		At:      now,
 		Started: a.opts.Started,
 		Window:  a.opts.Window,
-		Live:    a.view(liveAcc, liveSpan),
-		Run:     a.view(a.run, max(elapsed, 0)),
+		Live:    a.view(liveAcc, liveSpan, inFlight),
+		Run:     a.view(a.run, max(elapsed, 0), inFlight),
 	}
 	a.appendSeries(&snap.Live, now)
 	snap.Series = a.copySeries()
@@ -389,10 +443,33 @@ func (a *Aggregator) Tick(now time.Time) *Snapshot {
 	return snap
 }
 
-func (a *Aggregator) view(s *slot, span time.Duration) View {
+// inFlightAges returns, per class, the ages at now of the requests still in
+// flight.
+func (a *Aggregator) inFlightAges(now time.Time) []inFlightAges {
+	out := make([]inFlightAges, len(a.opts.Classes))
+	for _, p := range a.pending {
+		age := msBetween(p.sent, now)
+		if age <= 0 {
+			continue
+		}
+		f := &out[p.class]
+		if p.firstToken {
+			f.e2e = append(f.e2e, age)
+			continue
+		}
+		f.ttft = append(f.ttft, age)
+		if f.ttftByPath == nil {
+			f.ttftByPath = map[string][]float64{}
+		}
+		f.ttftByPath[p.path] = append(f.ttftByPath[p.path], age)
+	}
+	return out
+}
+
+func (a *Aggregator) view(s *slot, span time.Duration, inFlight []inFlightAges) View {
 	v := View{Span: span}
 	for i, c := range a.opts.Classes {
-		cs := s.classes[i].stats(c.Name, c.Kind, span, a.opts.Paths)
+		cs := s.classes[i].stats(c.Name, c.Kind, span, a.opts.Paths, &inFlight[i])
 		cs.InFlight = a.inFlight[i]
 		v.Classes = append(v.Classes, cs)
 	}

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"math"
+	"slices"
 
 	"github.com/DataDog/sketches-go/ddsketch"
 	"github.com/DataDog/sketches-go/ddsketch/mapping"
@@ -136,4 +137,94 @@ func (k *sketch) bins() []Bin {
 		return false
 	})
 	return bins
+}
+
+// censoredDist summarises exact samples together with right-censored ones
+// (lower bounds: a latency known only to be at least its value) through the
+// Kaplan–Meier product-limit estimator over the sketches' buckets. Each
+// censored sample stays in the risk set up to its age and then leaves it,
+// so a request that was cut short after 5 ms barely moves anything, while
+// an overload in which every request is still waiting shows as the waiting
+// requests' ages. A quantile the estimate cannot reach (the survival curve
+// stays above 1−q because the largest observations are censored) is
+// reported as the largest age and marked as a lower bound. Censoring here
+// is administrative (the run or window ended, a timeout fired), independent
+// of the latency itself, which is what the estimator assumes.
+//
+// extra are further censored ages (requests in flight at snapshot time);
+// exact and censored are not modified.
+func censoredDist(exact, censored *sketch, extra []float64) Dist {
+	if censored.count() == 0 && len(extra) == 0 {
+		return exact.dist()
+	}
+	cens := censored
+	if len(extra) > 0 {
+		cens = &sketch{s: censored.s.Copy()}
+		for _, v := range extra {
+			cens.add(v)
+		}
+	}
+	type point struct{ deaths, censored float64 }
+	points := map[float64]*point{}
+	at := func(v float64) *point {
+		p := points[v]
+		if p == nil {
+			p = &point{}
+			points[v] = p
+		}
+		return p
+	}
+	exact.s.ForEach(func(v, c float64) bool { at(v).deaths += c; return false })
+	cens.s.ForEach(func(v, c float64) bool { at(v).censored += c; return false })
+	values := make([]float64, 0, len(points))
+	for v := range points {
+		values = append(values, v)
+	}
+	slices.Sort(values)
+
+	n := exact.count() + cens.count()
+	d := Dist{Count: n, Censored: cens.count()}
+	qs := [...]float64{0.5, 0.95, 0.99}
+	var got [len(qs)]float64
+	var reached [len(qs)]bool
+	atRisk, survival := float64(n), 1.0
+	for _, v := range values {
+		p := points[v]
+		// Ties: deaths before censorings at the same value, the usual
+		// convention (a request censored at t was still waiting at t).
+		if p.deaths > 0 && atRisk > 0 {
+			survival *= 1 - p.deaths/atRisk
+		}
+		for i, q := range qs {
+			if !reached[i] && 1-survival >= q-1e-12 {
+				got[i], reached[i] = v, true
+			}
+		}
+		atRisk -= p.deaths + p.censored
+	}
+	exMax, cMax := 0.0, 0.0
+	if exact.count() > 0 {
+		exMax, _ = exact.s.GetMaxValue()
+	}
+	if cens.count() > 0 {
+		cMax, _ = cens.s.GetMaxValue()
+	}
+	d.Max = math.Max(exMax, cMax)
+	d.Lower.Max = cens.count() > 0 && cMax >= exMax
+	for i := range qs {
+		if !reached[i] {
+			got[i] = d.Max
+		}
+	}
+	d.P50, d.P95, d.P99 = got[0], got[1], got[2]
+	d.Lower.P50, d.Lower.P95, d.Lower.P99 = !reached[0], !reached[1], !reached[2]
+	d.P99 = math.Min(d.P99, d.Max)
+	d.P95 = math.Min(d.P95, d.P99)
+	d.P50 = math.Min(d.P50, d.P95)
+	d.Mean = (exact.s.GetSum() + cens.s.GetSum()) / float64(n)
+	d.Lower.Mean = cens.count() > 0
+	both := &sketch{s: exact.s.Copy()}
+	both.merge(cens)
+	d.Bins = both.bins()
+	return d
 }

@@ -54,9 +54,26 @@ type Dist struct {
 	Mean  float64
 	Max   float64
 	// Bins is a log-spaced histogram for display, computed by the aggregator
-	// so that renderers never do statistics.
+	// so that renderers never do statistics. Censored samples are in it at
+	// their age.
 	Bins []Bin
+	// Censored counts samples (included in Count) that are lower bounds: a
+	// request still waiting for its first token, or still streaming, when
+	// the span ended (or one cut short by the end of the run or by a
+	// timeout while waiting). Its latency is at least its age.
+	Censored int64
+	// Lower marks the figures that are only lower bounds (see
+	// censoredDist): the true value may be higher.
+	Lower LowerBounds
 }
+
+// LowerBounds says which of a Dist's figures are lower bounds.
+type LowerBounds struct {
+	P50, P95, P99, Mean, Max bool
+}
+
+// LowerBound reports whether any reported percentile is only a lower bound.
+func (d *Dist) LowerBound() bool { return d.Lower.P50 || d.Lower.P95 || d.Lower.P99 }
 
 // Bin is one histogram bar: values in [LoMs, HiMs).
 type Bin struct {
@@ -86,7 +103,15 @@ type ClassStats struct {
 	Errors    int64
 	Cancelled int64
 	Valid     int64
-	Retries   int64
+	Retries   int64 // batch attempts after the first
+	// StaleConnRetries counts requests resent once on a fresh connection
+	// because the pooled keep-alive connection they went out on had been
+	// closed by the server before it answered any byte: the client's race,
+	// not a server error (see probe.Trace.StaleRetries).
+	StaleConnRetries int64
+	// Throttled counts arrivals tokentop did not send while honouring the
+	// server's Retry-After; they stay in goodput's denominator.
+	Throttled int64
 	InFlight  int64 // requests sent and not yet finished at snapshot time
 	// Judged is Requests minus Cancelled: the requests that ended on their
 	// own. Requests tokentop cancelled because the run stopped are not the

@@ -69,6 +69,13 @@ type Trace struct {
 	// Request.OnGaps.
 	GapsReported int
 
+	// StaleRetries is 1 when the request was resent on a fresh connection
+	// because the pooled keep-alive connection it first went out on had
+	// been closed by the server before any byte of an answer (a race
+	// between the client's reuse and the server's idle close; see
+	// Client.Stream). Times are those of the attempt that was answered.
+	StaleRetries int
+
 	Err   *Error
 	Valid bool // stream ended properly, was non-empty and passed the class's validators
 }
@@ -109,6 +116,11 @@ const (
 	ErrTruncated ErrorKind = "truncated_stream"
 	ErrCancelled ErrorKind = "cancelled"
 	ErrInvalid   ErrorKind = "invalid_output"
+	// ErrThrottled marks an arrival that was not sent because the server
+	// had asked, with Retry-After, for the class to pause. Such a Trace has
+	// no times but IntendedStart and End; it counts as throttled, not as a
+	// request or an error, and stays in goodput's denominator.
+	ErrThrottled ErrorKind = "throttled"
 )
 
 // Error is a classified request failure.
@@ -121,9 +133,18 @@ type Error struct {
 
 func (e *Error) Error() string { return string(e.Kind) + ": " + e.Msg }
 
+// Started is a request just sent, reported so that requests still waiting
+// when a snapshot is taken count as lower bounds of TTFT and E2E instead of
+// vanishing. ID is the Trace's.
+type Started struct {
+	ID, Class, Path string
+	Sent            time.Time
+}
+
 // FirstToken is a running request's first content token, reported as it
 // arrives so TTFT is known before the stream ends.
 type FirstToken struct {
+	ID            string // the Trace's; "" in recordings made before IDs were sent
 	Class, Path   string
 	IntendedStart time.Time
 	Sent          time.Time
