@@ -64,10 +64,13 @@ func evaluateClassSLO(v *metrics.View, cl *config.Class) Verdict {
 	if kind == "" {
 		kind = config.KindInteractive
 	}
+	// Requests still waiting (censored latencies) are data: an overload in
+	// which nothing finishes is measured by how long they have waited.
+	censored := cs.TTFT.Censored > 0 || cs.E2E.Censored > 0
 	verdict := Verdict{
 		Class:   cl.Name,
 		Kind:    kind,
-		NoData:  cs.Judged == 0,
+		NoData:  cs.Judged == 0 && !censored,
 		Goodput: classGoodput(cs, kind, span),
 	}
 	verdict.Objectives = sloObjectives(cs, &cl.SLO, span)
@@ -118,10 +121,11 @@ func appendPercentileObjectives(objs []Objective, p config.Percentiles, d *metri
 		target *config.Duration
 		name   string
 		value  float64
+		lower  bool
 	}{
-		{p.P50, n50, d.P50},
-		{p.P95, n95, d.P95},
-		{p.P99, n99, d.P99},
+		{p.P50, n50, d.P50, d.Lower.P50},
+		{p.P95, n95, d.P95, d.Lower.P95},
+		{p.P99, n99, d.P99, d.Lower.P99},
 	} {
 		if q.target == nil {
 			continue
@@ -130,8 +134,12 @@ func appendPercentileObjectives(objs []Objective, p config.Percentiles, d *metri
 		if d.Count > 0 {
 			actual = sloFloat(q.value)
 		}
+		// A lower bound above the target fails for certain; one below it
+		// is judged as measured and marked, since the requests it waits on
+		// may still come in under the target.
 		o := sloAtMost(q.name, sloMs(q.target.Duration), actual)
 		o.Basis = basis
+		o.LowerBound = q.lower
 		objs = append(objs, o)
 	}
 	return objs
@@ -168,7 +176,9 @@ func sloExceeds(a, b float64) bool {
 }
 
 func classGoodput(cs *metrics.ClassStats, kind string, span time.Duration) Goodput {
-	g := Goodput{Unit: GoodputUnitRequests, Numerator: float64(cs.GoodRequests), Denominator: float64(cs.Judged)}
+	// Arrivals not sent while honouring Retry-After are requests the
+	// server did not serve: they stay in the denominator.
+	g := Goodput{Unit: GoodputUnitRequests, Numerator: float64(cs.GoodRequests), Denominator: float64(cs.Judged + cs.Throttled)}
 	if kind == config.KindBatch {
 		g = Goodput{Unit: GoodputUnitOutputTokens, Numerator: float64(cs.ValidOutputTokens), Denominator: float64(cs.ExpectedTokens)}
 	}

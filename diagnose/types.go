@@ -61,6 +61,10 @@ type Objective struct {
 	// between tokens, metrics.BasisChunk when only chunk gaps were seen (a
 	// chunk may hold several tokens, so the gap is per chunk, not per token).
 	Basis string
+	// LowerBound is true when Actual is only a lower bound: some of the
+	// requests it depends on were still waiting (censored). A lower bound
+	// above the target fails; one below it passes, marked.
+	LowerBound bool
 }
 
 // Goodput keeps numerator and denominator visible.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"strings"
@@ -35,25 +36,50 @@ func (c Calibration) Words(tokens int, api string) int {
 	return max(int(float64(t)/ratio+0.5), 1)
 }
 
-// calibrationWords is the sample size: large enough that the ratio is
-// stable to a fraction of a percent.
-const calibrationWords = 2000
+// Plausible tokens per MakePrompt word. Real tokenizers put our common
+// English words at about 1–1.5 tokens each; a ratio outside this range
+// comes from a tokenizer or a usage field that is not counting our prompt
+// (a gateway's constant, a byte count, a server that ignores the request),
+// and following it would size prompts absurdly.
+const (
+	MinTokensPerWord = 0.2
+	MaxTokensPerWord = 5.0
+)
 
-// Calibrate measures the server's tokenizer on a MakePrompt sample through
+// maxChatOverhead bounds the tokens a chat template may add around one
+// message; more is not a template.
+const maxChatOverhead = 4096
+
+// calibrationSizes are the sample sizes, in words, sent to a tokenize
+// endpoint: several, so that an answer that does not grow with the prompt
+// shows. The largest keeps the ratio stable to a fraction of a percent.
+var calibrationSizes = [...]int{250, 1000, 2000}
+
+// Calibrate measures the server's tokenizer on MakePrompt samples through
 // its tokenize endpoint: vLLM and SGLang (POST /tokenize {"prompt"}), TGI
 // ({"inputs"}) and llama.cpp ({"content"}). It fails when the server has
-// none; the runner then learns the ratio from usage.prompt_tokens.
+// none, or when its counts are not plausible (see fitTokens); the runner
+// then learns the ratio from usage.prompt_tokens, under the same checks.
 func Calibrate(ctx context.Context, c *Client, baseURL, model string) (Calibration, error) {
-	sample := MakePrompt(rand.New(rand.NewPCG(7, 7)), calibrationWords, "tt0123456789abcdef")
+	samples := make([]string, len(calibrationSizes))
+	for i, n := range calibrationSizes {
+		samples[i] = MakePrompt(rand.New(rand.NewPCG(7, uint64(n))), n, "tt0123456789abcdef")
+	}
 	url := strings.TrimSuffix(strings.TrimRight(baseURL, "/"), "/v1") + "/tokenize"
-	bodies := []map[string]any{
-		{"model": model, "prompt": sample},
-		{"inputs": sample},
-		{"content": sample},
+	shapes := []func(sample string) map[string]any{
+		func(p string) map[string]any { return map[string]any{"model": model, "prompt": p} },
+		func(p string) map[string]any { return map[string]any{"inputs": p} },
+		func(p string) map[string]any { return map[string]any{"content": p} },
 	}
 	var errs []error
-	for i, b := range bodies {
-		n, err := tokenizeCount(ctx, c, url, b)
+	for i, shape := range shapes {
+		counts := make([]int, len(samples))
+		var err error
+		for j, sample := range samples {
+			if counts[j], err = tokenizeCount(ctx, c, url, shape(sample)); err != nil {
+				break
+			}
+		}
 		if err != nil {
 			errs = append(errs, err)
 			if ctx.Err() != nil {
@@ -61,22 +87,34 @@ func Calibrate(ctx context.Context, c *Client, baseURL, model string) (Calibrati
 			}
 			continue
 		}
-		cal := Calibration{TokensPerWord: float64(n) / calibrationWords, Source: "tokenize"}
+		var fit tokenFit
+		for j, n := range calibrationSizes {
+			fit.add(float64(n), float64(counts[j]))
+		}
+		ratio, overhead, why := fit.solve()
+		if why != "" {
+			return Calibration{}, fmt.Errorf("calibrating prompts: %s counted %v tokens for %v words: %s", url, counts, calibrationSizes, why)
+		}
+		cal := Calibration{TokensPerWord: ratio, Source: "tokenize"}
 		if i == 0 {
 			// vLLM and the simulator apply the chat template to messages;
 			// the difference is the template's overhead.
-			msg := map[string]any{"model": model, "messages": []map[string]string{{"role": "user", "content": sample}}, "add_generation_prompt": true}
-			if m, err := tokenizeCount(ctx, c, url, msg); err == nil && m >= n {
+			last := samples[len(samples)-1]
+			msg := map[string]any{"model": model, "messages": []map[string]string{{"role": "user", "content": last}}, "add_generation_prompt": true}
+			n := counts[len(counts)-1]
+			if m, err := tokenizeCount(ctx, c, url, msg); err == nil && m >= n && m-n <= maxChatOverhead {
 				cal.ChatOverhead = m - n
 			}
 		}
-		if cal.TokensPerWord <= 0 {
-			return Calibration{}, fmt.Errorf("calibrating prompts: %s counted %d tokens for %d words", url, n, calibrationWords)
-		}
+		_ = overhead // BOS and the like: within fitTokens' bound, and below the noise of prompt sizes
 		return cal, nil
 	}
 	return Calibration{}, fmt.Errorf("calibrating prompts: %w", errors.Join(errs...))
 }
+
+// tokenizeBodyCap bounds a tokenize answer: 2,000 words are a few thousand
+// token ids, well under this.
+const tokenizeBodyCap = 1 << 20
 
 func tokenizeCount(ctx context.Context, c *Client, url string, body any) (int, error) {
 	b, err := json.Marshal(body)
@@ -102,11 +140,21 @@ func tokenizeCount(ctx context.Context, c *Client, url string, body any) (int, e
 	if resp.StatusCode != http.StatusOK {
 		return 0, fmt.Errorf("POST %s: %s", url, resp.Status)
 	}
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if ct := resp.Header.Get("Content-Type"); strings.Contains(ct, "event-stream") {
+		return 0, fmt.Errorf("POST %s answered an event stream, not a token count: the server streams whatever it is sent", url)
+	}
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, tokenizeBodyCap+1))
 	if err != nil {
 		return 0, fmt.Errorf("POST %s: %w", url, err)
 	}
-	return tokenCountOf(raw)
+	if len(raw) > tokenizeBodyCap {
+		return 0, fmt.Errorf("POST %s: answer longer than %d bytes", url, tokenizeBodyCap)
+	}
+	n, err := tokenCountOf(raw)
+	if err != nil {
+		return 0, fmt.Errorf("POST %s: %w", url, err)
+	}
+	return n, nil
 }
 
 // tokenCountOf reads the token count from any of the known tokenize
@@ -125,6 +173,9 @@ func tokenCountOf(raw []byte) (int, error) {
 	}
 	switch {
 	case obj.Count != nil:
+		if *obj.Count < 0 {
+			return 0, fmt.Errorf("tokenize response: count %d", *obj.Count)
+		}
 		return *obj.Count, nil
 	case obj.Tokens != nil:
 		return len(obj.Tokens), nil
@@ -132,28 +183,127 @@ func tokenCountOf(raw []byte) (int, error) {
 	return 0, errors.New("tokenize response has neither count nor tokens")
 }
 
-// usageCalibrator learns tokens per word from the server's
-// usage.prompt_tokens when there is no tokenize endpoint.
-type usageCalibrator struct {
-	mu            sync.Mutex
-	tokens, words float64
+// tokenFit fits tokens = overhead + ratio × words by least squares over
+// (words, tokens) pairs, and judges whether the fit describes a tokenizer.
+type tokenFit struct {
+	n, sx, sy, sxx, sxy, syy float64
+	minX, maxX               float64
 }
 
-func (u *usageCalibrator) observe(words, promptTokens, overhead int) {
-	if words <= 0 || promptTokens <= overhead {
-		return
+func (f *tokenFit) add(words, tokens float64) {
+	if f.n == 0 || words < f.minX {
+		f.minX = words
 	}
-	u.mu.Lock()
-	u.tokens += float64(promptTokens - overhead)
-	u.words += float64(words)
-	u.mu.Unlock()
+	f.maxX = max(f.maxX, words)
+	f.n++
+	f.sx += words
+	f.sy += tokens
+	f.sxx += words * words
+	f.sxy += words * tokens
+	f.syy += tokens * tokens
 }
 
-func (u *usageCalibrator) ratio() (float64, bool) {
+// Consistency bounds of a fit: prompts of different sizes must give counts
+// on one line (R² ≥ minFitR2), through a small offset (BOS tokens, a
+// template: at most maxFitOverheadFrac of the mean count plus
+// maxChatOverhead tokens).
+const (
+	minFitR2           = 0.95
+	maxFitOverheadFrac = 0.2
+	// minFitSpread is how much the largest sample must exceed the
+	// smallest: equal sizes cannot tell a ratio from a constant.
+	minFitSpread = 1.5
+	// maxSingleSizeCV bounds how much counts for equal prompts may vary.
+	maxSingleSizeCV = 0.05
+)
+
+// solve returns the fit's ratio and overhead, or why they are not plausible.
+// Prompts all of one size (a class with fixed prompt_tokens) cannot show
+// whether the counts follow the length; their ratio is then taken through
+// the origin, and accepted only when every count agrees (coefficient of
+// variation ≤ maxSingleSizeCV) and the ratio is plausible.
+func (f *tokenFit) solve() (ratio, overhead float64, why string) {
+	if f.n < 2 || f.sx <= 0 {
+		return 0, 0, "too few samples"
+	}
+	vx := f.sxx - f.sx*f.sx/f.n
+	vy := max(f.syy-f.sy*f.sy/f.n, 0)
+	cxy := f.sxy - f.sx*f.sy/f.n
+	if f.maxX < minFitSpread*f.minX || vx <= 0 {
+		ratio = f.sy / f.sx
+		if cv := math.Sqrt(vy/f.n) / (f.sy / f.n); f.sy <= 0 || cv > maxSingleSizeCV {
+			return 0, 0, "the counts for prompts of one size disagree"
+		}
+		if !(ratio >= MinTokensPerWord && ratio <= MaxTokensPerWord) {
+			return 0, 0, fmt.Sprintf("%.3g tokens per word is outside the plausible %.1f–%.0f", ratio, MinTokensPerWord, MaxTokensPerWord)
+		}
+		return ratio, 0, ""
+	}
+	ratio = cxy / vx
+	overhead = (f.sy - ratio*f.sx) / f.n
+	switch {
+	case !(ratio >= MinTokensPerWord && ratio <= MaxTokensPerWord):
+		return 0, 0, fmt.Sprintf("%.3g tokens per word is outside the plausible %.1f–%.0f (the counts do not follow the prompt's length)", ratio, MinTokensPerWord, MaxTokensPerWord)
+	case vy > 0 && cxy*cxy/(vx*vy) < minFitR2:
+		return 0, 0, fmt.Sprintf("the counts do not follow the prompt's length (R² %.2f)", cxy*cxy/(vx*vy))
+	case math.Abs(overhead) > maxFitOverheadFrac*f.sy/f.n+maxChatOverhead:
+		return 0, 0, fmt.Sprintf("an offset of %.0f tokens is not a template's", overhead)
+	}
+	return ratio, overhead, ""
+}
+
+// usageCalibrator learns tokens per word from the server's
+// usage.prompt_tokens when there is no tokenize endpoint. It accepts a
+// ratio once, when enough requests of different sizes agree on it (see
+// tokenFit), and never changes it afterwards: prompts sized by a ratio that
+// kept learning from its own prompts could run away. Until then, and for
+// good when the counts never make sense, prompts stay uncalibrated.
+type usageCalibrator struct {
+	mu       sync.Mutex
+	fit      tokenFit
+	ratio    float64 // accepted; 0 while learning or given up
+	overhead float64
+	done     bool   // accepted or given up
+	why      string // why it gave up
+}
+
+// Learning needs usageMinSamples requests, and gives up after
+// usageMaxSamples without a plausible fit.
+const (
+	usageMinSamples = 8
+	usageMaxSamples = 64
+)
+
+// observe adds one request: its prompt's words and the server's count. It
+// returns a message when the calibrator has just decided (accepted or gave
+// up), once.
+func (u *usageCalibrator) observe(words, promptTokens int) string {
+	if words <= 0 || promptTokens < 0 {
+		return ""
+	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if u.words < 1 {
-		return 0, false
+	if u.done {
+		return ""
 	}
-	return u.tokens / u.words, true
+	u.fit.add(float64(words), float64(promptTokens))
+	if u.fit.n < usageMinSamples {
+		return ""
+	}
+	ratio, overhead, why := u.fit.solve()
+	if why == "" {
+		u.ratio, u.overhead, u.done = ratio, overhead, true
+		return fmt.Sprintf("prompts calibrated from usage.prompt_tokens over %.0f requests: %.2f tokens per word", u.fit.n, ratio)
+	}
+	if u.fit.n >= usageMaxSamples {
+		u.done, u.why = true, why
+		return fmt.Sprintf("usage.prompt_tokens ignored for prompt sizing (%s over %.0f requests): prompts stay at 1 word per token, so their lengths in the server's tokens are approximate", why, u.fit.n)
+	}
+	return ""
+}
+
+func (u *usageCalibrator) ratioOK() (float64, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.ratio, u.ratio > 0
 }

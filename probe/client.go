@@ -64,6 +64,9 @@ type ClientOptions struct {
 	// probe's own scheduling delay under load is not charged to the
 	// server; elsewhere reads are always stamped in user space.
 	UserSpaceTimestamps bool
+	// MaxRequestBytes caps a request body; 0 means no cap. The runner
+	// sizes prompts to stay under it; a body over it is never sent.
+	MaxRequestBytes int
 	// Strict omits the vLLM/SGLang sampling extensions (ignore_eos,
 	// min_tokens, continuous_usage_stats) for servers that reject unknown
 	// fields, such as api.openai.com. Output length is then up to the model.
@@ -73,8 +76,9 @@ type ClientOptions struct {
 // Client sends streaming requests over one pooled keep-alive transport and
 // records them. It is safe for concurrent use.
 type Client struct {
-	o  ClientOptions
-	hc *http.Client
+	o     ClientOptions
+	hc    *http.Client
+	fresh *http.Client // no keep-alive: for a resend after a stale connection
 	// onEvent, when set, sees every SSE event's data with the time of the
 	// read that completed it (as recorded) and the time that read returned
 	// to the probe. Benchmarks use it to compare read times with the
@@ -105,6 +109,10 @@ type Request struct {
 	// Validate, when set, judges the complete content text of a stream
 	// that ended properly; an error makes the trace invalid (ErrInvalid).
 	Validate func(text string) error
+	// OnStarted, when set, is called from the request's goroutine just
+	// before the request is sent (again, with the new send time, when it is
+	// resent on a fresh connection).
+	OnStarted func(Started)
 	// OnFirstToken, when set, is called from the request's goroutine when
 	// the first non-empty content delta arrives.
 	OnFirstToken func(FirstToken)
@@ -156,7 +164,12 @@ func NewClient(o ClientOptions) *Client {
 	if o.Insecure {
 		tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // the user asked with --insecure
 	}
-	c := &Client{o: o, hc: &http.Client{Transport: tr}}
+	// A request whose pooled connection turns out to have been closed by
+	// the server is resent once through a transport that never reuses a
+	// connection, so the second attempt cannot meet the same race.
+	fresh := tr.Clone()
+	fresh.DisableKeepAlives = true
+	c := &Client{o: o, hc: &http.Client{Transport: tr}, fresh: &http.Client{Transport: fresh}}
 	c.bufs.New = func() any {
 		b := make([]byte, 16<<10)
 		return &b
@@ -165,7 +178,10 @@ func NewClient(o ClientOptions) *Client {
 }
 
 // CloseIdle closes idle pooled connections.
-func (c *Client) CloseIdle() { c.hc.CloseIdleConnections() }
+func (c *Client) CloseIdle() {
+	c.hc.CloseIdleConnections()
+	c.fresh.CloseIdleConnections()
+}
 
 var (
 	errHeaderTimeout  = errors.New("response headers did not arrive in time")
@@ -261,6 +277,7 @@ type connTimes struct {
 	conn      time.Time
 	wrote     time.Time
 	firstByte time.Time
+	reused    bool    // the connection came from the keep-alive pool
 	rx        *rxConn // the connection, when it reads kernel timestamps
 }
 
@@ -275,7 +292,8 @@ func (t *connTimes) set(p *time.Time) {
 
 // gotConn notes the connection's time and whether it has kernel receive
 // timestamps (directly, or under TLS).
-func (t *connTimes) gotConn(c net.Conn) {
+func (t *connTimes) gotConn(i httptrace.GotConnInfo) {
+	c := i.Conn
 	if nc, ok := c.(interface{ NetConn() net.Conn }); ok {
 		c = nc.NetConn()
 	}
@@ -286,6 +304,7 @@ func (t *connTimes) gotConn(c net.Conn) {
 		t.conn = now
 	}
 	t.rx = rx
+	t.reused = t.reused || i.Reused
 	t.mu.Unlock()
 }
 
@@ -374,6 +393,13 @@ func (c *Client) stream(parent context.Context, r Request, traceparent string, t
 		tr.Err = &Error{Kind: ErrConnect, Msg: err.Error()}
 		return
 	}
+	if c.o.MaxRequestBytes > 0 && len(body) > c.o.MaxRequestBytes {
+		// The runner sizes prompts under this cap; a body over it is
+		// tokentop's bug, never sent.
+		tr.End = time.Now()
+		tr.Err = &Error{Kind: ErrConnect, Msg: fmt.Sprintf("request body of %d bytes is over the cap of %d bytes: not sent", len(body), c.o.MaxRequestBytes)}
+		return
+	}
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	if c.o.Timeout > 0 {
@@ -389,39 +415,17 @@ func (c *Client) stream(parent context.Context, r Request, traceparent string, t
 		})
 		defer t.Stop()
 	}
-	var ct connTimes
-	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		GotConn:      func(i httptrace.GotConnInfo) { ct.gotConn(i.Conn) },
-		WroteRequest: func(httptrace.WroteRequestInfo) { ct.set(&ct.wrote) },
-		GotFirstResponseByte: func() {
-			headersSeen.Store(true)
-			ct.gotFirstByte()
-		},
-	})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint(r.Target.BaseURL, path), bytes.NewReader(body))
-	if err != nil {
-		tr.Err = &Error{Kind: ErrConnect, Msg: fmt.Sprintf("building request: %v", err)}
-		return
+	url := endpoint(r.Target.BaseURL, path)
+	resp, rx, stale, err := c.send(ctx, c.hc, url, body, traceparent, r, tr, &headersSeen)
+	if err != nil && stale && context.Cause(ctx) == nil {
+		// The server closed the pooled connection before answering any
+		// byte (its idle timeout, or a connection limit, raced the reuse):
+		// nothing reached the model. Resend once on a new connection.
+		tr.StaleRetries++
+		resp, rx, _, err = c.send(ctx, c.fresh, url, body, traceparent, r, tr, &headersSeen)
 	}
-	for k, vs := range r.ExtraHeaders {
-		for _, v := range vs {
-			req.Header.Add(k, v)
-		}
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Accept-Encoding", "gzip")
-	req.Header.Set("traceparent", traceparent)
-	c.setCommonHeaders(req.Header)
-
-	tr.Sent = time.Now()
-	resp, err := c.hc.Do(req)
 	headersSeen.Store(true)
 	now := time.Now()
-	ct.mu.Lock()
-	tr.ConnDone, tr.WroteRequest, tr.Headers = ct.conn, ct.wrote, ct.firstByte
-	rx := ct.rx
-	ct.mu.Unlock()
 	if err != nil {
 		tr.End = now
 		tr.Err = classify(parent, ctx, err, errConnectDefault)
@@ -450,6 +454,47 @@ func (c *Client) stream(parent context.Context, r Request, traceparent string, t
 		rx = nil
 	}
 	c.readStream(parent, ctx, cancel, resp, rx, tr, text, r.OnFirstToken, r.OnGaps)
+}
+
+// send makes one attempt at the request through hc and records its times in
+// tr (a resend overwrites the first attempt's). stale reports that the
+// attempt failed on a pooled connection before any byte of a response came
+// back.
+func (c *Client) send(ctx context.Context, hc *http.Client, url string, body []byte, traceparent string, r Request, tr *Trace, headersSeen *atomic.Bool) (resp *http.Response, rx *rxConn, stale bool, err error) {
+	var ct connTimes
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn:      ct.gotConn,
+		WroteRequest: func(httptrace.WroteRequestInfo) { ct.set(&ct.wrote) },
+		GotFirstResponseByte: func() {
+			headersSeen.Store(true)
+			ct.gotFirstByte()
+		},
+	})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("building request: %w", err)
+	}
+	for k, vs := range r.ExtraHeaders {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Accept-Encoding", "gzip")
+	req.Header.Set("traceparent", traceparent)
+	c.setCommonHeaders(req.Header)
+
+	tr.Sent = time.Now()
+	if r.OnStarted != nil {
+		r.OnStarted(Started{ID: tr.ID, Class: tr.Class, Path: tr.Path, Sent: tr.Sent})
+	}
+	resp, err = hc.Do(req)
+	ct.mu.Lock()
+	tr.ConnDone, tr.WroteRequest, tr.Headers = ct.conn, ct.wrote, ct.firstByte
+	rx, stale = ct.rx, ct.reused && ct.firstByte.IsZero()
+	ct.mu.Unlock()
+	return resp, rx, stale, err
 }
 
 type defaultKind int
@@ -555,6 +600,20 @@ type wireReader struct {
 	// returned is when the last read returned to the probe; Read.At is
 	// earlier when the kernel says the bytes arrived earlier.
 	returned time.Time
+	// maxReads and maxBytes bound the stream (see streamBudget); 0: none.
+	maxReads int
+	maxBytes int64
+	total    int64
+}
+
+// errStreamTooLong ends a stream over its budget.
+type errStreamTooLong struct {
+	reads int
+	bytes int64
+}
+
+func (e errStreamTooLong) Error() string {
+	return fmt.Sprintf("stream over tokentop's budget for its max_tokens (%d reads, %d bytes): stopped reading", e.reads, e.bytes)
 }
 
 func (w *wireReader) fill() error {
@@ -562,8 +621,13 @@ func (w *wireReader) fill() error {
 		return w.err
 	}
 	for empty := 0; ; empty++ {
+		if (w.maxReads > 0 && len(w.tr.Reads) >= w.maxReads) || (w.maxBytes > 0 && w.total >= w.maxBytes) {
+			w.err = errStreamTooLong{len(w.tr.Reads), w.total}
+			return w.err
+		}
 		n, err := w.body.Read(w.buf)
 		if n > 0 {
+			w.total += int64(n)
 			at := time.Now()
 			w.returned = at
 			if w.rx != nil {
@@ -649,7 +713,9 @@ func (c *Client) readStream(parent, ctx context.Context, cancel context.CancelCa
 		tr.Reads = make([]Read, 0, n)
 		tr.Deltas = make([]Delta, 0, n)
 	}
-	st := &streamState{tr: tr, wr: wr, onEvent: c.onEvent, text: text, onFirstToken: onFirstToken, onGaps: onGaps}
+	maxEvents, maxReads, maxBytes := streamBudget(tr.MaxTokens)
+	wr.maxReads, wr.maxBytes = maxReads, maxBytes
+	st := &streamState{tr: tr, wr: wr, maxEvents: maxEvents, onEvent: c.onEvent, text: text, onFirstToken: onFirstToken, onGaps: onGaps}
 	p := newSSEParser()
 	defer func() { tr.PreambleBytes = p.preamble() }()
 	emit := func(data []byte) error {
@@ -728,6 +794,8 @@ func (c *Client) readStream(parent, ctx context.Context, cancel context.CancelCa
 			}
 		case isCorrupt(err):
 			tr.Err = &Error{Kind: ErrMalformed, Msg: fmt.Sprintf("decoding %s body: %v", tr.ContentEncoding, err)}
+		case errors.As(err, new(errStreamTooLong)):
+			tr.Err = &Error{Kind: ErrMalformed, Msg: err.Error()}
 		default:
 			e := classify(parent, ctx, err, errTruncatedDefault)
 			if e.Kind == ErrTimeout || e.Kind == ErrCancelled {
@@ -747,6 +815,7 @@ func isCorrupt(err error) bool {
 type streamState struct {
 	tr         *Trace
 	wr         *wireReader
+	maxEvents  int
 	onEvent    func(data []byte, at, returned time.Time)
 	events     int
 	prevTokens int
@@ -787,8 +856,43 @@ func excerpt(b []byte) string {
 	return strings.ToValidUTF8(string(b), "\uFFFD")
 }
 
+// Bounds on what a server's usage may claim before tokentop ignores it.
+const (
+	// MaxPromptTokens is more than any served context today (10M tokens).
+	MaxPromptTokens = 10_000_000
+	// completionSlack allows a server to count a few tokens beyond
+	// max_tokens (special tokens, a reasoning preamble).
+	completionSlack = 64
+)
+
+// implausibleUsage says why a usage object cannot be right for a request
+// with max_tokens maxTokens, or "" when it can.
+func implausibleUsage(prompt, completion, maxTokens int) string {
+	switch {
+	case prompt < 0 || completion < 0:
+		return fmt.Sprintf("usage reports negative tokens (prompt_tokens %d, completion_tokens %d)", prompt, completion)
+	case prompt > MaxPromptTokens:
+		return fmt.Sprintf("usage.prompt_tokens %d is above any context length (%d)", prompt, MaxPromptTokens)
+	case maxTokens > 0 && completion > 2*maxTokens+completionSlack:
+		return fmt.Sprintf("usage.completion_tokens %d for max_tokens %d", completion, maxTokens)
+	}
+	return ""
+}
+
+// Bounds on one stream, so that a server that never stops sending (or
+// sends a byte at a time) cannot grow a Trace without limit. They are far
+// above what max_tokens allows: one event per token plus a role chunk, a
+// usage chunk and keep-alives, and a few hundred bytes per event.
+func streamBudget(maxTokens int) (events, reads int, bytes int64) {
+	n := max(maxTokens, 1)
+	return 4*n + 256, 16*n + 4096, int64(n)*8<<10 + 1<<20
+}
+
 func (s *streamState) event(data []byte, at time.Time, read int) error {
 	s.events++
+	if s.events > s.maxEvents {
+		return &Error{Kind: ErrMalformed, Msg: fmt.Sprintf("more than %d events for max_tokens %d: tokentop stopped reading the stream", s.maxEvents, s.tr.MaxTokens)}
+	}
 	if s.onEvent != nil {
 		s.onEvent(data, at, s.wr.returned)
 	}
@@ -808,15 +912,26 @@ func (s *streamState) event(data []byte, at time.Time, read int) error {
 		return &Error{Kind: ErrHTTP, Status: s.tr.Status, Body: excerpt(ch.errRaw), Msg: "error event in stream"}
 	}
 	tokens := 0
-	if ch.hasUsage {
-		if s.tr.Usage == nil {
-			s.tr.Usage = &Usage{}
+	if ch.hasUsage && s.tr.UsageIgnored == "" {
+		if why := implausibleUsage(ch.promptTokens, ch.completionTokens, s.tr.MaxTokens); why != "" {
+			// A server (or a gateway rewriting usage) that reports
+			// impossible counts is not trusted for the rest of the stream:
+			// token counts then come from the stream itself.
+			s.tr.UsageIgnored = why
+			s.tr.Usage = nil
+			for i := range s.tr.Deltas {
+				s.tr.Deltas[i].Tokens = 0
+			}
+		} else {
+			if s.tr.Usage == nil {
+				s.tr.Usage = &Usage{}
+			}
+			*s.tr.Usage = Usage{PromptTokens: ch.promptTokens, CompletionTokens: ch.completionTokens}
+			if ch.completionTokens > s.prevTokens {
+				tokens = ch.completionTokens - s.prevTokens
+			}
+			s.prevTokens = max(s.prevTokens, ch.completionTokens)
 		}
-		*s.tr.Usage = Usage{PromptTokens: ch.promptTokens, CompletionTokens: ch.completionTokens}
-		if ch.completionTokens > s.prevTokens {
-			tokens = ch.completionTokens - s.prevTokens
-		}
-		s.prevTokens = max(s.prevTokens, ch.completionTokens)
 	}
 	if ch.reasoning > 0 {
 		s.tr.Deltas = append(s.tr.Deltas, Delta{At: at, Read: read, Chars: ch.reasoning, Reasoning: true, Tokens: tokens})
@@ -833,7 +948,7 @@ func (s *streamState) event(data []byte, at time.Time, read int) error {
 			s.sawContent = true
 			s.lastReport = at
 			if s.onFirstToken != nil {
-				s.onFirstToken(FirstToken{Class: s.tr.Class, Path: s.tr.Path, IntendedStart: s.tr.IntendedStart, Sent: s.tr.Sent, At: at})
+				s.onFirstToken(FirstToken{ID: s.tr.ID, Class: s.tr.Class, Path: s.tr.Path, IntendedStart: s.tr.IntendedStart, Sent: s.tr.Sent, At: at})
 				s.tr.FirstTokenReported = true
 			}
 		} else if s.onGaps != nil {

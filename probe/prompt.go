@@ -94,6 +94,14 @@ func NewPromptSizer(t config.Tokens) PromptSizer {
 	return s
 }
 
+// Largest is the longest prompt Next can draw, in tokens.
+func (s PromptSizer) Largest() int {
+	if s.fixed > 0 {
+		return s.fixed
+	}
+	return s.cap
+}
+
 // Next draws one prompt length (≥ 1).
 func (s PromptSizer) Next(rng *rand.Rand) int {
 	if s.fixed > 0 {

@@ -28,9 +28,20 @@ type RunnerOptions struct {
 	// gateway), so both paths see the same traffic.
 	Targets []Target
 	Model   string
+	// OnStarted, when set, is told of each request as it is sent, so that
+	// requests still waiting count as lower bounds of their latency.
+	OnStarted func(Started)
 	// OnFirstToken, when set, is told of each request's first content token
 	// as it arrives, so TTFT can be shown for streams still running.
 	OnFirstToken func(FirstToken)
+	// OnNotice, when set, is told once of each decision the runner takes
+	// from what the server said (prompt calibration accepted or refused),
+	// in words for the user.
+	OnNotice func(string)
+	// MaxRequestBytes is the absolute cap on one request body; 0 means
+	// DefaultMaxRequestBytes. The class's own cap is lower (see
+	// Runner.MaxRequestBytes).
+	MaxRequestBytes int
 	// OnGaps, when set, receives running streams' chunk gaps about once a
 	// second (see Request.OnGaps).
 	OnGaps func(GapReport)
@@ -98,7 +109,24 @@ type Runner struct {
 	seq      atomic.Uint64
 	inFlight atomic.Int64
 	skipped  atomic.Int64
+
+	maxBody  int // bytes; see MaxRequestBytes
+	maxWords int // words a prompt may have under maxBody
 }
+
+// DefaultMaxRequestBytes caps one request body unless configured.
+const DefaultMaxRequestBytes = 1 << 20
+
+// Request bodies are capped per class at the class's largest prompt at
+// bytesPerTokenBound bytes per token, plus requestOverheadBytes for the
+// JSON around it. Our words are at most six bytes with their space, and a
+// plausible calibration is at least MinTokensPerWord tokens per word, so a
+// prompt never needs more than 30 bytes per token.
+const (
+	bytesPerTokenBound   = 32
+	requestOverheadBytes = 16 << 10
+	maxBytesPerWord      = 6
+)
 
 // DefaultMaxTokensPerMinute is the per-class token cap when neither the
 // class nor the options give one (see config.DefaultTokensPerMinute).
@@ -198,6 +226,15 @@ func newRunner(cl config.Class, s streamer, sink Sink, o RunnerOptions) (*Runner
 	if o.MaxTokensPerMinute <= 0 {
 		r.o.MaxTokensPerMinute = DefaultMaxTokensPerMinute
 	}
+	if r.o.MaxRequestBytes <= 0 {
+		r.o.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	largest := r.sizer.Largest()
+	for _, e := range o.Replay {
+		largest = max(largest, e.PromptTokens)
+	}
+	r.maxBody = min(largest*bytesPerTokenBound+requestOverheadBytes, r.o.MaxRequestBytes)
+	r.maxWords = max((r.maxBody-requestOverheadBytes/2)/maxBytesPerWord, 1)
 	// Ten seconds' worth of tokens may go at once: enough for any single
 	// request under the cap, not enough to hit a server with a minute's
 	// budget in one burst.
@@ -246,6 +283,11 @@ func newRunner(cl config.Class, s streamer, sink Sink, o RunnerOptions) (*Runner
 	return r, nil
 }
 
+// MaxRequestBytes is the cap on this class's request bodies: its largest
+// prompt at a generous bytes-per-token bound, and never above the absolute
+// cap. Prompts are cut to fit it whatever a calibration says.
+func (r *Runner) MaxRequestBytes() int { return r.maxBody }
+
 // InFlight is the number of requests currently being streamed.
 func (r *Runner) InFlight() int64 { return r.inFlight.Load() }
 
@@ -285,7 +327,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			return nil
 		}
 		if r.paused(next) {
-			r.skipped.Add(1)
+			r.throttled(next)
 			continue
 		}
 		select {
@@ -334,7 +376,7 @@ func (r *Runner) replay(ctx context.Context, wg *sync.WaitGroup) {
 				return
 			}
 			if r.paused(intended) {
-				r.skipped.Add(1)
+				r.throttled(intended)
 				continue
 			}
 			select {
@@ -361,6 +403,16 @@ func (r *Runner) replay(ctx context.Context, wg *sync.WaitGroup) {
 		gap := last / time.Duration(len(r.o.Replay))
 		start = start.Add(time.Duration(float64(last+gap) / r.o.ReplaySpeed))
 	}
+}
+
+// throttled accounts an arrival not sent because the server asked the
+// class to pause: it counts as throttled, not as a request.
+func (r *Runner) throttled(intended time.Time) {
+	r.skipped.Add(1)
+	seq := r.seq.Load()
+	r.sink(Trace{Class: r.cl.Name, Kind: r.cl.Kind, Path: r.o.Targets[seq%uint64(len(r.o.Targets))].Path, API: r.cl.API, Model: r.o.Model,
+		IntendedStart: intended, End: r.clock.Now(), MaxTokens: r.cl.MaxTokens, PreambleBytes: -1,
+		Err: &Error{Kind: ErrThrottled, Msg: "not sent: the server asked with Retry-After to pause"}})
 }
 
 func (r *Runner) closedLoop(ctx context.Context) {
@@ -420,14 +472,14 @@ func (r *Runner) newPrompt(n int) (prompt string, tokens, words int) {
 		if r.shared == "" || r.sharedLen != p {
 			// Built from its own seed so every request (and every run with
 			// the same seed) shares exactly the same prefix.
-			r.sharedWds = max(r.words(p), 1)
+			r.sharedWds = min(max(r.words(p), 1), r.maxWords/2)
 			r.shared = MakePrompt(rand.New(rand.NewPCG(uint64(r.o.Seed), 0x736861726564)), r.sharedWds, "")
 			r.sharedLen = p
 		}
-		rest := max(r.words(n)-r.sharedWds, 1)
+		rest := min(max(r.words(n)-r.sharedWds, 1), max(r.maxWords-r.sharedWds, 1))
 		return r.shared + " " + MakePrompt(r.rng, rest, unique), n, r.sharedWds + rest
 	}
-	w := max(r.words(n), 1)
+	w := min(max(r.words(n), 1), r.maxWords)
 	return MakePrompt(r.rng, w, unique), n, w
 }
 
@@ -436,8 +488,8 @@ func (r *Runner) words(tokens int) int {
 	if c := r.o.Calibration; c != nil && c.Source != "" {
 		return c.Words(tokens, r.cl.API)
 	}
-	if ratio, ok := r.learned.ratio(); ok {
-		return Calibration{TokensPerWord: ratio}.Words(tokens, "completions")
+	if ratio, ok := r.learned.ratioOK(); ok {
+		return Calibration{TokensPerWord: ratio, ChatOverhead: max(int(r.learned.overhead), 0)}.Words(tokens, r.cl.API)
 	}
 	return tokens
 }
@@ -478,6 +530,7 @@ func (r *Runner) do(ctx context.Context, w work, intended time.Time) Trace {
 		Attempt:       w.attempt,
 		Deadline:      w.deadline,
 		Validate:      r.o.Validate,
+		OnStarted:     r.o.OnStarted,
 		OnFirstToken:  r.o.OnFirstToken,
 		OnGaps:        r.o.OnGaps,
 	}
@@ -494,7 +547,9 @@ func (r *Runner) do(ctx context.Context, w work, intended time.Time) Trace {
 	r.inFlight.Add(-1)
 	now := r.clock.Now()
 	if tr.Usage != nil && (r.o.Calibration == nil || r.o.Calibration.Source == "") {
-		r.learned.observe(w.promptWords, tr.Usage.PromptTokens, 0)
+		if msg := r.learned.observe(w.promptWords, tr.Usage.PromptTokens); msg != "" && r.o.OnNotice != nil {
+			r.o.OnNotice("class " + r.cl.Name + ": " + msg)
+		}
 	}
 	if tr.RetryAfter > 0 {
 		r.pause(now.Add(tr.RetryAfter))

@@ -42,6 +42,9 @@ type Trace struct {
 	Reads           []Read
 	Deltas          []Delta
 	Usage           *Usage
+	// UsageIgnored says why the server's usage was not believed (counts
+	// no request with this max_tokens could have); Usage is then nil.
+	UsageIgnored string
 	FinishReason    string
 	SawDone         bool // "data: [DONE]" received
 	RetryAfter      time.Duration
