@@ -45,9 +45,9 @@ type Trace struct {
 	// UsageIgnored says why the server's usage was not believed (counts
 	// no request with this max_tokens could have); Usage is then nil.
 	UsageIgnored string
-	FinishReason    string
-	SawDone         bool // "data: [DONE]" received
-	RetryAfter      time.Duration
+	FinishReason string
+	SawDone      bool // "data: [DONE]" received
+	RetryAfter   time.Duration
 	// PreambleBytes counts decoded body bytes before the first SSE event
 	// began (padding, comments); -1 when no event began.
 	PreambleBytes int64
