@@ -8,6 +8,7 @@ package metrics
 import (
 	"errors"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/DataDog/sketches-go/ddsketch/mapping"
@@ -64,6 +65,8 @@ type Aggregator struct {
 	series      Series
 	sources     map[string]*SourceStatus
 	sourceOrder []string
+
+	usageIgnoredNoted bool
 }
 
 type slot struct {
@@ -197,6 +200,22 @@ func (a *Aggregator) source(name string) *SourceStatus {
 	return s
 }
 
+// maxWarnings bounds each source's warnings.
+const maxWarnings = 20
+
+// AddNotice adds a warning to a source's status, once per text.
+func (a *Aggregator) AddNotice(at time.Time, source, text string) {
+	src := a.source(source)
+	if text == "" || slices.Contains(src.Warnings, text) {
+		return
+	}
+	if len(src.Warnings) >= maxWarnings {
+		src.Warnings[maxWarnings-1] = "… more warnings left out"
+		return
+	}
+	src.Warnings = append(src.Warnings, text)
+}
+
 // SetInFlight records how many requests of a class are outstanding.
 func (a *Aggregator) SetInFlight(class string, n int64) {
 	if i, ok := a.classIx[class]; ok {
@@ -241,6 +260,11 @@ func (a *Aggregator) AddTrace(t *probe.Trace) {
 	a.trackJob(t, ci, live)
 
 	src := a.source("probe")
+	if t.UsageIgnored != "" && !a.usageIgnoredNoted {
+		// Once: every stream of such a server says the same.
+		a.usageIgnoredNoted = true
+		a.AddNotice(at, "probe", "server's usage ignored ("+t.UsageIgnored+"): token counts come from the stream")
+	}
 	if t.Err == nil {
 		src.LastSuccess = laterOf(src.LastSuccess, at)
 	} else if t.Err.Kind != probe.ErrCancelled {
@@ -552,6 +576,7 @@ func (a *Aggregator) sourceStatuses(now time.Time) []SourceStatus {
 	out := make([]SourceStatus, 0, len(a.sourceOrder))
 	for _, name := range a.sourceOrder {
 		s := *a.sources[name]
+		s.Warnings = slices.Clone(s.Warnings)
 		s.Stale = s.LastSuccess.IsZero() || now.Sub(s.LastSuccess) > a.opts.StaleAfter
 		if name == "probe" {
 			// The probe only reports when requests end; long streams are not staleness.

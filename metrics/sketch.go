@@ -147,7 +147,8 @@ func (k *sketch) bins() []Bin {
 // an overload in which every request is still waiting shows as the waiting
 // requests' ages. A quantile the estimate cannot reach (the survival curve
 // stays above 1−q because the largest observations are censored) is
-// reported as the largest age and marked as a lower bound. Censoring here
+// reported as that quantile with censored samples at their ages (a true
+// lower bound) and marked as such. Censoring here
 // is administrative (the run or window ended, a timeout fired), independent
 // of the latency itself, which is what the estimator assumes.
 //
@@ -211,20 +212,22 @@ func censoredDist(exact, censored *sketch, extra []float64) Dist {
 	}
 	d.Max = math.Max(exMax, cMax)
 	d.Lower.Max = cens.count() > 0 && cMax >= exMax
-	for i := range qs {
+	// A quantile the estimate cannot reach is bounded below by the same
+	// quantile with every censored sample taken at its age: each true value
+	// is at least that, so the true quantile is too.
+	both := &sketch{s: exact.s.Copy()}
+	both.merge(cens)
+	for i, q := range qs {
 		if !reached[i] {
-			got[i] = d.Max
+			got[i] = math.Min(both.quantile(q), d.Max)
 		}
 	}
 	d.P50, d.P95, d.P99 = got[0], got[1], got[2]
 	d.Lower.P50, d.Lower.P95, d.Lower.P99 = !reached[0], !reached[1], !reached[2]
-	d.P99 = math.Min(d.P99, d.Max)
-	d.P95 = math.Min(d.P95, d.P99)
-	d.P50 = math.Min(d.P50, d.P95)
+	d.P95 = math.Max(d.P95, d.P50)
+	d.P99 = math.Max(d.P99, d.P95)
 	d.Mean = (exact.s.GetSum() + cens.s.GetSum()) / float64(n)
 	d.Lower.Mean = cens.count() > 0
-	both := &sketch{s: exact.s.Copy()}
-	both.merge(cens)
 	d.Bins = both.bins()
 	return d
 }

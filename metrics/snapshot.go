@@ -283,4 +283,8 @@ type SourceStatus struct {
 	LastError   string
 	LastErrorAt time.Time
 	Stale       bool
+	// Warnings are decisions the source took from what the server said
+	// (a calibration refused, usage ignored, load sized to the server), in
+	// words for the user, each once, oldest first, at most maxWarnings.
+	Warnings []string
 }

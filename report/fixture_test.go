@@ -1,11 +1,13 @@
 package report
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/tokentop/tokentop/config"
 	"github.com/tokentop/tokentop/diagnose"
 	"github.com/tokentop/tokentop/metrics"
+	"github.com/tokentop/tokentop/probe"
 )
 
 func f64(v float64) *float64 { return &v }
@@ -196,4 +198,28 @@ func fixtureDiagnosis() diagnose.Diagnosis {
 
 func fixtureMeta() Meta {
 	return Meta{ToolVersion: "v0.1.0-test", Target: "http://127.0.0.1:8000", Gateway: "http://127.0.0.1:8080", Model: "meta-llama/Llama-3.1-8B-Instruct"}
+}
+
+// overloadSnapshot is a 30 s run against a server so overloaded that no
+// probe got a first token: every interactive request is still waiting (its
+// TTFT censored at its age), the batch class's requests were cut short at
+// the end, and the probe learned nothing from the server's usage.
+func overloadSnapshot() (*metrics.Snapshot, []config.Class) {
+	started := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	classes := config.Default().Classes
+	a := metrics.NewAggregator(metrics.Options{Classes: classes, Started: started})
+	for i := range 20 {
+		sent := started.Add(time.Duration(i) * 1500 * time.Millisecond)
+		a.AddStarted(probe.Started{ID: fmt.Sprintf("i%d", i), Class: "interactive", Path: "direct", Sent: sent})
+	}
+	end := started.Add(30 * time.Second)
+	for i := range 4 {
+		id := fmt.Sprintf("b%d", i)
+		sent := started.Add(time.Duration(i) * time.Second)
+		a.AddStarted(probe.Started{ID: id, Class: "batch", Path: "direct", Sent: sent})
+		a.AddTrace(&probe.Trace{ID: id, Class: "batch", Kind: config.KindBatch, Path: "direct", Sent: sent, IntendedStart: sent, End: end,
+			MaxTokens: 180, Err: &probe.Error{Kind: probe.ErrCancelled, Msg: "the run ended"}})
+	}
+	a.AddNotice(end, "probe", "class batch: usage.prompt_tokens ignored for prompt sizing (the counts do not follow the prompt's length over 64 requests)")
+	return a.Tick(end), classes
 }

@@ -79,6 +79,22 @@ func writeHeader(b *strings.Builder, r *Report) {
 		}
 		b.WriteString("): its figures below are not current.\n")
 	}
+	for _, src := range r.Sources {
+		for _, w := range src.Warnings {
+			fmt.Fprintf(b, "\n> **Note (%s):** %s\n", src.Name, inline(w))
+		}
+	}
+	for _, c := range r.Classes {
+		if n := c.TTFTMs.Censored + c.E2EMs.Censored; n > 0 {
+			fmt.Fprintf(b, "\n> **%s:** %d latency samples are lower bounds (requests still waiting when the run ended, or cut short by a timeout while waiting); figures marked ≥ are at least that.\n", inline(c.Name), n)
+		}
+		if c.Throttled > 0 {
+			fmt.Fprintf(b, "\n> **%s:** %d arrivals were not sent while honouring the server's Retry-After; they count against goodput.\n", inline(c.Name), c.Throttled)
+		}
+		if n := c.RetriesByKind["stale_connection"]; n > 0 {
+			fmt.Fprintf(b, "\n> **%s:** %d requests were resent once on a fresh connection because the server had closed the pooled one before answering (not counted as errors).\n", inline(c.Name), n)
+		}
+	}
 	b.WriteString("\n")
 }
 
@@ -93,7 +109,11 @@ func writeVerdicts(b *strings.Builder, r *Report) {
 		var missed []string
 		for _, o := range c.SLO.Objectives {
 			if !o.Pass && o.Actual != nil {
-				missed = append(missed, fmt.Sprintf("%s %s (target %s %s)", o.Name, objValue(o.Name, o.Actual), cmp(o.Name), objValue(o.Name, &o.Target)))
+				ge := ""
+				if o.LowerBound {
+					ge = "≥ "
+				}
+				missed = append(missed, fmt.Sprintf("%s %s%s (target %s %s)", o.Name, ge, objValue(o.Name, o.Actual), cmp(o.Name), objValue(o.Name, &o.Target)))
 			}
 		}
 		if c.SLO.NoData {
@@ -122,7 +142,11 @@ func writeVerdicts(b *strings.Builder, r *Report) {
 			if !o.Pass {
 				res = "**FAIL**"
 			}
-			row(b, name, cmp(o.Name)+" "+objValue(o.Name, &o.Target), objValue(o.Name, o.Actual), res)
+			actual := objValue(o.Name, o.Actual)
+			if o.LowerBound {
+				actual = "≥ " + actual
+			}
+			row(b, name, cmp(o.Name)+" "+objValue(o.Name, &o.Target), actual, res)
 		}
 		b.WriteString("\n")
 	}
@@ -342,7 +366,13 @@ func tri(d *Dist) string {
 	if d.Count == 0 {
 		return "—"
 	}
-	return ms(d.P50) + " / " + ms(d.P95) + " / " + ms(d.P99)
+	ge := func(lower bool) string {
+		if lower {
+			return "≥ "
+		}
+		return ""
+	}
+	return ge(d.lower[0]) + ms(d.P50) + " / " + ge(d.lower[1]) + ms(d.P95) + " / " + ge(d.lower[2]) + ms(d.P99)
 }
 
 func itlCell(d *ITL) string {

@@ -65,6 +65,9 @@ type Source struct {
 	LastSuccess *time.Time `json:"last_success"`
 	LastError   *string    `json:"last_error"`
 	Stale       bool       `json:"stale"`
+	// Warnings are decisions the source took from what the server said,
+	// in words (a calibration refused, usage ignored, load sized down).
+	Warnings []string `json:"warnings"`
 }
 
 // Classes marshals as a JSON object keyed by class name, in config order
@@ -81,6 +84,7 @@ type Class struct {
 	Cancelled           int64      `json:"cancelled"`
 	Valid               int64      `json:"valid"`
 	Retries             int64      `json:"retries"`
+	Throttled           int64      `json:"throttled"`
 	TTFTMs              Dist       `json:"ttft_ms"`
 	ITLMs               ITL        `json:"itl_ms"`
 	ChunkGapMs          Dist       `json:"chunk_gap_ms"`
@@ -97,6 +101,11 @@ type Class struct {
 	Paths               Paths      `json:"paths,omitempty"` // only when a gateway is compared
 	// Beyond the contract.
 	ErrorsByKind map[string]int64 `json:"errors_by_kind,omitempty"`
+	// RetriesByKind splits retries: "job" (a batch request attempted
+	// again) and "stale_connection" (resent once on a fresh connection
+	// because the server had closed the pooled one before answering; not
+	// a server error).
+	RetriesByKind map[string]int64 `json:"retries_by_kind,omitempty"`
 	// FirstTokenMs is send → first token of any kind (reasoning included);
 	// ttft_ms is to the first content token.
 	FirstTokenMs Dist `json:"first_token_ms"`
@@ -113,6 +122,22 @@ type Dist struct {
 	Mean  *float64 `json:"mean"`
 	Max   *float64 `json:"max"`
 	Count int64    `json:"count"`
+	Censorship
+}
+
+// Censorship says how much of a latency object is lower bounds: Censored
+// samples (in count) are requests still waiting, or cut short while
+// waiting, when the span ended; LowerBound is true when a reported
+// percentile is only a lower bound.
+type Censorship struct {
+	Censored   int64 `json:"censored"`
+	LowerBound bool  `json:"lower_bound"`
+	// lower marks p50, p95 and p99 one by one, for the Markdown's "≥".
+	lower [3]bool
+}
+
+func censorship(d *metrics.Dist) Censorship {
+	return Censorship{Censored: d.Censored, LowerBound: d.LowerBound(), lower: [3]bool{d.Lower.P50, d.Lower.P95, d.Lower.P99}}
 }
 
 // ITL is the inter-token latency with the basis it was measured on:
@@ -127,12 +152,14 @@ type Quantiles struct {
 	P50 *float64 `json:"p50"`
 	P95 *float64 `json:"p95"`
 	P99 *float64 `json:"p99"`
+	Censorship
 }
 
 // MedianP95 is p50 and p95 in ms.
 type MedianP95 struct {
 	P50 *float64 `json:"p50"`
 	P95 *float64 `json:"p95"`
+	Censorship
 }
 
 // Breakdown holds TTFT component medians in ms; null where the data cannot
@@ -188,6 +215,9 @@ type Objective struct {
 	Pass   bool     `json:"pass"`
 	// Beyond the contract: the ITL basis, on itl_* objectives only.
 	Basis string `json:"basis,omitempty"`
+	// LowerBound is true when actual is only a lower bound (requests were
+	// still waiting): above the target it fails for certain.
+	LowerBound bool `json:"lower_bound,omitempty"`
 }
 
 // Buckets marshal as an object keyed by bucket name, in the fixed order
@@ -375,7 +405,7 @@ func Build(s *metrics.Snapshot, d diagnose.Diagnosis, m Meta) Report {
 func buildSources(ss []metrics.SourceStatus) []Source {
 	out := make([]Source, 0, len(ss))
 	for _, s := range ss {
-		src := Source{Name: s.Name, Stale: s.Stale}
+		src := Source{Name: s.Name, Stale: s.Stale, Warnings: append([]string{}, s.Warnings...)}
 		if !s.LastSuccess.IsZero() {
 			t := s.LastSuccess.UTC()
 			src.LastSuccess = &t
@@ -413,7 +443,8 @@ func buildClass(cs *metrics.ClassStats, v *diagnose.Verdict, gateway bool) Class
 		Errors:              cs.Errors,
 		Cancelled:           cs.Cancelled,
 		Valid:               cs.Valid,
-		Retries:             cs.Retries,
+		Retries:             cs.Retries + cs.StaleConnRetries,
+		Throttled:           cs.Throttled,
 		TTFTMs:              dist(&cs.TTFT),
 		ITLMs:               itl(&cs.ITL, cs.ITLBasis),
 		ChunkGapMs:          dist(&cs.ChunkGap),
@@ -447,6 +478,15 @@ func buildClass(cs *metrics.ClassStats, v *diagnose.Verdict, gateway bool) Class
 		c.ErrorsByKind = make(map[string]int64, len(cs.ErrorsByKind))
 		for k, n := range cs.ErrorsByKind {
 			c.ErrorsByKind[k] = n
+		}
+	}
+	if cs.Retries > 0 || cs.StaleConnRetries > 0 {
+		c.RetriesByKind = map[string]int64{}
+		if cs.Retries > 0 {
+			c.RetriesByKind["job"] = cs.Retries
+		}
+		if cs.StaleConnRetries > 0 {
+			c.RetriesByKind["stale_connection"] = cs.StaleConnRetries
 		}
 	}
 	c.Goodput, c.SLO = verdictSections(cs, v)
@@ -504,8 +544,9 @@ func verdictSections(cs *metrics.ClassStats, v *diagnose.Verdict) (Goodput, SLO)
 			Name:   o.Name,
 			Target: finite(o.Target),
 			Actual: finitePtr(o.Actual),
-			Pass:   o.Pass,
-			Basis:  o.Basis,
+			Pass:       o.Pass,
+			Basis:      o.Basis,
+			LowerBound: o.LowerBound,
 		})
 	}
 	return g, slo
@@ -587,7 +628,7 @@ func dist(d *metrics.Dist) Dist {
 	if d.Count <= 0 {
 		return Dist{}
 	}
-	return Dist{P50: num(d.P50), P95: num(d.P95), P99: num(d.P99), Mean: num(d.Mean), Max: num(d.Max), Count: d.Count}
+	return Dist{P50: num(d.P50), P95: num(d.P95), P99: num(d.P99), Mean: num(d.Mean), Max: num(d.Max), Count: d.Count, Censorship: censorship(d)}
 }
 
 func itl(d *metrics.Dist, basis string) ITL {
@@ -602,7 +643,7 @@ func quantiles(d *metrics.Dist) Quantiles {
 	if d.Count <= 0 {
 		return Quantiles{}
 	}
-	return Quantiles{P50: num(d.P50), P95: num(d.P95), P99: num(d.P99)}
+	return Quantiles{P50: num(d.P50), P95: num(d.P95), P99: num(d.P99), Censorship: censorship(d)}
 }
 
 func gauge(g *metrics.GaugeStats) Gauge {
@@ -644,17 +685,20 @@ func finite(v float64) float64 {
 	return v
 }
 
-// ExitCode is the contract's exit code for a finished session: ExitNoData
-// when no class completed a request or no request anywhere was valid,
-// ExitSLOFailed when any class missed its SLO (a class without data has not
-// shown that it held), ExitOK otherwise.
+// ExitCode is the contract's exit code for a finished session:
+// ExitNoData when there is nothing usable (no class completed a valid
+// request, and no request was even seen waiting: the target unreachable,
+// or every request failed with an error), ExitSLOFailed when any class
+// missed its SLO (including by a censored lower bound above its target;
+// a class without data has not shown that it held), ExitOK otherwise.
 func ExitCode(r Report) int {
-	var completed, valid int64
+	var completed, valid, censored int64
 	for _, c := range r.Classes {
 		completed += c.Completed
 		valid += c.Valid
+		censored += c.TTFTMs.Censored + c.E2EMs.Censored
 	}
-	if completed == 0 || valid == 0 {
+	if (completed == 0 || valid == 0) && censored == 0 {
 		return ExitNoData
 	}
 	for _, c := range r.Classes {

@@ -25,6 +25,46 @@ func fixtureReport() Report {
 	return Build(fixtureSnapshot(), fixtureDiagnosis(), fixtureMeta())
 }
 
+func overloadReport() Report {
+	snap, classes := overloadSnapshot()
+	return Build(snap, diagnose.Evaluate(&snap.Run, classes), Meta{ToolVersion: "v0.1.0-test", Target: "http://127.0.0.1:8000", Model: "m"})
+}
+
+// When no probe got a first token, the run is measured, not empty: TTFT
+// is reported as censored lower bounds, the TTFT objectives fail on them,
+// and the exit code is 1 (an SLO failed), not 3 (no usable data).
+func TestOverloadIsMeasuredNotEmpty(t *testing.T) {
+	r := overloadReport()
+	in := r.Classes[0]
+	if in.TTFTMs.Count != 20 || in.TTFTMs.Censored != 20 || !in.TTFTMs.LowerBound || in.TTFTMs.P95 == nil || *in.TTFTMs.P95 < 28000 {
+		t.Errorf("interactive ttft_ms = %+v, want 20 censored samples with p95 ≥ 28 s", in.TTFTMs)
+	}
+	var ttftP95 *Objective
+	for i := range in.SLO.Objectives {
+		if in.SLO.Objectives[i].Name == diagnose.ObjTTFTP95 {
+			ttftP95 = &in.SLO.Objectives[i]
+		}
+	}
+	if ttftP95 == nil || ttftP95.Pass || !ttftP95.LowerBound || in.SLO.NoData {
+		t.Errorf("ttft_p95 objective %+v (no data %v), want failed on a lower bound", ttftP95, in.SLO.NoData)
+	}
+	if b := r.Classes[1]; b.TTFTMs.Censored != 4 || b.Cancelled != 4 {
+		t.Errorf("batch ttft censored %d, cancelled %d, want 4 and 4", b.TTFTMs.Censored, b.Cancelled)
+	}
+	if got := ExitCode(r); got != ExitSLOFailed {
+		t.Errorf("exit code %d, want %d", got, ExitSLOFailed)
+	}
+	var md bytes.Buffer
+	if err := WriteMarkdown(&md, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"≥ ", "lower bounds", "usage.prompt_tokens ignored"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("markdown lacks %q", want)
+		}
+	}
+}
+
 func TestGolden(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -32,6 +72,7 @@ func TestGolden(t *testing.T) {
 	}{
 		{"full", fixtureReport()},
 		{"empty", Build(nil, diagnose.Diagnosis{}, Meta{ToolVersion: "v0.1.0-test", Target: "http://127.0.0.1:8000", Model: "auto"})},
+		{"overload", overloadReport()},
 	}
 	for _, tt := range tests {
 		for _, format := range []struct {
@@ -106,7 +147,7 @@ func TestWriteJSONShape(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The documented form of a distribution without data.
-	const noData = `{"p50":null,"p95":null,"p99":null,"mean":null,"max":null,"count":0}`
+	const noData = `{"p50":null,"p95":null,"p99":null,"mean":null,"max":null,"count":0,"censored":0,"lower_bound":false}`
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, classes["canary"].TTFT); err != nil {
 		t.Fatal(err)
@@ -201,7 +242,7 @@ func TestBuildOmitsAbsentSections(t *testing.T) {
 	}
 	want := map[string]string{
 		"server.queue_depth":       `{"p50":null,"p95":null,"max":null,"trend_per_s":null}`,
-		"server.server_ttft_ms":    `{"p50":null,"p95":null,"p99":null}`,
+		"server.server_ttft_ms":    `{"p50":null,"p95":null,"p99":null,"censored":0,"lower_bound":false}`,
 		"server.preemptions_per_s": `null`,
 		"gpu.devices":              `[]`,
 		"gpu.source":               `"none"`,

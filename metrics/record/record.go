@@ -54,6 +54,15 @@ type line struct {
 	GPU      *gpuEvent         `json:"gpu,omitempty"`
 	Lag      *probe.LagSample  `json:"lag,omitempty"`
 	InFlight map[string]int64  `json:"in_flight,omitempty"`
+	Started  *probe.Started    `json:"started,omitempty"`
+	Notice   *noticeEvent      `json:"notice,omitempty"`
+}
+
+// noticeEvent is a decision a source took from what the server said.
+type noticeEvent struct {
+	At     time.Time `json:"at"`
+	Source string    `json:"source"`
+	Text   string    `json:"text"`
 }
 
 const (
@@ -65,6 +74,8 @@ const (
 	kindGPU      = "gpu"
 	kindLag      = "lag"
 	kindInFlight = "in_flight"
+	kindStarted  = "started"
+	kindNotice   = "notice"
 )
 
 // scrapeEvent is one scrape: its sample, or the error that replaced it.
@@ -244,6 +255,14 @@ func (w *Writer) Lag(l probe.LagSample) { w.put(&line{Kind: kindLag, Lag: &l}) }
 // InFlight records each class's requests in flight.
 func (w *Writer) InFlight(counts map[string]int64) {
 	w.put(&line{Kind: kindInFlight, InFlight: counts})
+}
+
+// Started records a request just sent.
+func (w *Writer) Started(s probe.Started) { w.put(&line{Kind: kindStarted, Started: &s}) }
+
+// Notice records a source's notice to the user.
+func (w *Writer) Notice(at time.Time, source, text string) {
+	w.put(&line{Kind: kindNotice, Notice: &noticeEvent{At: at, Source: source, Text: text}})
 }
 
 // Close flushes the recording and closes its file; it returns the first

@@ -175,6 +175,18 @@ func (l *line) event() (Event, error) {
 				a.SetInFlight(class, n)
 			}
 		}}, nil
+	case kindStarted:
+		if l.Started == nil {
+			return Event{}, errMissing
+		}
+		st := *l.Started
+		return Event{Apply: func(a *metrics.Aggregator) { a.AddStarted(st) }}, nil
+	case kindNotice:
+		if l.Notice == nil {
+			return Event{}, errMissing
+		}
+		n := *l.Notice
+		return Event{Apply: func(a *metrics.Aggregator) { a.AddNotice(n.At, n.Source, n.Text) }}, nil
 	default:
 		return Event{}, fmt.Errorf("unknown event kind %q", l.Kind)
 	}
