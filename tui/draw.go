@@ -382,12 +382,21 @@ func objectiveUnit(name string) string {
 	}
 }
 
-// triple prints p50/p95/p99 of a distribution, or "no data".
+// triple prints p50/p95/p99 of a distribution, or "no data". A figure
+// that is only a lower bound (requests still waiting) reads "≥ 30.0s".
 func triple(d metrics.Dist, sep string) string {
 	if d.Count == 0 {
 		return "no data"
 	}
-	return "p50 " + fmtMs(d.P50) + sep + "p95 " + fmtMs(d.P95) + sep + "p99 " + fmtMs(d.P99)
+	return "p50 " + fmtLowerMs(d.P50, d.Lower.P50) + sep + "p95 " + fmtLowerMs(d.P95, d.Lower.P95) + sep + "p99 " + fmtLowerMs(d.P99, d.Lower.P99)
+}
+
+// fmtLowerMs is fmtMs, marked "≥" when v is only a lower bound.
+func fmtLowerMs(v float64, lower bool) string {
+	if lower {
+		return "≥" + fmtMs(v)
+	}
+	return fmtMs(v)
 }
 
 // wrapWords breaks s into lines of at most w cells; a word longer than w is

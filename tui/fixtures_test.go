@@ -249,6 +249,28 @@ func noDataDiag() diagnose.Diagnosis {
 	}}
 }
 
+// overloadSnap is a server so overloaded that no probe has had a first
+// token: every TTFT is a censored lower bound, and the probe has refused a
+// calibration it could not trust.
+func overloadSnap() *metrics.Snapshot {
+	s := noDataSnap()
+	waiting := metrics.Dist{Count: 18, Censored: 18, P50: 14200, P95: 28300, P99: 29700, Mean: 15000, Max: 29900,
+		Lower: metrics.LowerBounds{P50: true, P95: true, P99: true, Mean: true, Max: true},
+		Bins:  logBins(1500, 1.28, 1, 1, 1, 1, 1, 2, 1, 2, 2, 2, 2, 2)}
+	for _, v := range []*metrics.View{&s.Live, &s.Run} {
+		v.Classes[0].TTFT, v.Classes[0].InFlight = waiting, 18
+		v.Server = metrics.ServerStats{Profile: "vllm", Variant: "v1", ScrapeOK: true, Scrapes: 30,
+			QueueDepth: metrics.GaugeStats{Count: 30, Last: 612, P50: 580, P95: 610, Max: 612},
+			Running:    metrics.GaugeStats{Count: 30, Last: 32, P50: 32, P95: 32, Max: 32}}
+	}
+	s.At = t0.Add(30 * time.Second)
+	s.Sources = []metrics.SourceStatus{
+		{Name: "probe", Warnings: []string{"usage.prompt_tokens ignored for prompt sizing (the counts do not follow the prompt's length over 64 requests)"}},
+		{Name: "scrape", LastSuccess: t0.Add(29 * time.Second)},
+	}
+	return s
+}
+
 func gpuStatusSnap() *metrics.Snapshot {
 	s := healthySnap()
 	for _, v := range []*metrics.View{&s.Live, &s.Run} {
@@ -298,5 +320,6 @@ func fixtures() []fixture {
 		{"failing", failingSnap(), failingDiag()},
 		{"nodata", noDataSnap(), noDataDiag()},
 		{"gpustatus", gpuStatusSnap(), healthyDiag()},
+		{"overload", overloadSnap(), noDataDiag()},
 	}
 }

@@ -179,8 +179,21 @@ func (r *renderer) header() []string {
 	} else {
 		b.WriteString("0")
 	}
+	// How much of the server's load is tokentop's own.
 	b.WriteString(" in-flight " + fmtInt(inflight))
-	return []string{first, fit(b.String(), r.w)}
+	if sv := r.v.Server.Running; sv.Count > 0 {
+		b.WriteString(" (server running " + fmtNum(sv.Last) + ")")
+	}
+	lines := []string{first, fit(b.String(), r.w)}
+	// Decisions taken from what the server said (a calibration refused,
+	// usage ignored, load sized down): the latest, once there is one.
+	for i := len(r.s.Sources) - 1; i >= 0; i-- {
+		if ws := r.s.Sources[i].Warnings; len(ws) > 0 {
+			lines = append(lines, fit(r.t.warn("note: "+ws[len(ws)-1]), r.w))
+			break
+		}
+	}
+	return lines
 }
 
 func (r *renderer) footer() string {
@@ -309,7 +322,7 @@ func (r *renderer) summary(c *metrics.ClassStats) string {
 		s += " · goodput " + fmtPct0Ptr(v.Goodput.Ratio)
 	}
 	if c.TTFT.Count > 0 {
-		s += " · TTFT p95 " + fmtMs(c.TTFT.P95)
+		s += " · TTFT p95 " + fmtLowerMs(c.TTFT.P95, c.TTFT.Lower.P95)
 	}
 	s += " · " + fmtNum(c.Throughput.OutputTokensPerS) + " tok/s"
 	if c.ITL.Count > 0 {
@@ -544,7 +557,7 @@ func p5095(d metrics.Dist) string {
 	if d.Count == 0 {
 		return dash
 	}
-	return "p50 " + fmtMs(d.P50) + " p95 " + fmtMs(d.P95)
+	return "p50 " + fmtLowerMs(d.P50, d.Lower.P50) + " p95 " + fmtLowerMs(d.P95, d.Lower.P95)
 }
 
 func (r *renderer) compactSeries(label string, g metrics.GaugeStats, f func(float64) string, s []float64, top float64, w int) string {
