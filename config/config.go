@@ -28,7 +28,18 @@ type Config struct {
 	Gateway string  `yaml:"gateway"`
 	Model   string  `yaml:"model"`
 	Classes []Class `yaml:"classes"`
+	// MaxRequestBytes is the absolute cap on one request body (default
+	// DefaultMaxRequestBytes); each class's own cap, from its largest
+	// prompt, is lower.
+	MaxRequestBytes int `yaml:"max_request_bytes"`
 }
+
+// Bounds of max_request_bytes.
+const (
+	DefaultMaxRequestBytes = 1 << 20
+	MinMaxRequestBytes     = 4 << 10
+	MaxMaxRequestBytes     = 64 << 20
+)
 
 // Kinds of traffic class.
 const (
@@ -245,8 +256,9 @@ func dur(d time.Duration) *Duration { return &Duration{d} }
 // Default returns the contract's two classes at probe-sized rates.
 func Default() Config {
 	return Config{
-		Target: "http://127.0.0.1:8000",
-		Model:  "auto",
+		Target:          "http://127.0.0.1:8000",
+		Model:           "auto",
+		MaxRequestBytes: DefaultMaxRequestBytes,
 		Classes: []Class{
 			{
 				Name:         "interactive",
@@ -339,6 +351,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Model == "" {
 		c.Model = "auto"
+	}
+	switch {
+	case c.MaxRequestBytes == 0:
+		c.MaxRequestBytes = DefaultMaxRequestBytes
+	case c.MaxRequestBytes < MinMaxRequestBytes || c.MaxRequestBytes > MaxMaxRequestBytes:
+		return fmt.Errorf("config: max_request_bytes %d outside %d..%d", c.MaxRequestBytes, MinMaxRequestBytes, MaxMaxRequestBytes)
 	}
 	seen := map[string]bool{}
 	for i := range c.Classes {

@@ -72,6 +72,7 @@ func Calibrate(ctx context.Context, c *Client, baseURL, model string) (Calibrati
 		func(p string) map[string]any { return map[string]any{"content": p} },
 	}
 	var errs []error
+	allNotFound := true
 	for i, shape := range shapes {
 		counts := make([]int, len(samples))
 		var err error
@@ -82,11 +83,13 @@ func Calibrate(ctx context.Context, c *Client, baseURL, model string) (Calibrati
 		}
 		if err != nil {
 			errs = append(errs, err)
+			allNotFound = allNotFound && errors.As(err, new(errNotFound))
 			if ctx.Err() != nil {
 				break
 			}
 			continue
 		}
+		allNotFound = false
 		var fit tokenFit
 		for j, n := range calibrationSizes {
 			fit.add(float64(n), float64(counts[j]))
@@ -109,8 +112,20 @@ func Calibrate(ctx context.Context, c *Client, baseURL, model string) (Calibrati
 		_ = overhead // BOS and the like: within fitTokens' bound, and below the noise of prompt sizes
 		return cal, nil
 	}
+	if allNotFound {
+		return Calibration{}, fmt.Errorf("calibrating prompts: %w", ErrNoTokenizer)
+	}
 	return Calibration{}, fmt.Errorf("calibrating prompts: %w", errors.Join(errs...))
 }
+
+// ErrNoTokenizer means the server has no tokenize endpoint (every dialect
+// answered 404 or 405): the ordinary case for many servers, not a problem.
+var ErrNoTokenizer = errors.New("the server has no tokenize endpoint")
+
+// errNotFound marks a tokenize dialect the server does not serve.
+type errNotFound struct{ status string }
+
+func (e errNotFound) Error() string { return e.status }
 
 // tokenizeBodyCap bounds a tokenize answer: 2,000 words are a few thousand
 // token ids, well under this.
@@ -137,6 +152,9 @@ func tokenizeCount(ctx context.Context, c *Client, url string, body any) (int, e
 		return 0, fmt.Errorf("tokenize: %w", err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed {
+		return 0, fmt.Errorf("POST %s: %w", url, errNotFound{resp.Status})
+	}
 	if resp.StatusCode != http.StatusOK {
 		return 0, fmt.Errorf("POST %s: %s", url, resp.Status)
 	}

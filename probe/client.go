@@ -999,3 +999,28 @@ func DiscoverModel(ctx context.Context, c *Client, baseURL string) (string, erro
 	}
 	return "", fmt.Errorf("discovering model: %s lists no models", req.URL)
 }
+
+// Get fetches url with the client's TLS settings and API key, reading at
+// most maxBytes of the body (a longer body is an error). It is for small
+// JSON answers (capacity, model lists), not streams.
+func (c *Client) Get(ctx context.Context, url string, maxBytes int64) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, nil, fmt.Errorf("GET %s: %w", url, err)
+	}
+	c.setCommonHeaders(req.Header)
+	req.Header.Set("Accept", "application/json")
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return 0, nil, fmt.Errorf("GET %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBytes+1))
+	if err != nil {
+		return resp.StatusCode, nil, fmt.Errorf("GET %s: %w", url, err)
+	}
+	if int64(len(body)) > maxBytes {
+		return resp.StatusCode, nil, fmt.Errorf("GET %s: body longer than %d bytes", url, maxBytes)
+	}
+	return resp.StatusCode, body, nil
+}

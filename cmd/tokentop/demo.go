@@ -34,7 +34,7 @@ func (s *simFlags) register(fs *flag.FlagSet) {
 func (s *simFlags) resolve(fs *flag.FlagSet) (sim.Knobs, error) {
 	k, err := sim.Scenario(s.scenario)
 	if err != nil {
-		return sim.Knobs{}, usageError{err.Error()}
+		return sim.Knobs{}, usageError{err}
 	}
 	apply := flag.NewFlagSet("knobs", flag.ContinueOnError)
 	k.RegisterFlags(apply)
@@ -45,10 +45,10 @@ func (s *simFlags) resolve(fs *flag.FlagSet) (sim.Knobs, error) {
 		}
 	})
 	if setErr != nil {
-		return sim.Knobs{}, usageError{setErr.Error()}
+		return sim.Knobs{}, usageError{setErr}
 	}
 	if err := k.Validate(); err != nil {
-		return sim.Knobs{}, usageError{err.Error()}
+		return sim.Knobs{}, usageError{err}
 	}
 	return k, nil
 }

@@ -74,7 +74,7 @@ func runReplay(ctx context.Context, e env, args []string) (int, error) {
 
 	file, err := os.Open(path)
 	if err != nil {
-		return exitUsage, usagef("%v", err)
+		return exitUsage, usagef("%w", err)
 	}
 	defer file.Close()
 	rd, err := record.NewReader(file)

@@ -24,12 +24,14 @@ const (
 	exitNoData  = 3
 )
 
-// usageError marks a mistake in how tokentop was called (exit 2).
-type usageError struct{ msg string }
+// usageError marks a mistake in how tokentop was called (exit 2). It keeps
+// the error it wraps, so errors.Is and errors.As see through it.
+type usageError struct{ err error }
 
-func (e usageError) Error() string { return e.msg }
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
 
-func usagef(format string, a ...any) error { return usageError{fmt.Sprintf(format, a...)} }
+func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
 
 const topUsage = `tokentop: why does LLM streaming feel slow?
 
@@ -146,7 +148,7 @@ func (c *commonFlags) finish(e env) (config.Config, error) {
 		// Fail now, not after a long run whose report could not be kept.
 		f, err := os.OpenFile(c.reportPath, os.O_WRONLY|os.O_CREATE, 0o644)
 		if err != nil {
-			return config.Config{}, usagef("--report: %v", err)
+			return config.Config{}, usagef("--report: %w", err)
 		}
 		f.Close()
 	}
@@ -155,7 +157,7 @@ func (c *commonFlags) finish(e env) (config.Config, error) {
 		// Load reads a replay trace's relative path from the config's folder.
 		var err error
 		if cfg, err = config.Load(c.configPath); err != nil {
-			return config.Config{}, usageError{err.Error()}
+			return config.Config{}, usageError{err}
 		}
 	}
 	if c.model != "" {
@@ -181,7 +183,7 @@ func parseFlags(fs *flag.FlagSet, args []string, out io.Writer) error {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
-		return usageError{err.Error()}
+		return usageError{err}
 	}
 	return nil
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/tokentop/tokentop/metrics"
 	"github.com/tokentop/tokentop/metrics/record"
 	"github.com/tokentop/tokentop/probe"
+	"github.com/tokentop/tokentop/probe/capacity"
 	"github.com/tokentop/tokentop/probe/scrape"
 	"github.com/tokentop/tokentop/report"
 	"github.com/tokentop/tokentop/report/exporter"
@@ -72,25 +73,45 @@ type session struct {
 	// and its scrape are done.
 	stopSources context.CancelFunc
 	scraped     chan struct{} // closed after the first scrape has been handed on
+	// notices are what prepare decided from what the server said, handed
+	// to the aggregator once it runs.
+	notices []notice
 }
+
+type notice struct{ source, text string }
+
+// Time limits of the preparation and of the end of a run. With --duration
+// D the process ends within D + 5 s whatever the server does: preparing
+// counts against D, and sources that do not stop within stopGrace of the
+// end are left behind (their requests are cancelled; the report is written
+// from what was measured).
+const (
+	discoverTimeout  = 5 * time.Second
+	calibrateTimeout = 5 * time.Second
+	capacityTimeout  = 4 * time.Second
+	stopGrace        = 3 * time.Second
+)
 
 // runSession wires sources → aggregator → diagnosis → console or report.
 func runSession(ctx context.Context, e env, spec sessionSpec) (int, error) {
 	s := &session{e: e, spec: spec, cfg: spec.cfg, events: make(chan metrics.Event, 1<<16), pipeDone: make(chan struct{}),
 		scraped: make(chan struct{})}
-	if code, err := s.prepare(ctx); err != nil {
+	// The run's end is fixed now: everything from here, preparation
+	// included, happens within --duration.
+	runCtx := ctx
+	if spec.common.duration > 0 {
+		var cancel context.CancelFunc
+		runCtx, cancel = context.WithTimeout(ctx, spec.common.duration)
+		defer cancel()
+	}
+	if code, err := s.prepare(runCtx); err != nil {
 		s.close()
 		return code, err
 	}
 	defer s.close()
 
-	srcCtx, stopSources := context.WithCancel(ctx)
+	srcCtx, stopSources := context.WithCancel(runCtx)
 	defer stopSources()
-	if spec.common.duration > 0 {
-		var cancel context.CancelFunc
-		srcCtx, cancel = context.WithTimeout(srcCtx, spec.common.duration)
-		defer cancel()
-	}
 	s.srcCtx, s.stopSources = srcCtx, stopSources
 	started := time.Now()
 	agg := metrics.NewAggregator(metrics.Options{Classes: s.cfg.Classes, Started: started, Paths: s.paths})
@@ -100,9 +121,15 @@ func runSession(ctx context.Context, e env, spec sessionSpec) (int, error) {
 			Model: s.model, Paths: s.paths, Classes: s.cfg.Classes,
 		})
 		if err != nil {
-			return exitUsage, usagef("--record: %v", err)
+			return exitUsage, usagef("--record: %w", err)
 		}
 		s.rec, s.recFile = rec, nil // the writer closes the file
+	}
+	for _, n := range s.notices {
+		s.send(func(a *metrics.Aggregator) {
+			s.rec.Notice(started, n.source, n.text)
+			a.AddNotice(started, n.source, n.text)
+		})
 	}
 	s.startSources()
 
@@ -113,13 +140,24 @@ func runSession(ctx context.Context, e env, spec sessionSpec) (int, error) {
 	}
 	final := make(chan *metrics.Snapshot, 1)
 	pipeErr := make(chan error, 1)
+	// The pipeline outlives a cancelled ctx (SIGINT writes the report of
+	// what was measured); only stopAll's grace period stops it early.
+	pipeCtx, stopPipeline := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopPipeline()
 	go func() {
 		defer close(s.pipeDone)
-		pipeErr <- s.pipeline(ctx, agg, prog, final)
+		pipeErr <- s.pipeline(pipeCtx, agg, prog, final)
 	}()
 	stopAll := func() {
 		stopSources()
-		s.sources.Wait()
+		if !waitFor(&s.sources, stopGrace) {
+			// A source is stuck (a driver call, a request that ignores
+			// cancellation): judge what was measured rather than run over.
+			fmt.Fprintf(e.Stderr, "tokentop: some sources did not stop within %v; reporting what was measured\n", stopGrace)
+			stopPipeline()
+			<-s.pipeDone
+			return
+		}
 		close(s.events)
 		<-s.pipeDone
 	}
@@ -189,13 +227,14 @@ func (s *session) prepare(ctx context.Context) (int, error) {
 		Insecure:      s.spec.common.insecure,
 		APIKey:        s.spec.apiKey,
 		Version:       version,
-		Timeout:       10 * time.Minute,
-		HeaderTimeout: 60 * time.Second,
+		Timeout:         10 * time.Minute,
+		HeaderTimeout:   60 * time.Second,
+		MaxRequestBytes: cfg.MaxRequestBytes,
 	})
 
 	s.model = cfg.Model
 	if s.model == "" || s.model == "auto" {
-		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		dctx, cancel := context.WithTimeout(ctx, discoverTimeout)
 		m, err := probe.DiscoverModel(dctx, s.client, cfg.Target)
 		cancel()
 		if err != nil {
@@ -203,12 +242,15 @@ func (s *session) prepare(ctx context.Context) (int, error) {
 		}
 		s.model = m
 	}
+	s.fitToServer(ctx)
 	// Prompts are sized in the server's own tokens: through its tokenize
 	// endpoint when it has one, else learnt from usage.prompt_tokens.
 	var calib *probe.Calibration
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, calibrateTimeout)
 	if c, err := probe.Calibrate(cctx, s.client, cfg.Target, s.model); err == nil {
 		calib = &c
+	} else if !errors.Is(err, probe.ErrNoTokenizer) {
+		s.notices = append(s.notices, notice{"probe", fmt.Sprintf("tokenize endpoint not trusted (%v): prompts are sized from usage.prompt_tokens once it is consistent", err)})
 	}
 	cancel()
 
@@ -221,14 +263,14 @@ func (s *session) prepare(ctx context.Context) (int, error) {
 	if path := s.spec.common.record; path != "" {
 		f, err := os.Create(path)
 		if err != nil {
-			return exitUsage, usagef("--record: %v", err)
+			return exitUsage, usagef("--record: %w", err)
 		}
 		s.recFile = f
 	}
 	if path := s.spec.common.traceOut; path != "" {
 		f, err := os.Create(path)
 		if err != nil {
-			return exitUsage, usagef("--trace-out: %v", err)
+			return exitUsage, usagef("--trace-out: %w", err)
 		}
 		s.traces = newTraceWriter(f)
 	}
@@ -243,10 +285,24 @@ func (s *session) prepare(ctx context.Context) (int, error) {
 			})
 		}
 		r, err := probe.NewRunner(cl, s.client, sink, probe.RunnerOptions{
-			Seed:        s.spec.seed + int64(i)*7919,
-			Targets:     s.targets,
-			Model:       s.model,
-			Calibration: calib,
+			Seed:            s.spec.seed + int64(i)*7919,
+			Targets:         s.targets,
+			Model:           s.model,
+			Calibration:     calib,
+			MaxRequestBytes: cfg.MaxRequestBytes,
+			OnStarted: func(st probe.Started) {
+				s.send(func(a *metrics.Aggregator) {
+					s.rec.Started(st)
+					a.AddStarted(st)
+				})
+			},
+			OnNotice: func(text string) {
+				at := time.Now()
+				s.send(func(a *metrics.Aggregator) {
+					s.rec.Notice(at, "probe", text)
+					a.AddNotice(at, "probe", text)
+				})
+			},
 			OnFirstToken: func(ft probe.FirstToken) {
 				s.send(func(a *metrics.Aggregator) {
 					s.rec.FirstToken(ft)
@@ -261,18 +317,39 @@ func (s *session) prepare(ctx context.Context) (int, error) {
 			},
 		})
 		if err != nil {
-			return exitUsage, usageError{err.Error()}
+			return exitUsage, usageError{err}
 		}
 		s.runners = append(s.runners, r)
 	}
 	if addr := s.spec.common.listenMetrics; addr != "" {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
-			return exitUsage, usagef("--listen-metrics: %v", err)
+			return exitUsage, usagef("--listen-metrics: %w", err)
 		}
 		s.exp, s.expLn = &exporter.Exporter{}, ln
 	}
 	return exitOK, nil
+}
+
+// fitToServer asks the server what it can run at once and how long a
+// request may be, and sizes tokentop's default classes to a small share of
+// it (a config the user wrote is only warned about): the probe must not
+// become the load it measures, and its prompts must fit.
+func (s *session) fitToServer(ctx context.Context) {
+	cctx, cancel := context.WithTimeout(ctx, capacityTimeout)
+	c, warnings := capacity.Discover(cctx, s.client, s.cfg.Target)
+	cancel()
+	for _, w := range warnings {
+		s.notices = append(s.notices, notice{"probe", w})
+	}
+	if !c.Known() {
+		return
+	}
+	classes, lines := capacity.Fit(s.cfg.Classes, c, s.spec.common.configPath == "")
+	s.cfg.Classes = classes
+	for _, l := range lines {
+		s.notices = append(s.notices, notice{"probe", l})
+	}
 }
 
 // close releases what prepare opened.
@@ -476,7 +553,7 @@ func (s *session) pipeline(ctx context.Context, agg *metrics.Aggregator, prog *t
 	ticker := time.NewTicker(tickEvery)
 	defer ticker.Stop()
 	var last *metrics.Snapshot
-	err := metrics.Run(context.WithoutCancel(ctx), agg, s.events, ticker.C, time.Now, func(snap *metrics.Snapshot) {
+	err := metrics.Run(ctx, agg, s.events, ticker.C, time.Now, func(snap *metrics.Snapshot) {
 		s.rec.Tick(snap.At)
 		last = snap
 		if s.exp == nil && prog == nil {
@@ -491,8 +568,31 @@ func (s *session) pipeline(ctx context.Context, agg *metrics.Aggregator, prog *t
 			prog.Send(tui.SnapshotMsg{Snap: snap, Diag: live, RunDiag: &run})
 		}
 	})
+	if errors.Is(err, context.Canceled) {
+		// Stopped by stopAll's grace period, sources still running: the
+		// last tick's snapshot is the report's.
+		err = nil
+		if last == nil {
+			last = agg.Tick(time.Now())
+		}
+	}
 	final <- last
 	return err
+}
+
+// waitFor waits for wg at most d; false when it timed out.
+func waitFor(wg *sync.WaitGroup, d time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-time.After(d):
+		return false
+	}
 }
 
 func writeReport(stdout io.Writer, path, format string, rep report.Report) error {

@@ -1,0 +1,447 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// fakeLLM is an OpenAI-compatible server written for these tests, apart
+// from the simulator: its own SSE writer and its own quirks, so tokentop's
+// safety is shown on a server it was not built against.
+type fakeLLM struct {
+	// usage gives the usage chunk's counts for a prompt of words words;
+	// nil: no usage chunk at all.
+	usage func(words, completion int) (int, int)
+	// tokenize answers POST /tokenize; nil: 404.
+	tokenize http.HandlerFunc
+	// metrics answers GET /metrics; nil: 404.
+	metrics http.HandlerFunc
+	// props is llama.cpp's GET /props answer; "": 404.
+	props string
+	// stream replaces the normal answer to a completion request.
+	stream func(w http.ResponseWriter, r *http.Request, req fakeRequest) bool
+	// closeEvery closes a keep-alive connection, unanswered, on its Nth
+	// request (0: never), as a server with a per-connection limit does.
+	closeEvery int64
+	// maxPromptWords refuses longer prompts with 400, as a small context
+	// does; 0: no limit.
+	maxPromptWords int
+	tokenGap       time.Duration
+
+	maxBody  atomic.Int64
+	requests atomic.Int64
+}
+
+type fakeRequest struct {
+	MaxTokens int    `json:"max_tokens"`
+	Prompt    string `json:"prompt"`
+	Messages  []struct {
+		Content string `json:"content"`
+	} `json:"messages"`
+}
+
+func (f *fakeRequest) words() int {
+	n := len(strings.Fields(f.Prompt))
+	for _, m := range f.Messages {
+		n += len(strings.Fields(m.Content))
+	}
+	return n
+}
+
+type fakeConnKey struct{}
+
+func (f *fakeLLM) start(t *testing.T) string {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(f.serve))
+	srv.Config.ConnContext = func(ctx context.Context, _ net.Conn) context.Context {
+		return context.WithValue(ctx, fakeConnKey{}, new(atomic.Int64))
+	}
+	srv.Start()
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+	})
+	return srv.URL
+}
+
+func (f *fakeLLM) serve(w http.ResponseWriter, r *http.Request) {
+	if n := r.Context().Value(fakeConnKey{}).(*atomic.Int64).Add(1); f.closeEvery > 0 && n%f.closeEvery == 0 {
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			conn.Close()
+		}
+		return
+	}
+	body, _ := io.ReadAll(io.LimitReader(r.Body, 256<<20))
+	for {
+		m := f.maxBody.Load()
+		if int64(len(body)) <= m || f.maxBody.CompareAndSwap(m, int64(len(body))) {
+			break
+		}
+	}
+	switch {
+	case r.URL.Path == "/v1/models":
+		fmt.Fprint(w, `{"object":"list","data":[{"id":"fake-model","object":"model"}]}`)
+	case r.URL.Path == "/tokenize":
+		if f.tokenize == nil {
+			http.NotFound(w, r)
+			return
+		}
+		f.tokenize(w, r)
+	case r.URL.Path == "/props" && f.props != "":
+		fmt.Fprint(w, f.props)
+	case r.URL.Path == "/metrics":
+		if f.metrics == nil {
+			http.NotFound(w, r)
+			return
+		}
+		f.metrics(w, r)
+	case strings.HasSuffix(r.URL.Path, "/completions"):
+		f.requests.Add(1)
+		var req fakeRequest
+		if err := json.Unmarshal(body, &req); err != nil {
+			http.Error(w, `{"error":"bad json"}`, http.StatusBadRequest)
+			return
+		}
+		if f.maxPromptWords > 0 && req.words() > f.maxPromptWords {
+			http.Error(w, `{"error":{"message":"Input prompt is too big compared to KV size"}}`, http.StatusBadRequest)
+			return
+		}
+		if f.stream != nil && f.stream(w, r, req) {
+			return
+		}
+		f.answer(w, r, req)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// answer streams max_tokens one-word chunks, then a usage chunk when the
+// server has usage, then [DONE].
+func (f *fakeLLM) answer(w http.ResponseWriter, r *http.Request, req fakeRequest) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	fl := w.(http.Flusher)
+	n := min(max(req.MaxTokens, 1), 64)
+	for i := range n {
+		if r.Context().Err() != nil {
+			return
+		}
+		fmt.Fprintf(w, "data: {\"id\":\"x\",\"choices\":[{\"index\":0,\"text\":\"t%d \",\"delta\":{\"content\":\"t%d \"},\"finish_reason\":null}]}\n\n", i, i)
+		fl.Flush()
+		time.Sleep(f.tokenGap)
+	}
+	fmt.Fprint(w, "data: {\"id\":\"x\",\"choices\":[{\"index\":0,\"text\":\"\",\"delta\":{},\"finish_reason\":\"length\"}]}\n\n")
+	if f.usage != nil {
+		p, c := f.usage(req.words(), n)
+		fmt.Fprintf(w, "data: {\"id\":\"x\",\"choices\":[],\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d}}\n\n", p, c)
+	}
+	fmt.Fprint(w, "data: [DONE]\n\n")
+	fl.Flush()
+}
+
+// safetyReport is the part of the report these tests read.
+type safetyReport struct {
+	ServerProfile string `json:"server_profile"`
+	Classes map[string]struct {
+		Requests      int64            `json:"requests"`
+		Completed     int64            `json:"completed"`
+		Errors        int64            `json:"errors"`
+		Valid         int64            `json:"valid"`
+		ErrorsByKind  map[string]int64 `json:"errors_by_kind"`
+		RetriesByKind map[string]int64 `json:"retries_by_kind"`
+		TTFT          struct {
+			P95        *float64 `json:"p95"`
+			Censored   int64    `json:"censored"`
+			LowerBound bool     `json:"lower_bound"`
+		} `json:"ttft_ms"`
+	} `json:"classes"`
+	Sources []struct {
+		Name      string   `json:"name"`
+		LastError *string  `json:"last_error"`
+		Warnings  []string `json:"warnings"`
+	} `json:"sources"`
+	Findings []struct {
+		Rule    string `json:"rule"`
+		Summary string `json:"summary"`
+	} `json:"findings"`
+}
+
+func (r *safetyReport) text() string {
+	b, _ := json.Marshal(r)
+	return string(b)
+}
+
+// heapWatch samples the heap in use until stopped and keeps its peak.
+type heapWatch struct {
+	peak atomic.Uint64
+	stop chan struct{}
+	done sync.WaitGroup
+}
+
+func watchHeap() *heapWatch {
+	h := &heapWatch{stop: make(chan struct{})}
+	h.done.Go(func() {
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		var ms runtime.MemStats
+		for {
+			runtime.ReadMemStats(&ms)
+			if ms.HeapInuse > h.peak.Load() {
+				h.peak.Store(ms.HeapInuse)
+			}
+			select {
+			case <-h.stop:
+				return
+			case <-t.C:
+			}
+		}
+	})
+	return h
+}
+
+func (h *heapWatch) Stop() uint64 {
+	close(h.stop)
+	h.done.Wait()
+	return h.peak.Load()
+}
+
+// Limits every case must stay within.
+const (
+	safetyRun      = 4 * time.Second
+	safetyLateness = 5 * time.Second // the run ends within --duration + this
+	safetyHeap     = 150 << 20
+)
+
+// TestSafetyAgainstServersThatMisbehave runs `tokentop watch` headless
+// against fake servers that answer wrongly, slowly, hugely or not at all.
+// For each: request bodies stay under their cap, the heap stays bounded,
+// the run ends within --duration + 5 s with its report written, and the
+// report says what happened.
+func TestSafetyAgainstServersThatMisbehave(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs tokentop for a few seconds against each fake server")
+	}
+	hugeMetrics := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		line := strings.Repeat("x", 200)
+		for i := 0; i < 60_000; i++ { // ~12 MB
+			fmt.Fprintf(w, "junk_metric{i=\"%d\",pad=\"%s\"} 1\n", i, line)
+		}
+	}
+	tests := []struct {
+		name  string
+		fake  *fakeLLM
+		check func(t *testing.T, r *safetyReport, code int, f *fakeLLM)
+	}{
+		{
+			name: "constant usage.prompt_tokens",
+			fake: &fakeLLM{usage: func(int, int) (int, int) { return 7, 64 }},
+			check: func(t *testing.T, r *safetyReport, code int, f *fakeLLM) {
+				// Learning needs 8+ requests and gives up after 64: in 4 s
+				// it is still uncalibrated, i.e. at one word per token.
+				if f.maxBody.Load() > 1<<20 {
+					t.Errorf("a request body of %d bytes", f.maxBody.Load())
+				}
+			},
+		},
+		{
+			name: "no usage at all",
+			fake: &fakeLLM{},
+			check: func(t *testing.T, r *safetyReport, code int, f *fakeLLM) {
+				if r.Classes["interactive"].Valid == 0 {
+					t.Errorf("no valid request: %s", r.text())
+				}
+			},
+		},
+		{
+			name: "absurd usage (a billion tokens)",
+			fake: &fakeLLM{usage: func(int, int) (int, int) { return 1_000_000_000, 1_000_000_000 }},
+			check: func(t *testing.T, r *safetyReport, code int, f *fakeLLM) {
+				if !strings.Contains(r.text(), "usage ignored") {
+					t.Errorf("the report does not say usage was ignored: %s", r.text())
+				}
+			},
+		},
+		{
+			name: "tokenize that lies (a constant count)",
+			fake: &fakeLLM{tokenize: func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, `{"count": 3}`) }},
+			check: func(t *testing.T, r *safetyReport, code int, f *fakeLLM) {
+				if !strings.Contains(r.text(), "tokenize endpoint not trusted") {
+					t.Errorf("the report does not say the tokenizer was refused: %s", r.text())
+				}
+			},
+		},
+		{
+			name: "tokenize that streams",
+			fake: &fakeLLM{tokenize: func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				for i := 0; r.Context().Err() == nil && i < 1000; i++ {
+					fmt.Fprint(w, "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n")
+					w.(http.Flusher).Flush()
+					time.Sleep(10 * time.Millisecond)
+				}
+			}},
+			check: func(t *testing.T, r *safetyReport, code int, f *fakeLLM) {
+				if !strings.Contains(r.text(), "event stream") {
+					t.Errorf("the report does not say the tokenizer streamed: %s", r.text())
+				}
+			},
+		},
+		{
+			name: "a stream that never ends",
+			fake: &fakeLLM{stream: func(w http.ResponseWriter, r *http.Request, _ fakeRequest) bool {
+				w.Header().Set("Content-Type", "text/event-stream")
+				for r.Context().Err() == nil {
+					fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x \"}}]}\n\n")
+					w.(http.Flusher).Flush()
+					time.Sleep(time.Millisecond)
+				}
+				return true
+			}},
+			check: func(t *testing.T, r *safetyReport, code int, f *fakeLLM) {
+				if r.Classes["interactive"].ErrorsByKind["malformed_event"] == 0 {
+					t.Errorf("endless streams not cut at their budget: %s", r.text())
+				}
+			},
+		},
+		{
+			name: "headers that never come",
+			fake: &fakeLLM{stream: func(w http.ResponseWriter, r *http.Request, _ fakeRequest) bool {
+				<-r.Context().Done()
+				return true
+			}},
+			check: func(t *testing.T, r *safetyReport, code int, f *fakeLLM) {
+				in := r.Classes["interactive"]
+				if in.TTFT.Censored == 0 || !in.TTFT.LowerBound {
+					t.Errorf("waiting requests not reported as lower bounds: %s", r.text())
+				}
+				if code != exitSLOFail {
+					t.Errorf("exit %d, want %d: waiting this long fails the TTFT objectives", code, exitSLOFail)
+				}
+			},
+		},
+		{
+			name: "a close mid-stream",
+			fake: &fakeLLM{stream: func(w http.ResponseWriter, r *http.Request, _ fakeRequest) bool {
+				w.Header().Set("Content-Type", "text/event-stream")
+				fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"half\"}}]}\n\n")
+				w.(http.Flusher).Flush()
+				if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+					conn.Close()
+				}
+				return true
+			}},
+			check: func(t *testing.T, r *safetyReport, code int, f *fakeLLM) {
+				if r.Classes["interactive"].ErrorsByKind["truncated_stream"] == 0 {
+					t.Errorf("cut streams not reported as truncated: %s", r.text())
+				}
+			},
+		},
+		{
+			name: "keep-alive connections closed every third request",
+			fake: &fakeLLM{closeEvery: 3, tokenGap: time.Millisecond},
+			check: func(t *testing.T, r *safetyReport, code int, f *fakeLLM) {
+				var stale, connect int64
+				for _, c := range r.Classes {
+					stale += c.RetriesByKind["stale_connection"]
+					connect += c.ErrorsByKind["connect"]
+				}
+				if stale == 0 || connect > 0 {
+					t.Errorf("%d stale-connection retries and %d connect errors, want some retries and no errors: %s", stale, connect, r.text())
+				}
+			},
+		},
+		{
+			// llama-server -np 4 with 512 tokens per slot: tokentop reads
+			// /props, keeps its own load to a share of the slots and fits
+			// its prompts into a slot, and says so.
+			name: "a small context that refuses long prompts",
+			fake: &fakeLLM{maxPromptWords: 512, tokenGap: 5 * time.Millisecond,
+				props: `{"total_slots": 4, "default_generation_settings": {"n_ctx": 512}}`},
+			check: func(t *testing.T, r *safetyReport, code int, f *fakeLLM) {
+				for name, c := range r.Classes {
+					if c.ErrorsByKind["http_status"] > 0 {
+						t.Errorf("class %s: %d prompts refused as too long: %s", name, c.ErrorsByKind["http_status"], r.text())
+					}
+				}
+				if !strings.Contains(r.text(), "slots") {
+					t.Errorf("the report does not say the load was sized to the server's slots: %s", r.text())
+				}
+			},
+		},
+		{
+			name: "12 MB of /metrics",
+			fake: &fakeLLM{metrics: hugeMetrics},
+			check: func(t *testing.T, r *safetyReport, code int, f *fakeLLM) {
+				// Either refused as too large, or read as what it is: no
+				// server tokentop knows.
+				for _, s := range r.Sources {
+					if s.Name == "scrape" && s.LastError == nil && r.ServerProfile != "unknown" {
+						t.Errorf("junk /metrics read as server %q: %s", r.ServerProfile, r.text())
+					}
+				}
+			},
+		},
+		{
+			name: "/metrics answered with HTML",
+			fake: &fakeLLM{metrics: func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/html")
+				fmt.Fprint(w, "<!DOCTYPE html><html><body>Please log in</body></html>")
+			}},
+			check: func(t *testing.T, r *safetyReport, code int, f *fakeLLM) {
+				if !strings.Contains(strings.ToLower(r.text()), "html") {
+					t.Errorf("scrape source does not say it got HTML: %s", r.text())
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			url := tt.fake.start(t)
+			out := filepath.Join(t.TempDir(), "report.json")
+			rec := filepath.Join(t.TempDir(), "session.jsonl")
+			var stdout, stderr bytes.Buffer
+			args := []string{"watch", "--target", url, "--headless", "--duration", safetyRun.String(), "--report", out, "--record", rec}
+			heap := watchHeap()
+			start := time.Now()
+			code := run(context.Background(), testEnv(&stdout, &stderr), args)
+			took := time.Since(start)
+			peak := heap.Stop()
+			if took > safetyRun+safetyLateness {
+				t.Errorf("the run took %v, more than --duration %v + %v", took.Round(time.Millisecond), safetyRun, safetyLateness)
+			}
+			if peak > safetyHeap {
+				t.Errorf("heap peaked at %d MiB, over %d MiB", peak>>20, safetyHeap>>20)
+			}
+			if b := tt.fake.maxBody.Load(); b > 1<<20 {
+				t.Errorf("largest request body %d bytes, over the 1 MiB cap", b)
+			}
+			data, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatalf("exit %d, no report: %v\nstderr: %s", code, err, stderr.String())
+			}
+			var r safetyReport
+			if err := json.Unmarshal(data, &r); err != nil {
+				t.Fatalf("report is not JSON: %v", err)
+			}
+			if fi, err := os.Stat(rec); err != nil || fi.Size() == 0 {
+				t.Errorf("recording not written: %v", err)
+			}
+			t.Logf("exit %d in %v, heap peak %d MiB, largest body %d B, %d requests", code, took.Round(time.Millisecond), peak>>20, tt.fake.maxBody.Load(), tt.fake.requests.Load())
+			tt.check(t, &r, code, tt.fake)
+		})
+	}
+}
