@@ -115,7 +115,7 @@ type Runner struct {
 }
 
 // DefaultMaxRequestBytes caps one request body unless configured.
-const DefaultMaxRequestBytes = 1 << 20
+const DefaultMaxRequestBytes = config.DefaultMaxRequestBytes
 
 // Request bodies are capped per class at the class's largest prompt at
 // bytesPerTokenBound bytes per token, plus requestOverheadBytes for the

@@ -155,7 +155,7 @@ func (f *fakeLLM) answer(w http.ResponseWriter, r *http.Request, req fakeRequest
 // safetyReport is the part of the report these tests read.
 type safetyReport struct {
 	ServerProfile string `json:"server_profile"`
-	Classes map[string]struct {
+	Classes       map[string]struct {
 		Requests      int64            `json:"requests"`
 		Completed     int64            `json:"completed"`
 		Errors        int64            `json:"errors"`

@@ -223,10 +223,10 @@ func (s *session) prepare(ctx context.Context) (int, error) {
 		}
 	}
 	s.client = probe.NewClient(probe.ClientOptions{
-		MaxConns:      maxConns,
-		Insecure:      s.spec.common.insecure,
-		APIKey:        s.spec.apiKey,
-		Version:       version,
+		MaxConns:        maxConns,
+		Insecure:        s.spec.common.insecure,
+		APIKey:          s.spec.apiKey,
+		Version:         version,
 		Timeout:         10 * time.Minute,
 		HeaderTimeout:   60 * time.Second,
 		MaxRequestBytes: cfg.MaxRequestBytes,
