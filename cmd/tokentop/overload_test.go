@@ -1,0 +1,95 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// overloadArgs is a knob mix in which no probe gets a first token within a
+// short run: four sequences at a time against a queue hundreds deep.
+var overloadArgs = []string{"--scenario", "overload", "--max-num-seqs", "4", "--background-interactive-rps", "30"}
+
+// An overload is measured, not reported as a broken tool: the requests
+// still waiting are lower bounds of TTFT, the TTFT objectives fail on them
+// (exit 1, not 3), and queue saturation is named.
+func TestDemoOverloadReportsLowerBounds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the demo for 10 s")
+	}
+	var r struct {
+		Classes map[string]struct {
+			Completed int64 `json:"completed"`
+			TTFT      struct {
+				P95        *float64 `json:"p95"`
+				Censored   int64    `json:"censored"`
+				LowerBound bool     `json:"lower_bound"`
+			} `json:"ttft_ms"`
+			SLO struct {
+				Objectives []struct {
+					Name       string `json:"name"`
+					Pass       bool   `json:"pass"`
+					LowerBound bool   `json:"lower_bound"`
+				} `json:"objectives"`
+				NoData bool `json:"no_data"`
+			} `json:"slo"`
+		} `json:"classes"`
+		Findings []struct {
+			Rule string `json:"rule"`
+		} `json:"findings"`
+	}
+	code := runDemoJSON(t, 10*time.Second, &r, []int{exitOK, exitSLOFail, exitNoData}, overloadArgs...)
+	if code != exitSLOFail {
+		t.Errorf("exit %d, want %d (an SLO failed on censored lower bounds)", code, exitSLOFail)
+	}
+	in := r.Classes["interactive"]
+	if in.Completed != 0 {
+		t.Logf("%d interactive requests completed: the overload was lighter than meant", in.Completed)
+	}
+	if in.TTFT.Censored == 0 || !in.TTFT.LowerBound || in.TTFT.P95 == nil || *in.TTFT.P95 < 800 {
+		t.Errorf("interactive ttft_ms = %+v, want censored lower bounds above the 800 ms objective", in.TTFT)
+	}
+	if in.SLO.NoData {
+		t.Error("interactive judged as no data")
+	}
+	failedOnBound := false
+	for _, o := range in.SLO.Objectives {
+		if o.Name == "ttft_p95_ms" && !o.Pass && o.LowerBound {
+			failedOnBound = true
+		}
+	}
+	if !failedOnBound {
+		t.Errorf("ttft_p95_ms did not fail on a lower bound: %+v", in.SLO.Objectives)
+	}
+	if len(r.Findings) == 0 || r.Findings[0].Rule != "queue_saturation" {
+		t.Errorf("findings %+v, want queue_saturation first", r.Findings)
+	}
+}
+
+// The console shows those lower bounds as "≥".
+func TestConsoleShowsLowerBounds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the console in tmux")
+	}
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("tmux not installed (.ci/run installs it)")
+	}
+	bin := buildBinary(t)
+	session := "tokentop-test-overload"
+	exec.Command("tmux", "kill-session", "-t", session).Run()
+	tmux(t, "new-session", "-d", "-s", session, "-x", "160", "-y", "48", bin+" demo "+strings.Join(overloadArgs, " ")+"; echo EXITED:$?; sleep 30")
+	defer exec.Command("tmux", "kill-session", "-t", session).Run()
+	var screen string
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(500 * time.Millisecond)
+		screen = tmux(t, "capture-pane", "-p", "-t", session)
+		if strings.Contains(screen, "p95 ≥") {
+			break
+		}
+	}
+	if !strings.Contains(screen, "p95 ≥") {
+		t.Errorf("the console shows no lower bound (≥) while every request waits:\n%s", screen)
+	}
+	quitConsole(t, session)
+}
