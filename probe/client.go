@@ -262,6 +262,14 @@ func newTraceParent() (traceID, header string) {
 	return traceID, "00-" + traceID + "-" + hex.EncodeToString(b[16:]) + "-01"
 }
 
+// redact removes the API key from text that came from the server.
+func (c *Client) redact(s string) string {
+	if c.o.APIKey == "" || !strings.Contains(s, c.o.APIKey) {
+		return s
+	}
+	return strings.ReplaceAll(s, c.o.APIKey, "[redacted]")
+}
+
 func (c *Client) setCommonHeaders(h http.Header) {
 	h.Set("User-Agent", "tokentop/"+c.o.Version)
 	h.Set("X-Tokentop-Probe", "1")
@@ -357,6 +365,11 @@ func (c *Client) Stream(ctx context.Context, r Request) Trace {
 		text = &strings.Builder{}
 	}
 	c.stream(ctx, r, tp, &tr, text)
+	if tr.Err != nil {
+		// A server or gateway may echo the request's headers in an error
+		// body: the key must not reach traces, recordings or reports.
+		tr.Err.Body, tr.Err.Msg = c.redact(tr.Err.Body), c.redact(tr.Err.Msg)
+	}
 	if tr.End.IsZero() {
 		tr.End = time.Now()
 	}
@@ -982,7 +995,7 @@ func DiscoverModel(ctx context.Context, c *Client, baseURL string) (string, erro
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("discovering model: GET %s: %s: %s", req.URL, resp.Status, errorExcerpt(resp))
+		return "", fmt.Errorf("discovering model: GET %s: %s: %s", req.URL, resp.Status, c.redact(errorExcerpt(resp)))
 	}
 	var list struct {
 		Data []struct {

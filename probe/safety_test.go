@@ -275,3 +275,29 @@ func TestStaleKeepAliveConnectionIsResent(t *testing.T) {
 		t.Errorf("%d stale-connection resends, want at least 3 of 12", stale)
 	}
 }
+
+// A gateway that echoes the request's headers in its error bodies must not
+// carry the API key into the trace (and so into recordings and reports).
+func TestAPIKeyIsRedactedFromServerText(t *testing.T) {
+	const key = "sk-test-0123456789abcdef"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusUnauthorized)
+		fmt.Fprintf(w, `{"error":"bad key %s"}`, r.Header.Get("Authorization"))
+	}))
+	defer srv.Close()
+	c := NewClient(ClientOptions{APIKey: key})
+	tr := c.Stream(context.Background(), Request{Target: Target{BaseURL: srv.URL}, API: "chat", Prompt: "hi", MaxTokens: 4})
+	if tr.Err == nil {
+		t.Fatal("no error")
+	}
+	b, _ := json.Marshal(tr)
+	if strings.Contains(string(b), key) {
+		t.Errorf("the trace carries the API key: %s", b)
+	}
+	if !strings.Contains(tr.Err.Body, "[redacted]") {
+		t.Errorf("error body %q, want the key redacted", tr.Err.Body)
+	}
+	if _, err := DiscoverModel(context.Background(), c, srv.URL); err == nil || strings.Contains(err.Error(), key) {
+		t.Errorf("model discovery error %v carries the key", err)
+	}
+}

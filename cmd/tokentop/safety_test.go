@@ -445,3 +445,38 @@ func TestSafetyAgainstServersThatMisbehave(t *testing.T) {
 		})
 	}
 }
+
+// SIGINT or SIGTERM (a cancelled context, as main's signal.NotifyContext
+// gives) ends the run at once and still writes the report and the
+// recording of what was measured.
+func TestInterruptWritesTheReport(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs tokentop for a few seconds")
+	}
+	f := &fakeLLM{tokenGap: 5 * time.Millisecond}
+	url := f.start(t)
+	out := filepath.Join(t.TempDir(), "report.json")
+	rec := filepath.Join(t.TempDir(), "session.jsonl")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	start := time.Now()
+	code := run(ctx, testEnv(&stdout, &stderr), []string{"watch", "--target", url, "--headless", "--duration", "5m", "--report", out, "--record", rec})
+	if took := time.Since(start); took > 2*time.Second+safetyLateness {
+		t.Errorf("interrupted run took %v to end", took)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatalf("exit %d, no report: %v\nstderr: %s", code, err, stderr.String())
+	}
+	var r safetyReport
+	if err := json.Unmarshal(data, &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Classes["batch"].Completed == 0 {
+		t.Errorf("the report of an interrupted run holds nothing: %s", r.text())
+	}
+	if fi, err := os.Stat(rec); err != nil || fi.Size() == 0 {
+		t.Errorf("recording not flushed: %v", err)
+	}
+}
