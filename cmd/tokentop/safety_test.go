@@ -10,11 +10,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -184,45 +184,14 @@ func (r *safetyReport) text() string {
 	return string(b)
 }
 
-// heapWatch samples the heap in use until stopped and keeps its peak.
-type heapWatch struct {
-	peak atomic.Uint64
-	stop chan struct{}
-	done sync.WaitGroup
-}
-
-func watchHeap() *heapWatch {
-	h := &heapWatch{stop: make(chan struct{})}
-	h.done.Go(func() {
-		t := time.NewTicker(50 * time.Millisecond)
-		defer t.Stop()
-		var ms runtime.MemStats
-		for {
-			runtime.ReadMemStats(&ms)
-			if ms.HeapInuse > h.peak.Load() {
-				h.peak.Store(ms.HeapInuse)
-			}
-			select {
-			case <-h.stop:
-				return
-			case <-t.C:
-			}
-		}
-	})
-	return h
-}
-
-func (h *heapWatch) Stop() uint64 {
-	close(h.stop)
-	h.done.Wait()
-	return h.peak.Load()
-}
-
 // Limits every case must stay within.
 const (
 	safetyRun      = 4 * time.Second
 	safetyLateness = 5 * time.Second // the run ends within --duration + this
-	safetyHeap     = 150 << 20
+	safetyRSS      = 150 << 20
+	// safetyCores is "well under one core": tokentop's user + system time
+	// over the run's wall time.
+	safetyCores = 0.75
 )
 
 // TestSafetyAgainstServersThatMisbehave runs `tokentop watch` headless
@@ -408,23 +377,39 @@ func TestSafetyAgainstServersThatMisbehave(t *testing.T) {
 			},
 		},
 	}
+	// tokentop runs as its own process, so its peak RSS and CPU time are
+	// its own, measured by the kernel (rusage), apart from the fake server.
+	bin := buildBinary(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			url := tt.fake.start(t)
 			out := filepath.Join(t.TempDir(), "report.json")
 			rec := filepath.Join(t.TempDir(), "session.jsonl")
-			var stdout, stderr bytes.Buffer
-			args := []string{"watch", "--target", url, "--headless", "--duration", safetyRun.String(), "--report", out, "--record", rec}
-			heap := watchHeap()
+			var stderr bytes.Buffer
+			cmd := exec.Command(bin, "watch", "--target", url, "--headless", "--duration", safetyRun.String(), "--report", out, "--record", rec)
+			cmd.Stderr = &stderr
 			start := time.Now()
-			code := run(context.Background(), testEnv(&stdout, &stderr), args)
+			err := cmd.Run()
 			took := time.Since(start)
-			peak := heap.Stop()
+			code := cmd.ProcessState.ExitCode()
+			if err != nil && code < 0 {
+				t.Fatalf("tokentop: %v", err)
+			}
+			ru, _ := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+			rss, cpu := int64(0), time.Duration(0)
+			if ru != nil {
+				rss = ru.Maxrss << 10 // KiB on Linux
+				cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+			}
+			cores := cpu.Seconds() / took.Seconds()
 			if took > safetyRun+safetyLateness {
 				t.Errorf("the run took %v, more than --duration %v + %v", took.Round(time.Millisecond), safetyRun, safetyLateness)
 			}
-			if peak > safetyHeap {
-				t.Errorf("heap peaked at %d MiB, over %d MiB", peak>>20, safetyHeap>>20)
+			if rss > safetyRSS {
+				t.Errorf("peak RSS %d MiB, over %d MiB", rss>>20, safetyRSS>>20)
+			}
+			if cores > safetyCores {
+				t.Errorf("tokentop used %.2f cores, over %.2f", cores, safetyCores)
 			}
 			if b := tt.fake.maxBody.Load(); b > 1<<20 {
 				t.Errorf("largest request body %d bytes, over the 1 MiB cap", b)
@@ -440,7 +425,7 @@ func TestSafetyAgainstServersThatMisbehave(t *testing.T) {
 			if fi, err := os.Stat(rec); err != nil || fi.Size() == 0 {
 				t.Errorf("recording not written: %v", err)
 			}
-			t.Logf("exit %d in %v, heap peak %d MiB, largest body %d B, %d requests", code, took.Round(time.Millisecond), peak>>20, tt.fake.maxBody.Load(), tt.fake.requests.Load())
+			t.Logf("exit %d in %v, peak RSS %d MiB, %.2f cores, largest body %d B, %d requests", code, took.Round(time.Millisecond), rss>>20, cores, tt.fake.maxBody.Load(), tt.fake.requests.Load())
 			tt.check(t, &r, code, tt.fake)
 		})
 	}
