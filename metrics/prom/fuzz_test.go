@@ -3,9 +3,12 @@ package prom
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -45,8 +48,32 @@ func FuzzParse(f *testing.F) {
 		f.Add([]byte(seed), "")
 	}
 	f.Add([]byte("a{b=\"\\\"} -nan(ind)\n{\"x\"} 1.#INF 12\n"), "auto")
+	// The bounds: absurd gauges, buckets and counts, bodies that are not
+	// expositions, and lines the fast path must leave to expfmt.
+	for _, seed := range []string{
+		"vllm:num_requests_waiting{model_name=\"m\"} -3\nvllm:kv_cache_usage_perc 87\nvllm:num_requests_running 1e300\n",
+		"vllm:kv_cache_usage_perc{engine=\"0\"} 150\nvllm:kv_cache_usage_perc{engine=\"1\"} NaN\n",
+		"vllm:e2e_request_latency_seconds_bucket{le=\"-Inf\"} 1\nvllm:e2e_request_latency_seconds_bucket{le=\"-1\"} 1\n" +
+			"vllm:e2e_request_latency_seconds_bucket{le=\"1e300\"} 2\nvllm:e2e_request_latency_seconds_bucket{le=\"1\"} 3\n" +
+			"vllm:e2e_request_latency_seconds_bucket{le=\"1.0\"} 2\nvllm:e2e_request_latency_seconds_bucket{le=\"+Inf\"} 1e300\n" +
+			"vllm:e2e_request_latency_seconds_count 7\nvllm:e2e_request_latency_seconds_sum -2\n",
+		"vllm:e2e_request_latency_seconds_bucket{engine=\"0\",le=\"+Inf\"} 1.7e308\nvllm:e2e_request_latency_seconds_bucket{engine=\"1\",le=\"+Inf\"} 1.7e308\n",
+		"<!DOCTYPE html><html><body>login</body></html>\n",
+		"\xef\xbb\xbf  {\"detail\": \"Not Found\"}\n",
+		"{} 1\n{\"a.b\",c=\"d\"} 2\n[1]\n",
+		"a{b=\"c\",} 1\na{b=\"c\", d=\"e\"} 1\na {b=\"c\"} 1\na{b=\"c\"}1 2\na{__name__=\"x\"} 1\na{b=\"c\",b=\"d\"} 1\n",
+		"a 0x1p3\na 1_0\na +Inf -12\na 1 1.5\na{b=\"\xff\"} 1\na{b=\"x\\\\y\"} 1\n",
+		strings.Repeat("x", maxLineBytes+10) + " 1\nvllm:num_requests_waiting 2\n",
+	} {
+		f.Add([]byte(seed), "")
+	}
+	f.Add([]byte(seriesFlood(maxModels+3, "1")), "auto")
 	f.Fuzz(func(t *testing.T, body []byte, model string) {
+		checkFastPath(t, body)
 		s, err := Parse(bytes.NewReader(body), ParseOptions{Model: model, MaxBytes: 1 << 20})
+		if errors.Is(err, ErrNotExposition) {
+			return
+		}
 		if err != nil {
 			if len(body) <= 1<<20 {
 				t.Fatalf("Parse failed on %d bytes: %v", len(body), err)
@@ -73,8 +100,18 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("%s: NaN quantile", name)
 			}
 		}
-		if len(s.Warnings) > maxWarnings+1 {
+		// The budget, its summary, and one warning per limit.
+		if len(s.Warnings) > maxWarnings+1+3 {
 			t.Fatalf("%d warnings", len(s.Warnings))
+		}
+		if len(s.Models) > maxModels || len(s.PerModel) > maxModels {
+			t.Fatalf("%d models, %d per model", len(s.Models), len(s.PerModel))
+		}
+		for name := range s.Signals {
+			v, _ := s.Signal(name)
+			if lo, hi := signalRange(name); v < lo || v > hi {
+				t.Fatalf("signal %s = %g, outside [%g, %g]", name, v, lo, hi)
+			}
 		}
 		var js bytes.Buffer
 		if err := WriteJSON(&js, s); err != nil {
@@ -116,4 +153,32 @@ func FuzzParse(f *testing.F) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// checkFastPath holds the fast line parser to expfmt's: on every line it
+// accepts, expfmt must accept the same sample.
+func checkFastPath(t *testing.T, body []byte) {
+	t.Helper()
+	fast, slow := newLineParser(), newLineParser()
+	for i, line := range bytes.Split(body, []byte("\n")) {
+		if i == 64 {
+			return
+		}
+		line = bytes.Trim(line, " \t\r")
+		if len(line) == 0 || line[0] == '#' {
+			continue
+		}
+		got, gotStamped, ok := fast.fast(line)
+		if !ok {
+			continue
+		}
+		want, wantStamped, err := slow.parse(line)
+		if err != nil {
+			t.Fatalf("fast path accepted %q, expfmt: %v", line, err)
+		}
+		sameValue := got.Value == want.Value || (math.IsNaN(got.Value) && math.IsNaN(want.Value))
+		if got.Name != want.Name || !maps.Equal(got.Labels, want.Labels) || !sameValue || gotStamped != wantStamped {
+			t.Fatalf("line %q: fast path %+v (stamped %v), expfmt %+v (stamped %v)", line, got, gotStamped, want, wantStamped)
+		}
+	}
 }

@@ -1,7 +1,9 @@
 package prom
 
 import (
+	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -120,20 +122,69 @@ type histSeries struct {
 	hasCnt  bool
 }
 
+// histCache holds what collectHistograms found per base name, for the Map
+// calls of one Parse: the sum and each model read the same series, and
+// collecting them is most of the mapping's cost.
+type histCache map[string]*collected
+
+type collected struct {
+	series   []*histSeries
+	warnings []string // the first maxWarnings of collectHistograms'
+	extra    int      // and how many more
+}
+
+func (c histCache) get(e *Exposition, base string) *collected {
+	if got, ok := c[base]; ok {
+		return got
+	}
+	got := &collected{}
+	got.series = collectHistograms(e, base, func(format string, args ...any) {
+		if len(got.warnings) >= maxWarnings {
+			got.extra++
+			return
+		}
+		got.warnings = append(got.warnings, fmt.Sprintf(format, args...))
+	})
+	c[base] = got
+	return got
+}
+
+// clone returns a copy that normalize may change without touching the
+// cached series.
+func (h *histSeries) clone() *histSeries {
+	c := *h
+	c.buckets = slices.Clone(h.buckets)
+	return &c
+}
+
 // collectHistograms groups the samples of histogram base name by their
 // labels (minus "le"). It works whether or not a TYPE line declared the
 // family, because partial captures often lack it.
 func collectHistograms(e *Exposition, base string, warn func(string, ...any)) []*histSeries {
 	byID := make(map[string]*histSeries)
-	var order []string
+	var order []*histSeries
+	var id []byte
+	var keys []string
 	get := func(labels map[string]string) *histSeries {
-		l := withoutLabel(labels, "le")
-		id := seriesID("", l)
-		h, ok := byID[id]
+		// The identity is built in a reused buffer: a map lookup with
+		// string(id) does not allocate, and most lookups find the series
+		// an earlier bucket created.
+		keys = keys[:0]
+		for k := range labels {
+			if k != "le" {
+				keys = append(keys, k)
+			}
+		}
+		slices.Sort(keys)
+		id = id[:0]
+		for _, k := range keys {
+			id = strconv.AppendQuote(strconv.AppendQuote(id, k), labels[k])
+		}
+		h, ok := byID[string(id)]
 		if !ok {
-			h = &histSeries{labels: l}
-			byID[id] = h
-			order = append(order, id)
+			h = &histSeries{labels: withoutLabel(labels, "le")}
+			byID[string(id)] = h
+			order = append(order, h)
 		}
 		return h
 	}
@@ -144,7 +195,7 @@ func collectHistograms(e *Exposition, base string, warn func(string, ...any)) []
 			continue
 		}
 		ub, err := strconv.ParseFloat(strings.TrimSpace(le), 64)
-		if err != nil || math.IsNaN(ub) {
+		if err != nil || math.IsNaN(ub) || math.IsInf(ub, -1) {
 			warn("line %d: %s_bucket has invalid le=%q, ignored", s.Line, base, truncate(le, 20))
 			continue
 		}
@@ -159,22 +210,39 @@ func collectHistograms(e *Exposition, base string, warn func(string, ...any)) []
 		h := get(s.Labels)
 		h.count, h.hasCnt = s.Value, true
 	}
-	out := make([]*histSeries, 0, len(order))
-	for _, id := range order {
-		out = append(out, byID[id])
-	}
-	return out
+	return order
 }
 
-// normalize sorts buckets by bound, drops duplicate bounds and non-finite
-// counts, makes counts monotonic, and completes a missing +Inf bucket from
-// _count. It returns false when the series cannot form a histogram.
+// Limits on one histogram series. Servers use 10 to 40 buckets for
+// latencies (TGI's 1,024 are for batch sizes, which tokentop does not read);
+// every bucket is kept in each scrape, its deltas and the recording.
+// Canonical histograms are durations in seconds: a bound below 0 or above
+// 1e9 s (32 years) is not one, and is dropped (its observations fall in the
+// next bucket, as cumulative counts allow).
+const (
+	maxBuckets  = 2048
+	maxBoundSec = 1e9
+)
+
+// normalize sorts buckets by bound, drops duplicate, negative and absurd
+// bounds and non-finite, negative or inexact counts, makes counts monotonic,
+// completes a missing +Inf bucket from _count and makes _count agree with
+// it. It returns false when the series cannot form a histogram.
 func (h *histSeries) normalize(base string, warn func(string, ...any)) bool {
+	if len(h.buckets) > maxBuckets {
+		warn("%s: %d buckets, more than the %d accepted, ignored", base, len(h.buckets), maxBuckets)
+		return false
+	}
 	sort.SliceStable(h.buckets, func(i, j int) bool { return h.buckets[i].UpperBound < h.buckets[j].UpperBound })
 	clean := h.buckets[:0]
 	for _, b := range h.buckets {
-		if math.IsNaN(b.CumulativeCount) || math.IsInf(b.CumulativeCount, 0) || b.CumulativeCount < 0 {
-			warn("%s: bucket le=%g has count %g, ignored", base, b.UpperBound, b.CumulativeCount)
+		c := b.CumulativeCount
+		if math.IsNaN(c) || math.IsInf(c, 0) || c < 0 || c > maxExactCount {
+			warn("%s: bucket le=%g has count %g, ignored", base, b.UpperBound, c)
+			continue
+		}
+		if b.UpperBound < 0 || (b.UpperBound > maxBoundSec && !math.IsInf(b.UpperBound, 1)) {
+			warn("%s: bucket le=%g is not a duration bound in seconds, ignored", base, b.UpperBound)
 			continue
 		}
 		if n := len(clean); n > 0 && sameBound(clean[n-1].UpperBound, b.UpperBound) {
@@ -184,11 +252,16 @@ func (h *histSeries) normalize(base string, warn func(string, ...any)) bool {
 		clean = append(clean, b)
 	}
 	h.buckets = clean
-	if h.hasCnt && (math.IsNaN(h.count) || math.IsInf(h.count, 0)) {
+	if h.hasCnt && (math.IsNaN(h.count) || math.IsInf(h.count, 0) || h.count < 0 || h.count > maxExactCount) {
+		warn("%s: _count is %g, treated as missing", base, h.count)
 		h.hasCnt = false
 	}
 	if h.hasSum && (math.IsNaN(h.sum) || math.IsInf(h.sum, 0)) {
 		warn("%s: non-finite _sum, treated as missing", base)
+		h.hasSum = false
+	}
+	if h.hasSum && h.sum < 0 {
+		warn("%s: _sum %g is negative, not a sum of durations, treated as missing", base, h.sum)
 		h.hasSum = false
 	}
 	n := len(h.buckets)
@@ -210,9 +283,13 @@ func (h *histSeries) normalize(base string, warn func(string, ...any)) bool {
 	if fixed {
 		warn("%s: bucket counts not cumulative, made monotonic", base)
 	}
-	if !h.hasCnt {
-		h.count = h.buckets[n-1].CumulativeCount
+	total := h.buckets[n-1].CumulativeCount
+	if h.hasCnt && h.count != total {
+		// Quantiles come from the buckets and the mean from _count: one
+		// count for both, or they describe different requests.
+		warn("%s: _count %g differs from the +Inf bucket %g, the bucket's is used", base, h.count, total)
 	}
+	h.count = total
 	return true
 }
 
@@ -232,7 +309,7 @@ func sumHistograms(base string, hs []*histSeries, warn func(string, ...any)) (Hi
 			continue
 		}
 		if !sameLayout(out.Buckets, h.buckets) {
-			warn("%s: series %v has a different bucket layout, not summed", base, h.labels)
+			warn("%s: series %s has a different bucket layout, not summed", base, truncate(fmt.Sprint(h.labels), 120))
 			continue
 		}
 		for i := range out.Buckets {
@@ -245,7 +322,24 @@ func sumHistograms(base string, hs []*histSeries, warn func(string, ...any)) (Hi
 	if out.NoSum {
 		out.Sum = 0
 	}
+	if have && !out.finite() {
+		warn("%s: counts or sum overflow when summed over series, ignored", base)
+		return Histogram{}, false
+	}
 	return out, have
+}
+
+func (h Histogram) finite() bool {
+	ok := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+	if !ok(h.Count) || !ok(h.Sum) {
+		return false
+	}
+	for _, b := range h.Buckets {
+		if !ok(b.CumulativeCount) {
+			return false
+		}
+	}
+	return true
 }
 
 func sameLayout(a, b []Bucket) bool {

@@ -44,19 +44,37 @@ func Parse(r io.Reader, o ParseOptions) (*Sample, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := Map(e, o.Model)
+	// One cache for the sum and every model: collecting the histogram
+	// series is most of the mapping's cost.
+	hc := make(histCache)
+	s := mapWith(e, o.Model, hc, nil)
 	if s.Model == "" && len(s.Models) > 1 {
 		s.PerModel = make(map[string]*Sample, len(s.Models))
 		for _, m := range s.Models {
-			s.PerModel[m] = Map(e, m)
+			s.PerModel[m] = mapWith(e, m, hc, s.Models)
 		}
 	}
 	return s, nil
 }
 
+// Limits on models. Each model listed costs a whole mapping pass for
+// Sample.PerModel, a row in `tokentop scrape` and bytes in every recorded
+// scrape, and servers host a handful (vLLM one per process, Triton a few
+// dozen); a model name is a Hugging Face id (at most 96 characters) or a
+// path.
+const (
+	maxModels         = 64
+	maxModelNameBytes = 256
+)
+
 // Map converts a parsed exposition to a Sample for the given model ("" or
 // "auto" for all).
-func Map(e *Exposition, model string) *Sample {
+func Map(e *Exposition, model string) *Sample { return mapWith(e, model, make(histCache), nil) }
+
+// mapWith maps e for model. models, when not nil, is the list of models
+// Map found already: it is not worked out again (for each model of
+// Sample.PerModel that would cost a map insertion per series).
+func mapWith(e *Exposition, model string, hc histCache, models []string) *Sample {
 	if model == "auto" {
 		model = ""
 	}
@@ -67,9 +85,12 @@ func Map(e *Exposition, model string) *Sample {
 		Model:      model,
 		Signals:    make(map[string]*float64),
 		Histograms: make(map[string]Histogram),
-		Warnings:   append([]string(nil), e.warnings...),
 	}
-	m := &mapper{e: e, model: model, s: s, models: make(map[string]bool), dropped: e.dropped}
+	m := &mapper{e: e, model: model, s: s, hists: hc,
+		warnings: append([]string(nil), e.warnings...), dropped: e.dropped}
+	if models == nil {
+		m.models = make(map[string]bool)
+	}
 	spec := specFor(profile, variant)
 	m.modelLabels = spec.modelLabels
 	for _, sig := range spec.signals {
@@ -83,15 +104,38 @@ func Map(e *Exposition, model string) *Sample {
 		}
 	}
 	mapDCGM(m)
+	if models != nil {
+		s.Models = slices.Clone(models)
+		s.Warnings = append(append([]string(nil), e.limits...), withSummary(m.warnings, m.dropped)...)
+		return s
+	}
 	for name := range m.models {
 		s.Models = append(s.Models, name)
 	}
 	sort.Strings(s.Models)
-	if model != "" && len(s.Models) > 0 && !m.models[model] {
-		m.warnf("model %q not found; the server has %s", model, strings.Join(s.Models, ", "))
+	var limits []string
+	if n := len(s.Models); n > maxModels {
+		limits = append(limits, fmt.Sprintf(
+			"%d models: only the first %d by name are listed and shown per model; signals are summed over all of them",
+			n, maxModels))
+		s.Models = s.Models[:maxModels:maxModels]
 	}
-	s.Warnings = withSummary(s.Warnings, m.dropped)
+	if m.longModel != "" {
+		m.warnf("model names longer than %d bytes (%q), series ignored", maxModelNameBytes, truncate(m.longModel, 40))
+	}
+	if model != "" && len(s.Models) > 0 && !m.models[model] {
+		m.warnf("model %q not found; the server has %s", truncate(model, 80), listNames(s.Models, 8))
+	}
+	s.Warnings = append(append(append([]string(nil), e.limits...), limits...), withSummary(m.warnings, m.dropped)...)
 	return s
+}
+
+// listNames joins at most n names for a message, and says how many more.
+func listNames(names []string, n int) string {
+	if len(names) <= n {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:n], ", "), len(names)-n)
 }
 
 // mapper holds the state of one Map call.
@@ -100,24 +144,72 @@ type mapper struct {
 	model       string
 	modelLabels []string
 	s           *Sample
-	models      map[string]bool
-	dropped     int // warnings beyond maxWarnings
+	models      map[string]bool // every model seen; nil when known already
+	longModel   string          // a model name over maxModelNameBytes, for the warning
+	hists       histCache
+	warnings    []string // at most maxWarnings
+	dropped     int      // warnings beyond maxWarnings
 }
 
 func (m *mapper) warnf(format string, args ...any) {
-	if len(m.s.Warnings) >= maxWarnings {
+	if len(m.warnings) >= maxWarnings {
 		m.dropped++
 		return
 	}
-	m.s.Warnings = append(m.s.Warnings, fmt.Sprintf(format, args...))
+	m.warnings = append(m.warnings, fmt.Sprintf(format, args...))
 }
 
+// set stores a signal after checking it against what the signal can be: a
+// value outside is a server bug or a unit mix-up, and would steer the
+// diagnosis (a queue of 1e300, a KV cache "87" full) if kept.
 func (m *mapper) set(name string, v float64) {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		m.warnf("%s: non-finite value %g, treated as absent", name, v)
 		return
 	}
+	if name == SignalKVUsage && v > 1 && v <= 100 {
+		// Some servers give KV usage in percent: 87 cannot be a
+		// fraction, and leaving it would read as an always full cache.
+		m.warnf("%s: %g is above 1, read as a percent (%g)", name, v, v/100)
+		v /= 100
+	}
+	if lo, hi := signalRange(name); v < lo || v > hi {
+		m.warnf("%s: %g is outside [%g, %g], treated as absent", name, v, lo, hi)
+		return
+	}
 	m.s.Signals[name] = &v
+}
+
+// maxExactCount is 2⁵³: a counter above it has lost its last units, so the
+// rate between two scrapes is noise.
+const maxExactCount = 1 << 53
+
+// signalRange is the plausible range of a canonical signal. Request counts
+// are capped at ten million (no server holds that many at once), counters
+// at 2⁵³, ratios at [0, 1].
+func signalRange(name string) (lo, hi float64) {
+	switch name {
+	case SignalQueueDepth, SignalRunning:
+		return 0, 1e7
+	case SignalKVUsage, SignalPrefixCacheHitRate:
+		return 0, 1
+	case SignalPreemptionsTotal, SignalPromptTokensTotal, SignalGenerationTokens, SignalRequestSuccessTotal:
+		return 0, maxExactCount
+	}
+	// Per-GPU signals: "gpu.N.suffix".
+	switch name[strings.LastIndexByte(name, '.')+1:] {
+	case GPUUtil, GPUMemBWUtil:
+		return 0, 1
+	case GPUMemUsedBytes, GPUMemTotal:
+		return 0, maxExactCount
+	case GPUSMClockMHz:
+		return 0, 1e5
+	case GPUPowerW:
+		return 0, 1e5
+	case GPUTempC:
+		return -100, 1000
+	}
+	return -math.MaxFloat64, math.MaxFloat64
 }
 
 // rankLabels mark tensor/pipeline/expert-parallel ranks. Every rank of one
@@ -203,7 +295,13 @@ func (m *mapper) keep(labels map[string]string, match []string) bool {
 		}
 	}
 	if name, ok := m.modelOf(labels); ok {
-		m.models[name] = true
+		if len(name) > maxModelNameBytes {
+			m.longModel = name
+			return false
+		}
+		if m.models != nil {
+			m.models[name] = true
+		}
 		if m.model != "" && name != m.model {
 			return false
 		}
@@ -212,8 +310,10 @@ func (m *mapper) keep(labels map[string]string, match []string) bool {
 }
 
 // values returns the finite values of the selected series of name. For
-// additive signals only the lowest rank of each replica counts.
-func (m *mapper) values(name string, match []string, additive bool) []float64 {
+// additive signals only the lowest rank of each replica counts. With counts,
+// a negative value is dropped: a count of requests or tokens cannot be
+// negative, and one negative replica would hide the others' in the sum.
+func (m *mapper) values(name string, match []string, additive, counts bool) []float64 {
 	var sel []Series
 	for _, s := range m.e.Series[name] {
 		if m.keep(s.Labels, match) {
@@ -241,6 +341,10 @@ func (m *mapper) values(name string, match []string, additive bool) []float64 {
 			m.warnf("line %d: %s is %g, ignored", s.Line, name, s.Value)
 			continue
 		}
+		if counts && s.Value < 0 {
+			m.warnf("line %d: %s is %g, a count cannot be negative, ignored", s.Line, name, s.Value)
+			continue
+		}
 		out = append(out, s.Value)
 	}
 	return out
@@ -255,10 +359,11 @@ type signalSpec struct {
 }
 
 // reduceOf folds the selected series of name with f; lowestRank keeps one
-// series per replica (see mapper.values). Absent when nothing matches.
-func reduceOf(name string, lowestRank bool, f func([]float64) float64, match []string) getter {
+// series per replica, counts drops negative values (see mapper.values).
+// Absent when nothing matches.
+func reduceOf(name string, lowestRank, counts bool, f func([]float64) float64, match []string) getter {
 	return func(m *mapper) (float64, bool) {
-		vs := m.values(name, match, lowestRank)
+		vs := m.values(name, match, lowestRank, counts)
 		if len(vs) == 0 {
 			return 0, false
 		}
@@ -275,17 +380,17 @@ func sum(vs []float64) float64 {
 }
 
 // sumOf adds the selected series of name; match is label/value pairs.
-func sumOf(name string, match ...string) getter { return reduceOf(name, true, sum, match) }
+func sumOf(name string, match ...string) getter { return reduceOf(name, true, true, sum, match) }
 
 // maxOf takes the largest selected series of name, over all ranks.
 func maxOf(name string, match ...string) getter {
-	return reduceOf(name, false, func(vs []float64) float64 { return slices.Max(vs) }, match)
+	return reduceOf(name, false, false, func(vs []float64) float64 { return slices.Max(vs) }, match)
 }
 
 // meanOf averages the selected series of name (for ratios servers compute
 // themselves, such as a hit rate, where neither a sum nor a max is right).
 func meanOf(name string, match ...string) getter {
-	return reduceOf(name, true, func(vs []float64) float64 { return sum(vs) / float64(len(vs)) }, match)
+	return reduceOf(name, true, false, func(vs []float64) float64 { return sum(vs) / float64(len(vs)) }, match)
 }
 
 // ratio divides two getters; absent when either is, or the denominator is 0
@@ -349,10 +454,15 @@ type histSpec struct {
 
 func (m *mapper) histogram(h histSpec) (Histogram, bool) {
 	for _, src := range h.srcs {
+		col := m.hists.get(m.e, src.base)
+		for _, w := range col.warnings {
+			m.warnf("%s", w)
+		}
+		m.dropped += col.extra
 		var cand []*histSeries
-		for _, hs := range collectHistograms(m.e, src.base, m.warnf) {
+		for _, hs := range col.series {
 			if m.keep(hs.labels, src.match) {
-				cand = append(cand, hs)
+				cand = append(cand, hs.clone())
 			}
 		}
 		sets := make([]map[string]string, len(cand))

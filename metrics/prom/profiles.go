@@ -319,6 +319,10 @@ func tritonPending(m *mapper) (float64, bool) {
 		if !m.keep(s.Labels, nil) || math.IsNaN(s.Value) || math.IsInf(s.Value, 0) {
 			continue
 		}
+		if s.Value < 0 {
+			m.warnf("line %d: nv_inference_pending_request_count is %g, a count cannot be negative, ignored", s.Line, s.Value)
+			continue
+		}
 		total += s.Value
 		found = true
 	}

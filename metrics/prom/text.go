@@ -1,9 +1,11 @@
 package prom
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"sort"
 	"strconv"
@@ -34,8 +36,29 @@ const maxEquals = 128
 // OpenMetrics exemplar when a label value itself contains " # ".
 const maxExemplarCuts = 4
 
+// Limits on what one exposition may cost, each far above what inference
+// servers send: vLLM with 8 data-parallel engines and 4 models exposes about
+// 6,000 series, dcgm-exporter on 8 GPUs with MIG about 3,000, TGI (whose
+// batch-size histograms have 1,024 buckets) about 5,000; the longest real
+// lines (vllm:cache_config_info, LoRA adapter lists) are a few KiB. Each
+// series kept costs about 400 bytes (its label map above all), so
+// maxSeries and maxLabelPairs hold the parsed exposition to about 40 MB
+// whatever the body (TestSeriesLimitMemory); lines beyond a limit are
+// skipped with one warning.
+const (
+	maxLineBytes  = 64 << 10
+	maxSeries     = 100_000
+	maxLabelPairs = 500_000 // label pairs over all series: many labels per series cost as much as many series
+	maxFamilies   = 10_000  // distinct metric names, TYPE and HELP lines included
+)
+
 // ErrTooLarge is returned when a body exceeds the byte cap.
 var ErrTooLarge = errors.New("metrics body too large")
+
+// ErrNotExposition is returned for a body that is plainly something else
+// (an HTML page, JSON), so that the user reads what the endpoint answered
+// instead of a page of parse warnings.
+var ErrNotExposition = errors.New("not a Prometheus exposition")
 
 // Series is one sample line of a text exposition.
 type Series struct {
@@ -73,6 +96,20 @@ type Exposition struct {
 	helped   map[string]bool // families with a HELP line
 	warnings []string        // at most maxWarnings
 	dropped  int             // warnings beyond maxWarnings
+	// limits are the warnings that a limit was reached, shown before the
+	// others and never dropped; there is at most one per limit.
+	limits []string
+
+	// Reading state, counted against the limits.
+	lineNo          int
+	nSeries         int
+	nPairs          int
+	nFamilies       int
+	skipped         int            // sample lines past maxSeries or maxLabelPairs
+	skippedFrom     int            // the first of them
+	familiesRefused int            // lines of names past maxFamilies
+	seen            map[uint64]int // series identity hash -> line, to report duplicates
+	p               *lineParser
 }
 
 func (e *Exposition) warnf(format string, args ...any) {
@@ -81,10 +118,6 @@ func (e *Exposition) warnf(format string, args ...any) {
 		return
 	}
 	e.warnings = append(e.warnings, fmt.Sprintf(format, args...))
-}
-
-func (e *Exposition) finishWarnings() {
-	e.Warnings = withSummary(e.warnings, e.dropped)
 }
 
 // withSummary appends "N more warnings not shown" when some were dropped.
@@ -116,68 +149,156 @@ func (e *Exposition) HasFamily(name string) bool {
 
 // ParseExposition reads a text exposition of at most maxBytes bytes
 // (DefaultMaxBytes when maxBytes <= 0). It fails only when the body cannot be
-// read or exceeds the cap; malformed lines become warnings. It accepts what
-// servers answering in OpenMetrics send as well: exemplars, timestamps in
-// seconds, # UNIT and # EOF.
+// read, exceeds the cap, or is not an exposition at all (an HTML page, JSON:
+// ErrNotExposition); malformed lines and lines beyond the limits on lines,
+// series and families become warnings. It accepts what servers answering in
+// OpenMetrics send as well: exemplars, timestamps in seconds, # UNIT and
+// # EOF.
+//
+// The body is read as it is parsed, never held whole: memory grows with the
+// series kept (bounded by maxSeries and maxLabelPairs), not with the body.
 func ParseExposition(r io.Reader, maxBytes int64) (*Exposition, error) {
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxBytes
 	}
-	body, err := io.ReadAll(io.LimitReader(r, maxBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("read metrics: %w", err)
+	cr := &countingReader{r: io.LimitReader(r, maxBytes+1)}
+	br := bufio.NewReaderSize(cr, maxLineBytes)
+	// A short body is peeked whole; any error is met again by the first
+	// read below.
+	head, _ := br.Peek(sniffBytes)
+	if kind := Sniff(head); kind != "" {
+		return nil, fmt.Errorf("%w: the body is %s", ErrNotExposition, kind)
 	}
-	if int64(len(body)) > maxBytes {
-		return nil, fmt.Errorf("%w: more than %d bytes", ErrTooLarge, maxBytes)
+	e := newExposition()
+	for {
+		line, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			e.lineNo++
+			for errors.Is(err, bufio.ErrBufferFull) {
+				_, err = br.ReadSlice('\n')
+			}
+			e.warnf("line %d: longer than %d bytes, skipped", e.lineNo, maxLineBytes)
+		} else if len(line) > 0 {
+			e.lineNo++
+			e.line(line)
+		}
+		if cr.n > maxBytes {
+			return nil, fmt.Errorf("%w: more than %d bytes", ErrTooLarge, maxBytes)
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read metrics: %w", err)
+		}
 	}
-	return parseText(body), nil
+	e.finish()
+	return e, nil
 }
 
-func parseText(body []byte) *Exposition {
-	e := &Exposition{
+// countingReader counts the bytes read through it, so that a body over the
+// cap is told apart from one of exactly the cap.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+func newExposition() *Exposition {
+	return &Exposition{
 		Types:  make(map[string]string),
 		Series: make(map[string][]Series),
 		helped: make(map[string]bool),
+		seen:   make(map[uint64]int),
+		p:      newLineParser(),
 	}
-	p := newLineParser()
-	seen := make(map[string]int) // series identity -> line, to report duplicates
-	lineNo := 0
-	for rest := body; len(rest) > 0; {
-		lineNo++
-		line := rest
-		rest = nil
-		if i := bytes.IndexByte(line, '\n'); i >= 0 {
-			line, rest = line[:i], line[i+1:]
-		}
-		// expfmt wants "\n" line ends and nothing after the value or
-		// timestamp; CRLF bodies and trailing blanks are common enough.
-		line = bytes.Trim(line, " \t\r")
-		if len(line) == 0 {
-			continue
-		}
-		if line[0] == '#' {
-			e.parseComment(string(line), lineNo)
-			continue
-		}
-		s, err := p.sample(line)
-		if err != nil {
-			e.warnf("line %d: %v", lineNo, err)
-			continue
-		}
-		if strings.HasSuffix(s.Name, "_created") {
-			continue
-		}
-		s.Line = lineNo
-		id := seriesID(s.Name, s.Labels)
-		if first, dup := seen[id]; dup {
-			e.warnf("line %d: duplicate series %s (first on line %d), ignored", lineNo, s.Name, first)
-			continue
-		}
-		seen[id] = lineNo
-		e.Series[s.Name] = append(e.Series[s.Name], s)
+}
+
+// line parses one line of the body, its newline included.
+func (e *Exposition) line(line []byte) {
+	// expfmt wants "\n" line ends and nothing after the value or
+	// timestamp; CRLF bodies and trailing blanks are common enough.
+	line = bytes.Trim(line, " \t\r\n")
+	if len(line) == 0 {
+		return
 	}
-	e.finishWarnings()
-	return e
+	if line[0] == '#' {
+		e.parseComment(string(line), e.lineNo)
+		return
+	}
+	if e.nSeries >= maxSeries || e.nPairs >= maxLabelPairs {
+		// Past the limit lines are counted, not parsed: what is left
+		// of a body this large costs a scan, no more.
+		if e.skippedFrom == 0 {
+			e.skippedFrom = e.lineNo
+		}
+		e.skipped++
+		return
+	}
+	s, err := e.p.sample(line)
+	if err != nil {
+		e.warnf("line %d: %v", e.lineNo, err)
+		return
+	}
+	if strings.HasSuffix(s.Name, "_created") {
+		return
+	}
+	s.Line = e.lineNo
+	id := e.p.seriesHash(s.Name, s.Labels)
+	if first, dup := e.seen[id]; dup {
+		e.warnf("line %d: duplicate series %s (first on line %d), ignored", e.lineNo, truncate(s.Name, 80), first)
+		return
+	}
+	if !e.family(s.Name) {
+		return
+	}
+	e.seen[id] = e.lineNo
+	e.nSeries++
+	e.nPairs += len(s.Labels)
+	e.Series[s.Name] = append(e.Series[s.Name], s)
+}
+
+// family reports whether name is a known metric name or may become one
+// under maxFamilies; a name refused is counted for the summary warning.
+func (e *Exposition) family(name string) bool {
+	if _, ok := e.Series[name]; ok {
+		return true
+	}
+	if _, ok := e.Types[name]; ok {
+		return true
+	}
+	if e.helped[name] {
+		return true
+	}
+	if e.nFamilies >= maxFamilies {
+		e.familiesRefused++
+		return false
+	}
+	e.nFamilies++
+	return true
+}
+
+// finish writes the limit warnings, which are never dropped for the warning
+// budget: they say that what follows may be incomplete.
+func (e *Exposition) finish() {
+	if e.skipped > 0 {
+		e.limits = append(e.limits, fmt.Sprintf(
+			"limit reached at line %d: at most %d series and %d labels are read, %d later sample lines skipped (some signals may be missing)",
+			e.skippedFrom, maxSeries, maxLabelPairs, e.skipped))
+	}
+	if e.familiesRefused > 0 {
+		e.limits = append(e.limits, fmt.Sprintf(
+			"more than %d metric names: %d lines of further names skipped (some signals may be missing)",
+			maxFamilies, e.familiesRefused))
+	}
+	e.Warnings = append(append([]string(nil), e.limits...), withSummary(e.warnings, e.dropped)...)
+	e.seen = nil // only needed while reading
+	e.p = nil
 }
 
 // lineParser runs expfmt's TextParser over one sample line at a time,
@@ -186,12 +307,19 @@ type lineParser struct {
 	tp  expfmt.TextParser
 	in  bytes.Reader
 	buf []byte
+
+	// strs interns names and label values: the same model name, engine and
+	// le values repeat on thousands of lines.
+	strs map[string]string
+	// keys and hash compute series identities without allocating.
+	keys []string
+	hash maphash.Hash
 }
 
 func newLineParser() *lineParser {
 	// UTF-8 validation accepts the quoted names of the newer exposition
 	// syntax ({"name.with.dots",label="v"}) besides the legacy charset.
-	return &lineParser{tp: expfmt.NewTextParser(model.UTF8Validation)}
+	return &lineParser{tp: expfmt.NewTextParser(model.UTF8Validation), strs: make(map[string]string)}
 }
 
 // sample parses one trimmed, non-comment line. The error says why the line
@@ -199,6 +327,9 @@ func newLineParser() *lineParser {
 func (p *lineParser) sample(line []byte) (Series, error) {
 	if n := bytes.Count(line, []byte{'='}); n > maxEquals {
 		return Series{}, fmt.Errorf("%d '=' signs, more labels than the %d accepted, skipped", n, maxEquals)
+	}
+	if s, _, ok := p.fast(line); ok {
+		return s, nil
 	}
 	s, err := p.lenient(line)
 	if err == nil {
@@ -397,7 +528,7 @@ func (e *Exposition) parseComment(line string, lineNo int) {
 	switch fields[0] {
 	case "TYPE":
 		name := unquoteName(fields[1])
-		if strings.HasSuffix(name, "_created") {
+		if strings.HasSuffix(name, "_created") || !e.family(name) {
 			return
 		}
 		if len(fields) < 3 {
@@ -420,7 +551,7 @@ func (e *Exposition) parseComment(line string, lineNo int) {
 		// HELP text is not needed for mapping; a HELP line only proves the
 		// family exists, which matters for detection on partial scrapes.
 		name := unquoteName(fields[1])
-		if strings.HasSuffix(name, "_created") {
+		if strings.HasSuffix(name, "_created") || !e.family(name) {
 			return
 		}
 		e.helped[name] = true

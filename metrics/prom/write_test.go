@@ -138,10 +138,11 @@ func TestWriteJSONNoSumAndEmpty(t *testing.T) {
 	}
 }
 
-// TestWriteJSONKeepsHTML: a warning quoting an HTML error page stays
-// readable and the object stays valid JSON.
+// TestWriteJSONKeepsHTML: a warning quoting HTML stays readable and the
+// object stays valid JSON. (A body that is an HTML page is an error, not
+// warnings: TestNotExposition.)
 func TestWriteJSONKeepsHTML(t *testing.T) {
-	s, err := Parse(strings.NewReader("<html>a&b</html>\n"), ParseOptions{})
+	s, err := Parse(strings.NewReader("x <html>a&b</html>\n"), ParseOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

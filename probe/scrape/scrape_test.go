@@ -70,7 +70,60 @@ func TestScrapeErrors(t *testing.T) {
 				_, _ = w.Write([]byte("<html>login</html>"))
 			},
 			is:  ErrContentType,
-			msg: `"text/html"`,
+			msg: "answered an HTML page, not a Prometheus text exposition (is this the server's /metrics URL?)",
+		},
+		{
+			// A gateway's login page, labelled as the metrics would be.
+			name: "html as text/plain",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+				_, _ = w.Write([]byte("\n  <!DOCTYPE html>\n<html><body>Sign in</body></html>"))
+			},
+			is:  ErrContentType,
+			msg: "answered an HTML page, not a Prometheus text exposition (is this the server's /metrics URL?)",
+		},
+		{
+			name: "html without a content type",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				w.Header()["Content-Type"] = nil // no sniffing by net/http
+				_, _ = w.Write([]byte("<html><head><title>502</title></head></html>"))
+			},
+			is:  ErrContentType,
+			msg: "answered an HTML page",
+		},
+		{
+			name: "json",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = w.Write([]byte(`{"object":"list","data":[]}`))
+			},
+			is:  ErrContentType,
+			msg: "answered JSON, not a Prometheus text exposition (is this the server's /metrics URL?)",
+		},
+		{
+			name: "json as text/plain",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/plain")
+				_, _ = w.Write([]byte(`{"detail": "Not Found"}`))
+			},
+			is:  ErrContentType,
+			msg: "answered JSON, not a Prometheus text exposition",
+		},
+		{
+			name: "error page in HTML",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/html")
+				w.WriteHeader(http.StatusUnauthorized)
+				_, _ = w.Write([]byte("<!doctype html><html><body><form>login</form></body></html>"))
+			},
+			msg: "HTTP 401 Unauthorized (an HTML page)",
+		},
+		{
+			name: "control characters in the error body",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				http.Error(w, "bad\x1b[2J\x1b[H\tgateway", http.StatusBadGateway)
+			},
+			msg: "HTTP 502 Bad Gateway: bad [2J [H gateway",
 		},
 		{
 			name: "protobuf",
@@ -78,7 +131,8 @@ func TestScrapeErrors(t *testing.T) {
 				w.Header().Set("Content-Type", "application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily")
 				_, _ = w.Write([]byte{0x0a, 0x01})
 			},
-			is: ErrContentType,
+			is:  ErrContentType,
+			msg: `answered content type "application/vnd.google.protobuf", not a Prometheus text exposition`,
 		},
 		{
 			name: "body over the cap",
@@ -102,6 +156,7 @@ func TestScrapeErrors(t *testing.T) {
 			},
 			timeout: 50 * time.Millisecond,
 			is:      context.DeadlineExceeded,
+			msg:     "body not complete after",
 		},
 	}
 	for _, tc := range tests {
