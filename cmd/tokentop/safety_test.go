@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -463,5 +464,81 @@ func TestInterruptWritesTheReport(t *testing.T) {
 	}
 	if fi, err := os.Stat(rec); err != nil || fi.Size() == 0 {
 		t.Errorf("recording not flushed: %v", err)
+	}
+}
+
+// One TLS and auth story: against a TLS server that wants a bearer key on
+// every path, --insecure and --api-key-env serve the probes and the scrape
+// alike, and the key appears in none of the report, recording or traces.
+func TestTLSAndKeyReachProbesAndScrape(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs tokentop for a few seconds")
+	}
+	const key = "sk-secret-9f8e7d6c5b4a"
+	f := &fakeLLM{tokenGap: 2 * time.Millisecond, metrics: func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		fmt.Fprint(w, "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name=\"fake-model\"} 3\n"+
+			"# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{model_name=\"fake-model\"} 1\n")
+	}}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+key {
+			// Echo what came, as some gateways do: a leak if kept.
+			http.Error(w, "unauthorized: got "+r.Header.Get("Authorization"), http.StatusUnauthorized)
+			return
+		}
+		f.serve(w, r.WithContext(context.WithValue(r.Context(), fakeConnKey{}, new(atomic.Int64))))
+	}))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes below are expected
+	srv.StartTLS()
+	defer srv.Close()
+	dir := t.TempDir()
+	out, rec, traces := filepath.Join(dir, "report.json"), filepath.Join(dir, "rec.jsonl"), filepath.Join(dir, "traces.jsonl")
+	var stdout, stderr bytes.Buffer
+	e := testEnv(&stdout, &stderr)
+	e.Getenv = func(k string) string {
+		if k == "TT_KEY" {
+			return key
+		}
+		return ""
+	}
+	args := []string{"watch", "--target", srv.URL, "--insecure", "--api-key-env", "TT_KEY", "--headless", "--duration", "3s",
+		"--report", out, "--record", rec, "--trace-out", traces}
+	code := run(context.Background(), e, args)
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatalf("exit %d: %v\n%s", code, err, stderr.String())
+	}
+	var r struct {
+		Server struct {
+			ScrapeOK bool `json:"scrape_ok"`
+		} `json:"server"`
+		Classes map[string]struct {
+			Valid int64 `json:"valid"`
+		} `json:"classes"`
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		t.Fatal(err)
+	}
+	if !r.Server.ScrapeOK || r.Classes["interactive"].Valid == 0 {
+		t.Errorf("scrape ok %v, %d valid interactive requests: the key or TLS did not reach both\n%s", r.Server.ScrapeOK, r.Classes["interactive"].Valid, data)
+	}
+	for _, p := range []string{out, rec, traces} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(b, []byte(key)) {
+			t.Errorf("%s carries the API key", filepath.Base(p))
+		}
+	}
+	if strings.Contains(stdout.String()+stderr.String(), key) {
+		t.Error("the output carries the API key")
+	}
+
+	// Without --insecure the self-signed certificate is refused, by the
+	// probes and the scrape alike, and the run says so.
+	code = run(context.Background(), e, []string{"watch", "--target", srv.URL, "--api-key-env", "TT_KEY", "--headless", "--duration", "2s", "--report", out})
+	if code != exitNoData || !strings.Contains(stderr.String(), "certificate") {
+		t.Errorf("without --insecure: exit %d, stderr %q; want %d and a certificate error", code, stderr.String(), exitNoData)
 	}
 }

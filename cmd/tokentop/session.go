@@ -34,8 +34,12 @@ import (
 const (
 	tickEvery   = 250 * time.Millisecond
 	scrapeEvery = time.Second
-	gpuEvery    = time.Second
-	lagEvery    = 50 * time.Millisecond
+	// maxScrapeEvery bounds how far a costly /metrics slows scraping: below
+	// the aggregator's 5 s staleness, so a slow scrape is not shown stale.
+	maxScrapeEvery = 4 * time.Second
+	scrapeTimeout  = 2 * time.Second
+	gpuEvery       = time.Second
+	lagEvery       = 50 * time.Millisecond
 )
 
 // sessionSpec is one run of probes, scraper and GPU sampler against a target.
@@ -482,12 +486,14 @@ func (s *session) scrapeLoop(ctx context.Context) error {
 	if url == "" {
 		url = strings.TrimSuffix(s.cfg.Target, "/") + "/metrics"
 	}
-	scraper := scrape.New(url, nil, promOptions(s.model))
-	t := time.NewTicker(scrapeEvery)
-	defer t.Stop()
-	first := true
+	// The same TLS settings as the probes; the API key only when /metrics
+	// is on the target's origin.
+	scraper := scrape.NewWithOptions(url, scrape.Options{Parse: promOptions(s.model), Insecure: s.spec.common.insecure,
+		APIKey: s.spec.apiKey, Target: s.cfg.Target})
+	first, slowNoted := true, false
 	for {
-		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		started := time.Now()
+		sctx, cancel := context.WithTimeout(ctx, scrapeTimeout)
 		sample, err := scraper.Scrape(sctx)
 		cancel()
 		if ctx.Err() != nil {
@@ -505,10 +511,22 @@ func (s *session) scrapeLoop(ctx context.Context) error {
 			close(s.scraped)
 			first = false
 		}
+		// A large or slow /metrics is read less often, so scraping stays a
+		// few percent of a core; never so rarely that it looks stale.
+		every := min(scraper.Interval(scrapeEvery), maxScrapeEvery)
+		if every > scrapeEvery && !slowNoted {
+			slowNoted = true
+			c := scraper.LastCost()
+			text := fmt.Sprintf("/metrics is large or slow (%d KB, %v to fetch and parse): scraped every %v instead of every %v", c.Bytes>>10, c.Wall.Round(time.Millisecond), every.Round(100*time.Millisecond), scrapeEvery)
+			s.send(func(a *metrics.Aggregator) {
+				s.rec.Notice(at, "scrape", text)
+				a.AddNotice(at, "scrape", text)
+			})
+		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-time.After(time.Until(started.Add(every))):
 		}
 	}
 }

@@ -68,6 +68,8 @@ func runScrape(ctx context.Context, e env, args []string) (int, error) {
 	fs := flag.NewFlagSet("scrape", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print the canonical JSON object (CONTRACT.md)")
 	model := fs.String("model", "", "select one model_name (default: all models summed)")
+	insecure := fs.Bool("insecure", false, "skip TLS certificate verification")
+	apiKeyEnv := fs.String("api-key-env", "", "send the API key in this environment `VAR` as a bearer token")
 	// Accept flags after the URL too: "tokentop scrape URL --json".
 	var positional []string
 	rest := args
@@ -86,13 +88,19 @@ func runScrape(ctx context.Context, e env, args []string) (int, error) {
 	}
 	src := positional[0]
 	opts := prom.ParseOptions{Model: *model}
+	apiKey := ""
+	if *apiKeyEnv != "" {
+		if apiKey = e.Getenv(*apiKeyEnv); apiKey == "" {
+			return exitUsage, usagef("--api-key-env %s: the variable is empty or unset", *apiKeyEnv)
+		}
+	}
 	var (
 		s   *prom.Sample
 		err error
 	)
 	if strings.HasPrefix(src, "http://") || strings.HasPrefix(src, "https://") {
 		// Scrape errors name the URL themselves.
-		if s, err = scrape.New(src, nil, opts).Scrape(ctx); err != nil {
+		if s, err = scrape.NewWithOptions(src, scrape.Options{Parse: opts, Insecure: *insecure, APIKey: apiKey, Target: src}).Scrape(ctx); err != nil {
 			return exitNoData, err
 		}
 	} else {
