@@ -541,9 +541,9 @@ func verdictSections(cs *metrics.ClassStats, v *diagnose.Verdict) (Goodput, SLO)
 	slo := SLO{Pass: v.Pass, NoData: v.NoData, Objectives: make([]Objective, 0, len(v.Objectives))}
 	for _, o := range v.Objectives {
 		slo.Objectives = append(slo.Objectives, Objective{
-			Name:   o.Name,
-			Target: finite(o.Target),
-			Actual: finitePtr(o.Actual),
+			Name:       o.Name,
+			Target:     finite(o.Target),
+			Actual:     finitePtr(o.Actual),
 			Pass:       o.Pass,
 			Basis:      o.Basis,
 			LowerBound: o.LowerBound,
