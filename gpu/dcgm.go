@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/tokentop/tokentop/observe"
 	"io"
 	"math"
 	"net/http"
@@ -52,7 +53,7 @@ func (d *DCGMSampler) Sample(ctx context.Context) Sample {
 	return Sample{At: time.Now(), Source: SourceDCGM, Devices: devs, Err: err}
 }
 
-func (d *DCGMSampler) scrape(ctx context.Context) ([]Device, error) {
+func (d *DCGMSampler) scrape(ctx context.Context) ([]observe.GPUDevice, error) {
 	if d.client.Timeout == 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, d.timeout)
@@ -88,7 +89,7 @@ func (d *DCGMSampler) scrape(ctx context.Context) ([]Device, error) {
 // MIG instance (GPU_I_ID label) only mark the device as MIG: they describe a
 // slice, not the device. It fails when the body cannot be read or holds no
 // usable DCGM_FI_ series.
-func ParseDCGM(r io.Reader) ([]Device, error) {
+func ParseDCGM(r io.Reader) ([]observe.GPUDevice, error) {
 	e, err := prom.ParseExposition(r, 0)
 	if err != nil {
 		return nil, fmt.Errorf("parse dcgm metrics: %w", err)
@@ -132,7 +133,7 @@ func ParseDCGM(r io.Reader) ([]Device, error) {
 		idxs = append(idxs, idx)
 	}
 	sort.Ints(idxs)
-	devs := make([]Device, 0, len(idxs))
+	devs := make([]observe.GPUDevice, 0, len(idxs))
 	for _, idx := range idxs {
 		devs = append(devs, acc[idx].device(idx))
 	}
@@ -193,8 +194,8 @@ func toUint32(v *float64) *uint32 {
 	return ptr(uint32(math.Round(*v)))
 }
 
-func (d *dcgmDevice) device(idx int) Device {
-	out := Device{Index: idx, UUID: d.uuid, MIG: d.mig}
+func (d *dcgmDevice) device(idx int) observe.GPUDevice {
+	out := observe.GPUDevice{Index: idx, UUID: d.uuid, MIG: d.mig}
 	// The device label is the node name (nvidia0): a last resort.
 	for _, n := range []string{d.modelName, d.fieldName, d.node} {
 		if n != "" {

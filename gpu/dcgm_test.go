@@ -3,6 +3,7 @@ package gpu
 import (
 	"context"
 	"errors"
+	"github.com/tokentop/tokentop/observe"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,11 +17,11 @@ func TestParseDCGM(t *testing.T) {
 	const t4MiB = 15109
 	tests := []struct {
 		file string
-		want []Device
+		want []observe.GPUDevice
 	}{
 		{
 			file: "dcgm-exporter-2.x-datadog-T4-block1.txt",
-			want: []Device{{
+			want: []observe.GPUDevice{{
 				Index: 0, Name: "Tesla T4", UUID: "GPU-20c56d28-0da5-6d26-a36a-e7af1ce2586e",
 				Util:          ptr(0.0),
 				MemUsedBytes:  ptr(uint64(0)),
@@ -33,7 +34,7 @@ func TestParseDCGM(t *testing.T) {
 		},
 		{
 			file: "dcgm-exporter-datadog-T4-block2-empty-help.txt",
-			want: []Device{{
+			want: []observe.GPUDevice{{
 				// modelName and DCGM_FI_DEV_NAME labels agree; modelName wins.
 				Index: 0, Name: "Tesla T4", UUID: "GPU-9ef1b6d0-3643-5dd7-b823-c0ec20dcf2d5",
 				MemTotalBytes: ptr(uint64(t4MiB * 1024 * 1024)), // FB_TOTAL
@@ -43,14 +44,14 @@ func TestParseDCGM(t *testing.T) {
 		{
 			// The "..." line is skipped; MEMORY_TEMP's blank is not a field we map.
 			file: "dcgm-exporter-README-PARTIAL.txt",
-			want: []Device{{
+			want: []observe.GPUDevice{{
 				Index: 0, UUID: "GPU-604ac76c-d9cf-fef3-62e9-d92044ab6e52",
 				SMClockMHz: ptr(uint32(139)),
 			}},
 		},
 		{
 			file: "dcgm-constructed-h100x2-mig.txt",
-			want: []Device{
+			want: []observe.GPUDevice{
 				{
 					Index: 0, Name: "NVIDIA H100 80GB HBM3", UUID: "GPU-3f0c9a12-5b7e-4c1d-9e2a-7d41c0b8a001",
 					Util:              ptr(0.97),

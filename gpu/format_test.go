@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"fmt"
+	"github.com/tokentop/tokentop/observe"
 	"reflect"
 	"strings"
 	"testing"
@@ -9,7 +10,7 @@ import (
 
 // fmtDevice prints every field of d, nil as "n/a", for test failures and the
 // NVML smoke test.
-func fmtDevice(d Device) string {
+func fmtDevice(d observe.GPUDevice) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "#%d %q uuid=%s mig=%v", d.Index, d.Name, d.UUID, d.MIG)
 	fmt.Fprintf(&b, " util=%s mem_used=%s mem_total=%s mem_bw=%s sm_active=%s",
@@ -28,7 +29,7 @@ func na[T any](p *T) string {
 	return fmt.Sprint(*p)
 }
 
-func assertDevice(t *testing.T, got, want Device) {
+func assertDevice(t *testing.T, got, want observe.GPUDevice) {
 	t.Helper()
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("device %d:\n got  %s\n want %s", want.Index, fmtDevice(got), fmtDevice(want))

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/tokentop/tokentop/observe"
 	"sync"
 	"time"
 
@@ -178,14 +179,14 @@ func (s *NVMLSampler) Sample(ctx context.Context) Sample {
 		}
 	}
 
-	out.Devices = make([]Device, 0, n)
+	out.Devices = make([]observe.GPUDevice, 0, n)
 	for i, h := range handles {
 		if err := ctx.Err(); err != nil {
 			out.Err = fmt.Errorf("nvml: read stopped after %d of %d devices: %w", i, n, err)
 			break
 		}
 		if h == nil {
-			out.Devices = append(out.Devices, Device{Index: i, Err: handleErrs[i]})
+			out.Devices = append(out.Devices, observe.GPUDevice{Index: i, Err: errText(handleErrs[i])})
 			continue
 		}
 		out.Devices = append(out.Devices, s.readDevice(i, h))
@@ -266,9 +267,9 @@ func notSupported(ret nvml.Return) bool {
 	return ret == nvml.ERROR_NOT_SUPPORTED || ret == nvml.ERROR_FUNCTION_NOT_FOUND
 }
 
-func (s *NVMLSampler) readDevice(i int, h nvml.Device) Device {
+func (s *NVMLSampler) readDevice(i int, h nvml.Device) observe.GPUDevice {
 	lib := s.lib
-	d := Device{Index: i}
+	d := observe.GPUDevice{Index: i}
 	var r fieldReader
 
 	if name, ret := lib.DeviceGetName(h); r.ok("name", ret) {
@@ -322,9 +323,9 @@ func (s *NVMLSampler) readDevice(i int, h nvml.Device) Device {
 		d.ClockEventWords = DecodeClockEventReasons(reasons)
 	}
 	if procs, ret := lib.DeviceGetComputeRunningProcesses(h); r.ok("processes", ret) {
-		d.Processes = make([]Process, 0, len(procs))
+		d.Processes = make([]observe.GPUProcess, 0, len(procs))
 		for _, p := range procs {
-			proc := Process{PID: p.Pid, UsedBytes: p.UsedGpuMemory}
+			proc := observe.GPUProcess{PID: p.Pid, UsedBytes: p.UsedGpuMemory}
 			// NVML_VALUE_NOT_AVAILABLE: the driver cannot attribute memory.
 			if p.UsedGpuMemory == ^uint64(0) {
 				proc.UsedBytes, proc.UsedUnknown = 0, true
@@ -333,14 +334,14 @@ func (s *NVMLSampler) readDevice(i int, h nvml.Device) Device {
 		}
 	}
 	if len(r.errs) > 0 {
-		d.Err = fmt.Errorf("nvml: device %d: %w", i, errors.Join(r.errs...))
+		d.Err = fmt.Sprintf("nvml: device %d: %v", i, errors.Join(r.errs...))
 	}
 	return d
 }
 
 // readMemory prefers the v2 call, whose Used excludes the driver's reserved
 // memory and so matches what nvidia-smi and the processes account for.
-func (s *NVMLSampler) readMemory(h nvml.Device, d *Device, r *fieldReader) {
+func (s *NVMLSampler) readMemory(h nvml.Device, d *observe.GPUDevice, r *fieldReader) {
 	if s.hasMemoryV2 {
 		m, ret := s.lib.DeviceGetMemoryInfo_v2(h)
 		if ret == nvml.SUCCESS {
@@ -359,7 +360,7 @@ func (s *NVMLSampler) readMemory(h nvml.Device, d *Device, r *fieldReader) {
 
 // readGPM takes this reading's GPM sample and computes SM activity and DRAM
 // bandwidth utilisation over the interval since the previous one.
-func (s *NVMLSampler) readGPM(i int, h nvml.Device, d *Device, r *fieldReader) {
+func (s *NVMLSampler) readGPM(i int, h nvml.Device, d *observe.GPUDevice, r *fieldReader) {
 	st := s.gpm[i]
 	if st == nil || !st.supported || !st.primed {
 		return

@@ -37,7 +37,7 @@ func TestNVMLSmoke(t *testing.T) {
 		}
 		for _, d := range smp.Devices {
 			t.Logf("  %s", fmtDevice(d))
-			if d.Err != nil {
+			if d.Err != "" {
 				t.Errorf("device %d: %v", d.Index, d.Err)
 			}
 		}

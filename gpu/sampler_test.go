@@ -3,6 +3,7 @@ package gpu
 import (
 	"context"
 	"errors"
+	"github.com/tokentop/tokentop/observe"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -24,7 +25,7 @@ func (s *scriptedSampler) Sample(ctx context.Context) Sample {
 	case <-ctx.Done():
 		return Sample{Source: "fake", At: time.Now(), Err: ctx.Err()}
 	}
-	return Sample{Source: "fake", At: time.Now(), Devices: []Device{{Index: n}}}
+	return Sample{Source: "fake", At: time.Now(), Devices: []observe.GPUDevice{{Index: n}}}
 }
 
 type event struct {

@@ -1,12 +1,12 @@
 package metrics
 
 import (
+	"github.com/tokentop/tokentop/observe"
 	"time"
 
 	"github.com/DataDog/sketches-go/ddsketch/mapping"
 
 	"github.com/tokentop/tokentop/config"
-	"github.com/tokentop/tokentop/probe"
 )
 
 // Prompt-length buckets of the report, by measured prompt tokens.
@@ -54,7 +54,7 @@ type requestMeasures struct {
 
 // measure derives requestMeasures from a trace. The class config supplies
 // the per-request goodput thresholds.
-func measure(t *probe.Trace, cl *config.Class) requestMeasures {
+func measure(t *observe.Trace, cl *config.Class) requestMeasures {
 	var m requestMeasures
 	m.completed = t.Err == nil && (t.SawDone || t.FinishReason != "")
 
@@ -194,8 +194,8 @@ func requestBound(p config.Percentiles) (float64, bool) {
 // waited reports whether a request ended because tokentop stopped waiting
 // for it (the run ended, or a timeout fired), not because it failed: its
 // latency so far is a lower bound, not a measurement to drop.
-func waited(t *probe.Trace) bool {
-	return t.Err != nil && (t.Err.Kind == probe.ErrCancelled || t.Err.Kind == probe.ErrTimeout) && !t.Sent.IsZero()
+func waited(t *observe.Trace) bool {
+	return t.Err != nil && (t.Err.Kind == observe.ErrCancelled || t.Err.Kind == observe.ErrTimeout) && !t.Sent.IsZero()
 }
 
 func msBetween(a, b time.Time) float64 {
@@ -279,14 +279,14 @@ func newPathAccum(m mapping.IndexMapping) *pathAccum {
 	return &pathAccum{ttft: newSketch(m), chunkGap: newSketch(m), ttftCens: newSketch(m)}
 }
 
-func (c *classAccum) add(m mapping.IndexMapping, t *probe.Trace, rm *requestMeasures, stallGapMs float64) {
+func (c *classAccum) add(m mapping.IndexMapping, t *observe.Trace, rm *requestMeasures, stallGapMs float64) {
 	c.requests++
 	if t.Attempt > 0 {
 		c.retries++
 	}
 	c.staleRetries += int64(t.StaleRetries)
 	if t.Err != nil {
-		if t.Err.Kind == probe.ErrCancelled {
+		if t.Err.Kind == observe.ErrCancelled {
 			c.cancelled++
 		} else {
 			c.errors++
@@ -369,7 +369,7 @@ func (c *classAccum) add(m mapping.IndexMapping, t *probe.Trace, rm *requestMeas
 	if rm.good {
 		c.good++
 	}
-	if t.Err != nil && t.Err.Kind == probe.ErrCancelled {
+	if t.Err != nil && t.Err.Kind == observe.ErrCancelled {
 		// Cut short by the end of the run: measured, but not judged.
 		return
 	}
@@ -402,7 +402,7 @@ func (c *classAccum) addFirstToken(p *pathAccum, ttftMs, fromIntendedMs float64)
 
 func pathName(p string) string {
 	if p == "" {
-		return "direct"
+		return observe.PathDirect
 	}
 	return p
 }

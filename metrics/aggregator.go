@@ -6,7 +6,8 @@
 package metrics
 
 import (
-	"errors"
+	"cmp"
+	"github.com/tokentop/tokentop/observe"
 	"math"
 	"slices"
 	"time"
@@ -14,9 +15,7 @@ import (
 	"github.com/DataDog/sketches-go/ddsketch/mapping"
 
 	"github.com/tokentop/tokentop/config"
-	"github.com/tokentop/tokentop/gpu"
 	"github.com/tokentop/tokentop/metrics/prom"
-	"github.com/tokentop/tokentop/probe"
 )
 
 // Options configure an Aggregator.
@@ -56,17 +55,17 @@ type Aggregator struct {
 	pending map[string]*pendingRequest
 
 	lastScrape  *prom.Sample // last successful scrape
-	prevScrape  *prom.Sample
 	scrapeOK    bool
 	profile     string
 	variant     string
-	lastGPU     *gpu.Sample
+	lastGPU     *observe.GPUSample
 	jobs        map[string]*jobState
 	series      Series
 	sources     map[string]*SourceStatus
 	sourceOrder []string
 
 	usageIgnoredNoted bool
+	knobs             []observe.KnobChange
 }
 
 type slot struct {
@@ -115,7 +114,7 @@ func NewAggregator(o Options) *Aggregator {
 		o.StaleAfter = 5 * time.Second
 	}
 	if len(o.Paths) == 0 {
-		o.Paths = []string{"direct"}
+		o.Paths = []string{observe.PathDirect}
 	}
 	a := &Aggregator{
 		opts:     o,
@@ -136,6 +135,49 @@ func NewAggregator(o Options) *Aggregator {
 	}
 	a.run = a.newSlot(o.Started)
 	return a
+}
+
+// Apply accounts one event: the aggregator's only entry point besides
+// Tick, which builds a snapshot. A Tick event changes nothing here (the
+// caller snapshots at its instant).
+func (a *Aggregator) Apply(ev observe.Event) {
+	switch e := ev.(type) {
+	case *observe.Trace:
+		a.addTrace(e)
+	case *observe.Started:
+		a.addStarted(e)
+	case *observe.FirstToken:
+		a.addFirstToken(e)
+	case *observe.GapReport:
+		a.addGaps(e)
+	case *observe.Scrape:
+		a.addScrape(e)
+	case *observe.GPUSample:
+		a.addGPU(e)
+	case *observe.LagSample:
+		a.addLag(e)
+	case *observe.InFlight:
+		for class, n := range e.Counts {
+			a.setInFlight(class, n)
+		}
+	case *observe.Notice:
+		a.addNotice(e.At, e.Source, e.Text)
+	case *observe.KnobChange:
+		a.addKnob(e)
+	case *observe.Tick:
+	}
+}
+
+// maxKnobChanges bounds the knob changes a snapshot carries.
+const maxKnobChanges = 64
+
+// addKnob keeps a demo knob change, newest last, for the console to mark
+// on its time series.
+func (a *Aggregator) addKnob(e *observe.KnobChange) {
+	a.knobs = append(a.knobs, *e)
+	if len(a.knobs) > maxKnobChanges {
+		a.knobs = slices.Delete(a.knobs, 0, len(a.knobs)-maxKnobChanges)
+	}
 }
 
 func (a *Aggregator) newSlot(start time.Time) *slot {
@@ -203,8 +245,8 @@ func (a *Aggregator) source(name string) *SourceStatus {
 // maxWarnings bounds each source's warnings.
 const maxWarnings = 20
 
-// AddNotice adds a warning to a source's status, once per text.
-func (a *Aggregator) AddNotice(at time.Time, source, text string) {
+// addNotice adds a warning to a source's status, once per text.
+func (a *Aggregator) addNotice(at time.Time, source, text string) {
 	src := a.source(source)
 	if text == "" || slices.Contains(src.Warnings, text) {
 		return
@@ -216,16 +258,16 @@ func (a *Aggregator) AddNotice(at time.Time, source, text string) {
 	src.Warnings = append(src.Warnings, text)
 }
 
-// SetInFlight records how many requests of a class are outstanding.
-func (a *Aggregator) SetInFlight(class string, n int64) {
+// setInFlight records how many requests of a class are outstanding.
+func (a *Aggregator) setInFlight(class string, n int64) {
 	if i, ok := a.classIx[class]; ok {
 		a.inFlight[i] = n
 	}
 }
 
-// AddStarted notes a request just sent: until its first token (or its
+// addStarted notes a request just sent: until its first token (or its
 // Trace) arrives, each snapshot counts its age as a lower bound of its TTFT.
-func (a *Aggregator) AddStarted(s probe.Started) {
+func (a *Aggregator) addStarted(s *observe.Started) {
 	ci, ok := a.classIx[s.Class]
 	if !ok || s.ID == "" || s.Sent.IsZero() || len(a.pending) >= maxPending {
 		return
@@ -233,15 +275,15 @@ func (a *Aggregator) AddStarted(s probe.Started) {
 	a.pending[s.ID] = &pendingRequest{class: ci, path: pathName(s.Path), sent: s.Sent}
 }
 
-// AddTrace accounts one finished request. Traces of unknown classes are
+// addTrace accounts one finished request. Traces of unknown classes are
 // ignored: the config is the set of classes.
-func (a *Aggregator) AddTrace(t *probe.Trace) {
+func (a *Aggregator) addTrace(t *observe.Trace) {
 	delete(a.pending, t.ID)
 	ci, ok := a.classIx[t.Class]
 	if !ok {
 		return
 	}
-	if t.Err != nil && t.Err.Kind == probe.ErrThrottled {
+	if t.Err != nil && t.Err.Kind == observe.ErrThrottled {
 		a.addThrottled(t, ci)
 		return
 	}
@@ -263,18 +305,18 @@ func (a *Aggregator) AddTrace(t *probe.Trace) {
 	if t.UsageIgnored != "" && !a.usageIgnoredNoted {
 		// Once: every stream of such a server says the same.
 		a.usageIgnoredNoted = true
-		a.AddNotice(at, "probe", "server's usage ignored ("+t.UsageIgnored+"): token counts come from the stream")
+		a.addNotice(at, "probe", "server's usage ignored ("+t.UsageIgnored+"): token counts come from the stream")
 	}
 	if t.Err == nil {
 		src.LastSuccess = laterOf(src.LastSuccess, at)
-	} else if t.Err.Kind != probe.ErrCancelled {
+	} else if t.Err.Kind != observe.ErrCancelled {
 		src.LastError, src.LastErrorAt = t.Err.Error(), at
 	}
 }
 
 // addThrottled counts an arrival not sent while the class honoured the
 // server's Retry-After.
-func (a *Aggregator) addThrottled(t *probe.Trace, ci int) {
+func (a *Aggregator) addThrottled(t *observe.Trace, ci int) {
 	at := t.End
 	if at.IsZero() {
 		at = t.IntendedStart
@@ -290,10 +332,10 @@ func (a *Aggregator) addThrottled(t *probe.Trace, ci int) {
 	}
 }
 
-// AddFirstToken accounts the TTFT of a request still streaming, so the
+// addFirstToken accounts the TTFT of a request still streaming, so the
 // console shows TTFT within seconds even when streams take minutes. The
 // finished Trace (FirstTokenReported set) then skips it.
-func (a *Aggregator) AddFirstToken(ft probe.FirstToken) {
+func (a *Aggregator) addFirstToken(ft *observe.FirstToken) {
 	ci, ok := a.classIx[ft.Class]
 	if !ok {
 		return
@@ -311,9 +353,9 @@ func (a *Aggregator) AddFirstToken(ft probe.FirstToken) {
 	}
 }
 
-// AddGaps accounts chunk gaps of a stream still running (see
-// probe.GapReport); the finished Trace's GapsReported skips them.
-func (a *Aggregator) AddGaps(r probe.GapReport) {
+// addGaps accounts chunk gaps of a stream still running (see
+// observe.GapReport); the finished Trace's GapsReported skips them.
+func (a *Aggregator) addGaps(r *observe.GapReport) {
 	ci, ok := a.classIx[r.Class]
 	if !ok {
 		return
@@ -339,7 +381,7 @@ func (a *Aggregator) stallGapMs(ci int) float64 {
 	return 250
 }
 
-func (a *Aggregator) trackJob(t *probe.Trace, ci int, live *slot) {
+func (a *Aggregator) trackJob(t *observe.Trace, ci int, live *slot) {
 	if t.JobID == "" || t.JobSize <= 0 {
 		return
 	}
@@ -373,12 +415,12 @@ func (a *Aggregator) trackJob(t *probe.Trace, ci int, live *slot) {
 	}
 }
 
-// AddScrape accounts one scrape of the server's /metrics; err non-nil
-// records a failed scrape (s may be nil then).
-func (a *Aggregator) AddScrape(at time.Time, s *prom.Sample, err error) {
+// addScrape accounts one scrape of the server's /metrics, or its failure.
+func (a *Aggregator) addScrape(e *observe.Scrape) {
+	at, s := e.At, e.Sample
 	src := a.source("scrape")
-	if err != nil {
-		src.LastError, src.LastErrorAt = err.Error(), at
+	if e.Err != "" || s == nil {
+		src.LastError, src.LastErrorAt = cmp.Or(e.Err, "empty scrape"), at
 		a.scrapeOK = false
 		return
 	}
@@ -392,11 +434,11 @@ func (a *Aggregator) AddScrape(at time.Time, s *prom.Sample, err error) {
 	if live := a.slotFor(at); live != nil {
 		live.server.addScrape(a.lastScrape, s)
 	}
-	a.prevScrape, a.lastScrape = a.lastScrape, s
+	a.lastScrape = s
 }
 
-// AddGPU accounts one GPU sample.
-func (a *Aggregator) AddGPU(s *gpu.Sample) {
+// addGPU accounts one GPU sample.
+func (a *Aggregator) addGPU(s *observe.GPUSample) {
 	a.lastGPU = s
 	if s.Source == "" {
 		// No source at all (no driver, NVML compiled out): the GPU panel
@@ -404,13 +446,13 @@ func (a *Aggregator) AddGPU(s *gpu.Sample) {
 		return
 	}
 	src := a.source(s.Source)
-	if errors.Is(s.Err, gpu.ErrStale) {
+	if s.Stale {
 		// A reading is still in progress: the source goes stale by the age
 		// of its last success, not by an error of its own.
 		return
 	}
-	if s.Err != nil {
-		src.LastError, src.LastErrorAt = s.Err.Error(), s.At
+	if s.Err != "" {
+		src.LastError, src.LastErrorAt = s.Err, s.At
 		return
 	}
 	if len(s.Devices) == 0 {
@@ -423,8 +465,8 @@ func (a *Aggregator) AddGPU(s *gpu.Sample) {
 	}
 }
 
-// AddLag accounts one self-lag reading.
-func (a *Aggregator) AddLag(l probe.LagSample) {
+// addLag accounts one self-lag reading.
+func (a *Aggregator) addLag(l *observe.LagSample) {
 	ms := durMs(l.Lag)
 	for _, s := range []*slot{a.run, a.slotFor(l.At)} {
 		if s == nil {
@@ -464,6 +506,7 @@ func (a *Aggregator) Tick(now time.Time) *Snapshot {
 	a.appendSeries(&snap.Live, now)
 	snap.Series = a.copySeries()
 	snap.Sources = a.sourceStatuses(now)
+	snap.KnobChanges = slices.Clone(a.knobs)
 	return snap
 }
 

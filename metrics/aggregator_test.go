@@ -1,13 +1,13 @@
 package metrics
 
 import (
+	"github.com/tokentop/tokentop/observe"
 	"math"
 	"testing"
 	"time"
 
 	"github.com/tokentop/tokentop/config"
 	"github.com/tokentop/tokentop/metrics/prom"
-	"github.com/tokentop/tokentop/probe"
 )
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -17,21 +17,21 @@ func ms(n float64) time.Duration { return time.Duration(n * float64(time.Millise
 // streamTrace builds a finished trace sent at `sent` whose content chunks
 // arrive at the given offsets (ms after sent), each holding `tokens` tokens
 // (0 = unknown), one event per read.
-func streamTrace(class string, sent time.Time, offsets []float64, tokens int, usage bool) probe.Trace {
-	t := probe.Trace{Class: class, Path: "direct", IntendedStart: sent, Sent: sent, MaxTokens: 64, Valid: true, SawDone: true, FinishReason: "length"}
+func streamTrace(class string, sent time.Time, offsets []float64, tokens int, usage bool) observe.Trace {
+	t := observe.Trace{Class: class, Path: "direct", IntendedStart: sent, Sent: sent, MaxTokens: 64, Valid: true, SawDone: true, FinishReason: "length"}
 	// A role-only chunk first: it must not count as the first token.
-	t.Reads = append(t.Reads, probe.Read{At: sent.Add(ms(1)), Bytes: 80, Events: 1})
-	t.Deltas = append(t.Deltas, probe.Delta{At: sent.Add(ms(1)), Read: 0, Chars: 0})
+	t.Reads = append(t.Reads, observe.Read{At: sent.Add(ms(1)), Bytes: 80, Events: 1})
+	t.Deltas = append(t.Deltas, observe.Delta{At: sent.Add(ms(1)), Read: 0, Chars: 0})
 	n := 0
 	for _, off := range offsets {
 		at := sent.Add(ms(off))
-		t.Reads = append(t.Reads, probe.Read{At: at, Bytes: 100, Events: 1})
-		t.Deltas = append(t.Deltas, probe.Delta{At: at, Read: len(t.Reads) - 1, Chars: 5, Tokens: tokens})
+		t.Reads = append(t.Reads, observe.Read{At: at, Bytes: 100, Events: 1})
+		t.Deltas = append(t.Deltas, observe.Delta{At: at, Read: len(t.Reads) - 1, Chars: 5, Tokens: tokens})
 		n += max(tokens, 1)
 	}
 	t.End = sent.Add(ms(offsets[len(offsets)-1] + 1))
 	if usage {
-		t.Usage = &probe.Usage{PromptTokens: 100, CompletionTokens: n}
+		t.Usage = &observe.Usage{PromptTokens: 100, CompletionTokens: n}
 	}
 	return t
 }
@@ -41,7 +41,7 @@ func TestMeasure(t *testing.T) {
 	sent := t0
 	tests := []struct {
 		name      string
-		trace     probe.Trace
+		trace     observe.Trace
 		ttft      float64
 		chunkGaps []float64
 		tokenGaps []float64 // nil: chunk basis
@@ -69,10 +69,10 @@ func TestMeasure(t *testing.T) {
 		},
 	}
 	reasoning := streamTrace("interactive", sent, []float64{300, 320}, 0, true)
-	reasoning.Deltas = append([]probe.Delta{{At: sent.Add(ms(50)), Chars: 9, Reasoning: true}}, reasoning.Deltas...)
+	reasoning.Deltas = append([]observe.Delta{{At: sent.Add(ms(50)), Chars: 9, Reasoning: true}}, reasoning.Deltas...)
 	tests = append(tests, struct {
 		name      string
-		trace     probe.Trace
+		trace     observe.Trace
 		ttft      float64
 		chunkGaps []float64
 		tokenGaps []float64
@@ -119,11 +119,11 @@ func TestWindowSlidesButRunKeepsEverything(t *testing.T) {
 	// 100 slow requests early, 100 fast ones 60 s later.
 	for i := range 100 {
 		tr := streamTrace("interactive", t0.Add(time.Duration(i)*10*time.Millisecond), []float64{1000, 1020}, 0, true)
-		a.AddTrace(&tr)
+		a.addTrace(&tr)
 	}
 	for i := range 100 {
 		tr := streamTrace("interactive", t0.Add(60*time.Second+time.Duration(i)*10*time.Millisecond), []float64{100, 120}, 0, true)
-		a.AddTrace(&tr)
+		a.addTrace(&tr)
 	}
 	s := a.Tick(t0.Add(62 * time.Second))
 	live, run := s.Live.Class("interactive"), s.Run.Class("interactive")
@@ -149,7 +149,7 @@ func TestQuantilesWithinSketchAccuracy(t *testing.T) {
 	// TTFTs 1..1000 ms: exact p50=500, p95=950, p99=990.
 	for i := 1; i <= 1000; i++ {
 		tr := streamTrace("interactive", t0, []float64{float64(i), float64(i) + 10}, 0, true)
-		a.AddTrace(&tr)
+		a.addTrace(&tr)
 	}
 	d := a.Tick(t0.Add(5 * time.Second)).Live.Class("interactive").TTFT
 	for _, c := range []struct {
@@ -173,10 +173,10 @@ func TestGoodputAndErrors(t *testing.T) {
 	a := newTestAggregator()
 	good := streamTrace("interactive", t0, []float64{100, 120}, 0, true)
 	slow := streamTrace("interactive", t0, []float64{5000, 5020}, 0, true) // TTFT above the 800ms objective
-	failed := probe.Trace{Class: "interactive", Sent: t0, End: t0.Add(time.Second), MaxTokens: 64,
-		Err: &probe.Error{Kind: probe.ErrHTTP, Status: 500, Msg: "500"}}
-	for _, tr := range []probe.Trace{good, slow, failed} {
-		a.AddTrace(&tr)
+	failed := observe.Trace{Class: "interactive", Sent: t0, End: t0.Add(time.Second), MaxTokens: 64,
+		Err: &observe.Error{Kind: observe.ErrHTTP, Status: 500, Msg: "500"}}
+	for _, tr := range []observe.Trace{good, slow, failed} {
+		a.addTrace(&tr)
 	}
 	c := a.Tick(t0.Add(10 * time.Second)).Run.Class("interactive")
 	if c.Requests != 3 || c.GoodRequests != 1 || c.Errors != 1 || c.Valid != 2 {
@@ -190,15 +190,15 @@ func TestGoodputAndErrors(t *testing.T) {
 func TestBatchDeadlineCountsRetriesAgainst(t *testing.T) {
 	a := newTestAggregator()
 	deadline := t0.Add(time.Minute)
-	fail := probe.Trace{Class: "batch", Kind: "batch", Sent: t0, End: t0.Add(time.Second), MaxTokens: 10, JobID: "j1", JobSize: 2, JobIndex: 0,
-		Deadline: deadline, Err: &probe.Error{Kind: probe.ErrTruncated}}
+	fail := observe.Trace{Class: "batch", Kind: "batch", Sent: t0, End: t0.Add(time.Second), MaxTokens: 10, JobID: "j1", JobSize: 2, JobIndex: 0,
+		Deadline: deadline, Err: &observe.Error{Kind: observe.ErrTruncated}}
 	retry := streamTrace("batch", t0.Add(2*time.Second), []float64{10, 20}, 0, true)
 	retry.JobID, retry.JobSize, retry.JobIndex, retry.Attempt, retry.Deadline = "j1", 2, 0, 1, deadline
 	second := streamTrace("batch", t0.Add(3*time.Second), []float64{10, 20}, 0, true)
 	second.JobID, second.JobSize, second.JobIndex, second.Deadline = "j1", 2, 1, deadline
 	retry.MaxTokens, second.MaxTokens = 2, 2
-	for _, tr := range []probe.Trace{fail, retry, second} {
-		a.AddTrace(&tr)
+	for _, tr := range []observe.Trace{fail, retry, second} {
+		a.addTrace(&tr)
 	}
 	c := a.Tick(t0.Add(10 * time.Second)).Run.Class("batch")
 	if c.DeadlineRequests != 3 || c.DeadlineMet != 2 || c.Retries != 1 {
@@ -240,10 +240,10 @@ func hist(counts ...float64) prom.Histogram {
 
 func TestServerCountersAndHistogramDeltas(t *testing.T) {
 	a := newTestAggregator()
-	a.AddScrape(t0.Add(1*time.Second), scrapeAt(t0.Add(1*time.Second), 2, 0.5, 100, hist(1000, 1000, 1000, 1000)), nil)
-	a.AddScrape(t0.Add(2*time.Second), scrapeAt(t0.Add(2*time.Second), 4, 0.7, 110, hist(1000, 1010, 1010, 1010)), nil)
+	a.addScrape(&observe.Scrape{At: t0.Add(1 * time.Second), Sample: scrapeAt(t0.Add(1*time.Second), 2, 0.5, 100, hist(1000, 1000, 1000, 1000))})
+	a.addScrape(&observe.Scrape{At: t0.Add(2 * time.Second), Sample: scrapeAt(t0.Add(2*time.Second), 4, 0.7, 110, hist(1000, 1010, 1010, 1010))})
 	// Server restarted: counters start again from zero.
-	a.AddScrape(t0.Add(3*time.Second), scrapeAt(t0.Add(3*time.Second), 6, 0.9, 5, hist(0, 10, 10, 10)), nil)
+	a.addScrape(&observe.Scrape{At: t0.Add(3 * time.Second), Sample: scrapeAt(t0.Add(3*time.Second), 6, 0.9, 5, hist(0, 10, 10, 10))})
 	s := a.Tick(t0.Add(3 * time.Second)).Live.Server
 	if s.PreemptionsPerS == nil || math.Abs(*s.PreemptionsPerS-7.5) > 1e-9 {
 		t.Errorf("preemptions/s = %v, want (10+5)/2 = 7.5", s.PreemptionsPerS)
@@ -263,10 +263,10 @@ func TestServerCountersAndHistogramDeltas(t *testing.T) {
 
 func TestSnapshotIsImmutable(t *testing.T) {
 	a := newTestAggregator()
-	a.AddScrape(t0.Add(time.Second), scrapeAt(t0.Add(time.Second), 1, 0.1, 0, hist(1, 1, 1, 1)), nil)
+	a.addScrape(&observe.Scrape{At: t0.Add(time.Second), Sample: scrapeAt(t0.Add(time.Second), 1, 0.1, 0, hist(1, 1, 1, 1))})
 	s1 := a.Tick(t0.Add(time.Second))
 	q := append([]float64(nil), s1.Series.QueueDepth...)
-	a.AddScrape(t0.Add(2*time.Second), scrapeAt(t0.Add(2*time.Second), 9, 0.1, 0, hist(1, 1, 1, 1)), nil)
+	a.addScrape(&observe.Scrape{At: t0.Add(2 * time.Second), Sample: scrapeAt(t0.Add(2*time.Second), 9, 0.1, 0, hist(1, 1, 1, 1))})
 	a.Tick(t0.Add(2 * time.Second))
 	if !floatsEqual(q, s1.Series.QueueDepth) {
 		t.Errorf("old snapshot's series changed: %v -> %v", q, s1.Series.QueueDepth)
@@ -277,7 +277,7 @@ func BenchmarkTick(b *testing.B) {
 	a := newTestAggregator()
 	for i := range 5000 {
 		tr := streamTrace("interactive", t0.Add(time.Duration(i)*5*time.Millisecond), []float64{100, 120, 140, 160, 180}, 0, true)
-		a.AddTrace(&tr)
+		a.addTrace(&tr)
 	}
 	now := t0.Add(25 * time.Second)
 	b.ResetTimer()
@@ -295,20 +295,20 @@ func BenchmarkAddTrace(b *testing.B) {
 	tr := streamTrace("interactive", t0, offs, 0, true)
 	b.ResetTimer()
 	for range b.N {
-		a.AddTrace(&tr)
+		a.addTrace(&tr)
 	}
 }
 
 func TestFirstTokenCountedOnceAndEarly(t *testing.T) {
 	a := newTestAggregator()
 	tr := streamTrace("interactive", t0, []float64{100, 120}, 0, true)
-	a.AddFirstToken(probe.FirstToken{Class: "interactive", Path: "direct", IntendedStart: t0, Sent: t0, At: t0.Add(100 * time.Millisecond)})
+	a.addFirstToken(&observe.FirstToken{Class: "interactive", Path: "direct", IntendedStart: t0, Sent: t0, At: t0.Add(100 * time.Millisecond)})
 	early := a.Tick(t0.Add(200 * time.Millisecond)).Live.Class("interactive")
 	if early.TTFT.Count != 1 || early.Requests != 0 {
 		t.Fatalf("before the stream ends: TTFT count %d, requests %d; want 1 and 0", early.TTFT.Count, early.Requests)
 	}
 	tr.FirstTokenReported = true
-	a.AddTrace(&tr)
+	a.addTrace(&tr)
 	c := a.Tick(t0.Add(time.Second)).Live.Class("interactive")
 	if c.TTFT.Count != 1 || c.Paths[0].TTFT.Count != 1 || c.ByPromptBucket[0].TTFT.Count != 1 {
 		t.Errorf("TTFT counted %d times (path %d, bucket %d), want once each", c.TTFT.Count, c.Paths[0].TTFT.Count, c.ByPromptBucket[0].TTFT.Count)
@@ -318,13 +318,13 @@ func TestFirstTokenCountedOnceAndEarly(t *testing.T) {
 func TestGapsReportedWhileRunningCountedOnce(t *testing.T) {
 	a := newTestAggregator()
 	tr := streamTrace("interactive", t0, []float64{100, 400, 700, 1000}, 0, true) // gaps 300, 300, 300
-	a.AddGaps(probe.GapReport{Class: "interactive", Path: "direct", At: t0.Add(700 * time.Millisecond), GapsMs: []float64{300, 300}})
+	a.addGaps(&observe.GapReport{Class: "interactive", Path: "direct", At: t0.Add(700 * time.Millisecond), GapsMs: []float64{300, 300}})
 	running := a.Tick(t0.Add(800 * time.Millisecond)).Live.Class("interactive")
 	if running.ChunkGap.Count != 2 || running.Gaps != 2 || running.StallGaps != 2 {
 		t.Fatalf("while running: %d gaps (%d counted, %d stalls), want 2/2/2", running.ChunkGap.Count, running.Gaps, running.StallGaps)
 	}
 	tr.GapsReported = 2
-	a.AddTrace(&tr)
+	a.addTrace(&tr)
 	c := a.Tick(t0.Add(2 * time.Second)).Live.Class("interactive")
 	if c.ChunkGap.Count != 3 || c.Gaps != 3 || c.Paths[0].ChunkGap.Count != 3 || c.ByPromptBucket[0].ChunkGap.Count != 3 {
 		t.Errorf("after the end: class %d, counted %d, path %d, bucket %d; want 3 each",

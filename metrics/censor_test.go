@@ -1,12 +1,12 @@
 package metrics
 
 import (
+	"github.com/tokentop/tokentop/observe"
 	"math"
 	"testing"
 	"time"
 
 	"github.com/tokentop/tokentop/config"
-	"github.com/tokentop/tokentop/probe"
 )
 
 func sketchOf(vs ...float64) *sketch {
@@ -122,8 +122,8 @@ func TestCensoredDist(t *testing.T) {
 func TestAggregatorCensorsRequestsInFlight(t *testing.T) {
 	cls := config.Default().Classes
 	a := NewAggregator(Options{Classes: cls, Started: t0})
-	a.AddStarted(probe.Started{ID: "a", Class: "interactive", Path: "direct", Sent: t0})
-	a.AddStarted(probe.Started{ID: "b", Class: "interactive", Path: "direct", Sent: t0.Add(time.Second)})
+	a.addStarted(&observe.Started{ID: "a", Class: "interactive", Path: "direct", Sent: t0})
+	a.addStarted(&observe.Started{ID: "b", Class: "interactive", Path: "direct", Sent: t0.Add(time.Second)})
 	snap := a.Tick(t0.Add(30 * time.Second))
 	ttft := snap.Run.Class("interactive").TTFT
 	if ttft.Count != 2 || ttft.Censored != 2 || !ttft.Lower.P95 || ttft.P95 < 28700 || !near(ttft.Max, 30000) {
@@ -135,7 +135,7 @@ func TestAggregatorCensorsRequestsInFlight(t *testing.T) {
 
 	// "a" gets its first token at 31 s: its TTFT is now measured; its E2E
 	// is censored while it streams.
-	a.AddFirstToken(probe.FirstToken{ID: "a", Class: "interactive", Path: "direct", IntendedStart: t0, Sent: t0, At: t0.Add(31 * time.Second)})
+	a.addFirstToken(&observe.FirstToken{ID: "a", Class: "interactive", Path: "direct", IntendedStart: t0, Sent: t0, At: t0.Add(31 * time.Second)})
 	snap = a.Tick(t0.Add(32 * time.Second))
 	cs := snap.Run.Class("interactive")
 	if cs.TTFT.Count != 2 || cs.TTFT.Censored != 1 {
@@ -149,10 +149,10 @@ func TestAggregatorCensorsRequestsInFlight(t *testing.T) {
 	// lower bound), "a" finishes.
 	done := streamTrace("interactive", t0, []float64{31000, 31500}, 0, true)
 	done.ID, done.FirstTokenReported = "a", true
-	a.AddTrace(&done)
-	cut := probe.Trace{ID: "b", Class: "interactive", Path: "direct", Sent: t0.Add(time.Second), IntendedStart: t0.Add(time.Second),
-		End: t0.Add(33 * time.Second), MaxTokens: 64, Err: &probe.Error{Kind: probe.ErrCancelled, Msg: "run ended"}}
-	a.AddTrace(&cut)
+	a.addTrace(&done)
+	cut := observe.Trace{ID: "b", Class: "interactive", Path: "direct", Sent: t0.Add(time.Second), IntendedStart: t0.Add(time.Second),
+		End: t0.Add(33 * time.Second), MaxTokens: 64, Err: &observe.Error{Kind: observe.ErrCancelled, Msg: "run ended"}}
+	a.addTrace(&cut)
 	snap = a.Tick(t0.Add(33 * time.Second))
 	cs = snap.Run.Class("interactive")
 	if cs.TTFT.Count != 2 || cs.TTFT.Censored != 1 || !near(cs.TTFT.Max, 32000) {
@@ -171,8 +171,8 @@ func TestAggregatorCountsThrottled(t *testing.T) {
 	a := NewAggregator(Options{Classes: cls, Started: t0})
 	for i := range 3 {
 		at := t0.Add(time.Duration(i) * time.Second)
-		a.AddTrace(&probe.Trace{Class: "interactive", IntendedStart: at, End: at, MaxTokens: 256,
-			Err: &probe.Error{Kind: probe.ErrThrottled, Msg: "Retry-After"}})
+		a.addTrace(&observe.Trace{Class: "interactive", IntendedStart: at, End: at, MaxTokens: 256,
+			Err: &observe.Error{Kind: observe.ErrThrottled, Msg: "Retry-After"}})
 	}
 	cs := a.Tick(t0.Add(5 * time.Second)).Run.Class("interactive")
 	if cs.Throttled != 3 || cs.Requests != 0 || cs.Errors != 0 {

@@ -3,30 +3,38 @@ package metrics
 import (
 	"context"
 	"time"
+
+	"github.com/tokentop/tokentop/observe"
 )
 
-// Event is one change to apply to the aggregator. Sources build events on
-// their own goroutines; only the goroutine in Run applies them, so the
-// aggregator needs no locks.
-type Event func(a *Aggregator)
-
-// Run owns a: it applies events as they arrive and calls emit with a fresh
-// Snapshot for every tick. When events is closed (every source has stopped)
-// it applies what is left, emits a final snapshot at now() and returns nil;
+// Run owns a: it applies events as they arrive and, at every tick, hands
+// tee an observe.Tick and emit a fresh Snapshot. tee sees every event in
+// the order a applied it, ticks included (a recording is that sequence);
+// it may be nil. When events is closed (every source has stopped) Run
+// applies what is left, emits a final snapshot at now() and returns nil;
 // when ctx is done first it returns ctx.Err().
-func Run(ctx context.Context, a *Aggregator, events <-chan Event, ticks <-chan time.Time, now func() time.Time, emit func(*Snapshot)) error {
+func Run(ctx context.Context, a *Aggregator, events <-chan observe.Event, ticks <-chan time.Time, now func() time.Time,
+	tee func(observe.Event), emit func(*Snapshot)) error {
+	if tee == nil {
+		tee = func(observe.Event) {}
+	}
+	tick := func(t time.Time) {
+		tee(&observe.Tick{At: t})
+		emit(a.Tick(t))
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case ev, ok := <-events:
 			if !ok {
-				emit(a.Tick(now()))
+				tick(now())
 				return nil
 			}
-			ev(a)
+			tee(ev)
+			a.Apply(ev)
 		case t := <-ticks:
-			emit(a.Tick(t))
+			tick(t)
 		}
 	}
 }

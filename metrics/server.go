@@ -1,13 +1,13 @@
 package metrics
 
 import (
+	"github.com/tokentop/tokentop/observe"
 	"math"
 	"sort"
 	"time"
 
 	"github.com/DataDog/sketches-go/ddsketch/mapping"
 
-	"github.com/tokentop/tokentop/gpu"
 	"github.com/tokentop/tokentop/metrics/prom"
 )
 
@@ -310,7 +310,7 @@ func (g *gpuAccum) device(m mapping.IndexMapping, idx int) *gpuDeviceAccum {
 	return d
 }
 
-func (g *gpuAccum) add(m mapping.IndexMapping, s *gpu.Sample) {
+func (g *gpuAccum) add(m mapping.IndexMapping, s *observe.GPUSample) {
 	for i := range s.Devices {
 		dev := &s.Devices[i]
 		d := g.device(m, dev.Index)
@@ -354,12 +354,12 @@ func (g *gpuAccum) merge(m mapping.IndexMapping, o *gpuAccum) {
 	}
 }
 
-func (g *gpuAccum) stats(last *gpu.Sample) GPUStats {
+func (g *gpuAccum) stats(last *observe.GPUSample) GPUStats {
 	st := GPUStats{}
 	if last != nil {
 		st.Source, st.Status = last.Source, last.Status
 	}
-	lastByIdx := map[int]gpu.Device{}
+	lastByIdx := map[int]observe.GPUDevice{}
 	if last != nil {
 		for _, d := range last.Devices {
 			lastByIdx[d.Index] = d

@@ -1,9 +1,8 @@
 package metrics
 
 import (
+	"github.com/tokentop/tokentop/observe"
 	"time"
-
-	"github.com/tokentop/tokentop/gpu"
 )
 
 // Snapshot is an immutable picture of everything tokentop knows at one
@@ -23,6 +22,8 @@ type Snapshot struct {
 	Series Series
 	// Sources is the health of each data source (probe, scraper, nvml...).
 	Sources []SourceStatus
+	// KnobChanges are the demo's knob changes, oldest first (the last 64).
+	KnobChanges []observe.KnobChange
 }
 
 // View is the statistics over one span of time.
@@ -107,7 +108,7 @@ type ClassStats struct {
 	// StaleConnRetries counts requests resent once on a fresh connection
 	// because the pooled keep-alive connection they went out on had been
 	// closed by the server before it answered any byte: the client's race,
-	// not a server error (see probe.Trace.StaleRetries).
+	// not a server error (see observe.Trace.StaleRetries).
 	StaleConnRetries int64
 	// Throttled counts arrivals tokentop did not send while honouring the
 	// server's Retry-After; they stay in goodput's denominator.
@@ -237,7 +238,7 @@ type GPUStats struct {
 type GPUDeviceStats struct {
 	Index           int
 	Name            string
-	Last            gpu.Device
+	Last            observe.GPUDevice
 	UtilP50         *float64
 	UtilMax         *float64
 	MemUsedFracMax  *float64

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"github.com/tokentop/tokentop/observe"
 	"math"
 	"testing"
 	"time"
@@ -29,7 +30,7 @@ func TestQueueTrendIsLeastSquaresSlope(t *testing.T) {
 			for i := range tc.n {
 				sec = float64(i) * 0.25
 				at := t0.Add(time.Duration(sec * float64(time.Second)))
-				a.AddScrape(at, scrapeAt(at, tc.queue(sec), 0.5, 0, hist(0, 0, 0, 0)), nil)
+				a.addScrape(&observe.Scrape{At: at, Sample: scrapeAt(at, tc.queue(sec), 0.5, 0, hist(0, 0, 0, 0))})
 			}
 			snap := a.Tick(t0.Add(time.Duration(sec * float64(time.Second))))
 			for view, g := range map[string]GaugeStats{"run": snap.Run.Server.QueueDepth, "live": snap.Live.Server.QueueDepth} {

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/tokentop/tokentop/observe"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -248,7 +249,7 @@ func benchStreamTiming(b *testing.B, streams int) {
 		var rw sync.WaitGroup
 		for j := range streams {
 			req := Request{
-				Target: Target{Path: PathDirect, BaseURL: "http://" + child.addrs[j%engines]}, Class: "bench", API: "completions",
+				Target: Target{Path: observe.PathDirect, BaseURL: "http://" + child.addrs[j%engines]}, Class: "bench", API: "completions",
 				Model: k.Model, Prompt: MakePrompt(rng, benchPromptTokens, fmt.Sprintf("tt%d", j)),
 				PromptTokens: benchPromptTokens, MaxTokens: benchTokens, ExtraHeaders: hdr,
 			}

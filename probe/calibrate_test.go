@@ -3,6 +3,7 @@ package probe
 import (
 	"context"
 	"encoding/json"
+	"github.com/tokentop/tokentop/observe"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -97,9 +98,9 @@ func TestRunnerLearnsTokensPerWord(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &fakeServer{service: 10 * time.Millisecond}
 		var c collector
-		f.respond = func(_ int64, r Request) Trace {
+		f.respond = func(_ int64, r Request) observe.Trace {
 			// A tokenizer that splits every word in two.
-			return Trace{Valid: true, Usage: &Usage{PromptTokens: 2 * len(strings.Fields(r.Prompt))}}
+			return observe.Trace{Valid: true, Usage: &observe.Usage{PromptTokens: 2 * len(strings.Fields(r.Prompt))}}
 		}
 		cl := class(config.Arrival{Process: config.ArrivalConstant, Rate: 10})
 		cl.PromptTokens = config.Tokens{Fixed: 400}
@@ -108,7 +109,7 @@ func TestRunnerLearnsTokensPerWord(t *testing.T) {
 			t.Fatal(err)
 		}
 		runFor(t, r, 5*time.Second)
-		var last Trace
+		var last observe.Trace
 		for _, tr := range c.ts {
 			if tr.Usage != nil {
 				last = tr

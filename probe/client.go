@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/tokentop/tokentop/observe"
 	"io"
 	"net"
 	"net/http"
@@ -34,15 +35,9 @@ import (
 
 // Target is one path to the server under test.
 type Target struct {
-	Path    string // "direct" | "gateway"
+	Path    string // observe.PathDirect or observe.PathGateway
 	BaseURL string
 }
-
-// Paths of a Target.
-const (
-	PathDirect  = "direct"
-	PathGateway = "gateway"
-)
 
 // ClientOptions configure a Client.
 type ClientOptions struct {
@@ -112,13 +107,13 @@ type Request struct {
 	// OnStarted, when set, is called from the request's goroutine just
 	// before the request is sent (again, with the new send time, when it is
 	// resent on a fresh connection).
-	OnStarted func(Started)
+	OnStarted func(observe.Started)
 	// OnFirstToken, when set, is called from the request's goroutine when
 	// the first non-empty content delta arrives.
-	OnFirstToken func(FirstToken)
+	OnFirstToken func(observe.FirstToken)
 	// OnGaps, when set, is called from the request's goroutine about once a
 	// second with the chunk gaps seen since the last call.
-	OnGaps func(GapReport)
+	OnGaps func(observe.GapReport)
 }
 
 // maxValidatedText bounds the content kept for a validator.
@@ -335,8 +330,8 @@ func (t *connTimes) gotFirstByte() {
 // Stream sends one streaming request and records it. It never panics on
 // server bytes and always returns a Trace; failures are in Trace.Err. When
 // ctx is cancelled the trace ends with ErrCancelled.
-func (c *Client) Stream(ctx context.Context, r Request) Trace {
-	tr := Trace{
+func (c *Client) Stream(ctx context.Context, r Request) observe.Trace {
+	tr := observe.Trace{
 		Class:              r.Class,
 		Kind:               r.Kind,
 		Path:               r.Target.Path,
@@ -377,13 +372,13 @@ func (c *Client) Stream(ctx context.Context, r Request) Trace {
 	if tr.Valid && r.Validate != nil {
 		if err := validate(r.Validate, text); err != nil {
 			tr.Valid = false
-			tr.Err = &Error{Kind: ErrInvalid, Msg: err.Error()}
+			tr.Err = &observe.Error{Kind: observe.ErrInvalid, Msg: err.Error()}
 		}
 	}
 	return tr
 }
 
-func contentChars(ds []Delta) int {
+func contentChars(ds []observe.Delta) int {
 	n := 0
 	for _, d := range ds {
 		if !d.Reasoning {
@@ -400,17 +395,17 @@ func validate(v func(string) error, text *strings.Builder) error {
 	return v(text.String())
 }
 
-func (c *Client) stream(parent context.Context, r Request, traceparent string, tr *Trace, text *strings.Builder) {
+func (c *Client) stream(parent context.Context, r Request, traceparent string, tr *observe.Trace, text *strings.Builder) {
 	body, path, err := c.body(r)
 	if err != nil {
-		tr.Err = &Error{Kind: ErrConnect, Msg: err.Error()}
+		tr.Err = &observe.Error{Kind: observe.ErrConnect, Msg: err.Error()}
 		return
 	}
 	if c.o.MaxRequestBytes > 0 && len(body) > c.o.MaxRequestBytes {
 		// The runner sizes prompts under this cap; a body over it is
 		// tokentop's bug, never sent.
 		tr.End = time.Now()
-		tr.Err = &Error{Kind: ErrConnect, Msg: fmt.Sprintf("request body of %d bytes is over the cap of %d bytes: not sent", len(body), c.o.MaxRequestBytes)}
+		tr.Err = &observe.Error{Kind: observe.ErrConnect, Msg: fmt.Sprintf("request body of %d bytes is over the cap of %d bytes: not sent", len(body), c.o.MaxRequestBytes)}
 		return
 	}
 	ctx, cancel := context.WithCancelCause(parent)
@@ -458,7 +453,7 @@ func (c *Client) stream(parent context.Context, r Request, traceparent string, t
 		excerpt := errorExcerpt(resp)
 		t.Stop()
 		tr.End = time.Now()
-		tr.Err = &Error{Kind: ErrHTTP, Status: resp.StatusCode, Body: excerpt, Msg: resp.Status}
+		tr.Err = &observe.Error{Kind: observe.ErrHTTP, Status: resp.StatusCode, Body: excerpt, Msg: resp.Status}
 		return
 	}
 	if resp.ProtoMajor != 1 {
@@ -473,7 +468,7 @@ func (c *Client) stream(parent context.Context, r Request, traceparent string, t
 // tr (a resend overwrites the first attempt's). stale reports that the
 // attempt failed on a pooled connection before any byte of a response came
 // back.
-func (c *Client) send(ctx context.Context, hc *http.Client, url string, body []byte, traceparent string, r Request, tr *Trace, headersSeen *atomic.Bool) (resp *http.Response, rx *rxConn, stale bool, err error) {
+func (c *Client) send(ctx context.Context, hc *http.Client, url string, body []byte, traceparent string, r Request, tr *observe.Trace, headersSeen *atomic.Bool) (resp *http.Response, rx *rxConn, stale bool, err error) {
 	var ct connTimes
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		GotConn:      ct.gotConn,
@@ -500,7 +495,7 @@ func (c *Client) send(ctx context.Context, hc *http.Client, url string, body []b
 
 	tr.Sent = time.Now()
 	if r.OnStarted != nil {
-		r.OnStarted(Started{ID: tr.ID, Class: tr.Class, Path: tr.Path, Sent: tr.Sent})
+		r.OnStarted(observe.Started{ID: tr.ID, Class: tr.Class, Path: tr.Path, Sent: tr.Sent})
 	}
 	resp, err = hc.Do(req)
 	ct.mu.Lock()
@@ -520,15 +515,15 @@ const (
 // classify turns a transport or body error into an Error kind. Timeouts we
 // imposed are told apart from the caller's cancellation by the context's
 // cause.
-func classify(parent, ctx context.Context, err error, def defaultKind) *Error {
+func classify(parent, ctx context.Context, err error, def defaultKind) *observe.Error {
 	cause := context.Cause(ctx)
 	switch {
 	case errors.Is(cause, errHeaderTimeout):
-		return &Error{Kind: ErrTimeout, Msg: errHeaderTimeout.Error()}
+		return &observe.Error{Kind: observe.ErrTimeout, Msg: errHeaderTimeout.Error()}
 	case errors.Is(cause, errRequestTimeout):
-		return &Error{Kind: ErrTimeout, Msg: errRequestTimeout.Error()}
+		return &observe.Error{Kind: observe.ErrTimeout, Msg: errRequestTimeout.Error()}
 	case parent.Err() != nil:
-		return &Error{Kind: ErrCancelled, Msg: parent.Err().Error()}
+		return &observe.Error{Kind: observe.ErrCancelled, Msg: parent.Err().Error()}
 	}
 	var (
 		rhe tls.RecordHeaderError
@@ -540,16 +535,16 @@ func classify(parent, ctx context.Context, err error, def defaultKind) *Error {
 	)
 	if errors.As(err, &rhe) || errors.As(err, &ae) || errors.As(err, &cve) ||
 		errors.As(err, &uae) || errors.As(err, &he) || errors.As(err, &cie) {
-		return &Error{Kind: ErrTLS, Msg: err.Error()}
+		return &observe.Error{Kind: observe.ErrTLS, Msg: err.Error()}
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
-		return &Error{Kind: ErrTimeout, Msg: err.Error()}
+		return &observe.Error{Kind: observe.ErrTimeout, Msg: err.Error()}
 	}
 	if def == errTruncatedDefault {
-		return &Error{Kind: ErrTruncated, Msg: err.Error()}
+		return &observe.Error{Kind: observe.ErrTruncated, Msg: err.Error()}
 	}
-	return &Error{Kind: ErrConnect, Msg: err.Error()}
+	return &observe.Error{Kind: observe.ErrConnect, Msg: err.Error()}
 }
 
 // maxRetryAfter bounds how long one response can silence a class.
@@ -606,7 +601,7 @@ func errorExcerpt(resp *http.Response) string {
 type wireReader struct {
 	body io.Reader
 	rx   *rxConn // kernel receive times of body's connection; nil: none
-	tr   *Trace
+	tr   *observe.Trace
 	buf  []byte
 	r, w int
 	err  error
@@ -662,7 +657,7 @@ func (w *wireReader) fill() error {
 			if w.tr.FirstByte.IsZero() {
 				w.tr.FirstByte = at
 			}
-			w.tr.Reads = append(w.tr.Reads, Read{At: at, Bytes: n})
+			w.tr.Reads = append(w.tr.Reads, observe.Read{At: at, Bytes: n})
 			w.r, w.w = 0, n
 			w.err = err // delivered once the bytes are consumed
 			return nil
@@ -716,15 +711,15 @@ func (w *wireReader) ReadByte() (byte, error) {
 // connection can return to the pool.
 const drainAfterDone = time.Second
 
-func (c *Client) readStream(parent, ctx context.Context, cancel context.CancelCauseFunc, resp *http.Response, rx *rxConn, tr *Trace, text *strings.Builder, onFirstToken func(FirstToken), onGaps func(GapReport)) {
+func (c *Client) readStream(parent, ctx context.Context, cancel context.CancelCauseFunc, resp *http.Response, rx *rxConn, tr *observe.Trace, text *strings.Builder, onFirstToken func(observe.FirstToken), onGaps func(observe.GapReport)) {
 	buf := c.bufs.Get().(*[]byte)
 	defer c.bufs.Put(buf)
 	wr := &wireReader{body: resp.Body, rx: rx, tr: tr, buf: *buf}
 	// One read and one delta per token is the common case; sizing up front
 	// avoids regrowing these slices on the hot path.
 	if n := min(tr.MaxTokens+4, 4096); n > 0 {
-		tr.Reads = make([]Read, 0, n)
-		tr.Deltas = make([]Delta, 0, n)
+		tr.Reads = make([]observe.Read, 0, n)
+		tr.Deltas = make([]observe.Delta, 0, n)
 	}
 	maxEvents, maxReads, maxBytes := streamBudget(tr.MaxTokens)
 	wr.maxReads, wr.maxBytes = maxReads, maxBytes
@@ -760,7 +755,7 @@ func (c *Client) readStream(parent, ctx context.Context, cancel context.CancelCa
 		}
 	default:
 		tr.End = time.Now()
-		tr.Err = &Error{Kind: ErrMalformed, Msg: fmt.Sprintf("unsupported Content-Encoding %q", tr.ContentEncoding)}
+		tr.Err = &observe.Error{Kind: observe.ErrMalformed, Msg: fmt.Sprintf("unsupported Content-Encoding %q", tr.ContentEncoding)}
 		return
 	}
 	for {
@@ -768,11 +763,11 @@ func (c *Client) readStream(parent, ctx context.Context, cancel context.CancelCa
 		if len(b) > 0 {
 			if perr := p.Feed(b, emit); perr != nil {
 				tr.End = tr.Reads[len(tr.Reads)-1].At
-				var se *Error
+				var se *observe.Error
 				if errors.As(perr, &se) {
 					tr.Err = se
 				} else {
-					tr.Err = &Error{Kind: ErrMalformed, Msg: perr.Error()}
+					tr.Err = &observe.Error{Kind: observe.ErrMalformed, Msg: perr.Error()}
 				}
 				return
 			}
@@ -800,18 +795,18 @@ func (c *Client) readStream(parent, ctx context.Context, cancel context.CancelCa
 			switch {
 			case tr.FinishReason != "":
 			case st.events == 0 && !strings.Contains(strings.ToLower(ct), "event-stream"):
-				tr.Err = &Error{Kind: ErrMalformed, Msg: fmt.Sprintf("response is not an event stream (Content-Type %q); does the server support stream: true?", ct),
+				tr.Err = &observe.Error{Kind: observe.ErrMalformed, Msg: fmt.Sprintf("response is not an event stream (Content-Type %q); does the server support stream: true?", ct),
 					Body: excerpt(wr.buf[:min(wr.w, len(wr.buf))])}
 			default:
-				tr.Err = &Error{Kind: ErrTruncated, Msg: fmt.Sprintf("stream ended without [DONE] or finish_reason after %d events", st.events)}
+				tr.Err = &observe.Error{Kind: observe.ErrTruncated, Msg: fmt.Sprintf("stream ended without [DONE] or finish_reason after %d events", st.events)}
 			}
 		case isCorrupt(err):
-			tr.Err = &Error{Kind: ErrMalformed, Msg: fmt.Sprintf("decoding %s body: %v", tr.ContentEncoding, err)}
+			tr.Err = &observe.Error{Kind: observe.ErrMalformed, Msg: fmt.Sprintf("decoding %s body: %v", tr.ContentEncoding, err)}
 		case errors.As(err, new(errStreamTooLong)):
-			tr.Err = &Error{Kind: ErrMalformed, Msg: err.Error()}
+			tr.Err = &observe.Error{Kind: observe.ErrMalformed, Msg: err.Error()}
 		default:
 			e := classify(parent, ctx, err, errTruncatedDefault)
-			if e.Kind == ErrTimeout || e.Kind == ErrCancelled {
+			if e.Kind == observe.ErrTimeout || e.Kind == observe.ErrCancelled {
 				tr.End = now
 			}
 			tr.Err = e
@@ -826,7 +821,7 @@ func isCorrupt(err error) bool {
 }
 
 type streamState struct {
-	tr         *Trace
+	tr         *observe.Trace
 	wr         *wireReader
 	maxEvents  int
 	onEvent    func(data []byte, at, returned time.Time)
@@ -835,12 +830,12 @@ type streamState struct {
 	text       *strings.Builder // content so far, when a validator needs it
 
 	sawContent   bool
-	onFirstToken func(FirstToken)
+	onFirstToken func(observe.FirstToken)
 
 	// Chunk gaps are reported while the stream runs, at most once per
 	// gapReportEvery, so long streams show in the gap histograms before
 	// they end.
-	onGaps        func(GapReport)
+	onGaps        func(observe.GapReport)
 	lastContentAt time.Time
 	lastReport    time.Time
 	pendingGaps   []float64
@@ -856,7 +851,7 @@ func (s *streamState) reportGap(at time.Time) {
 	if at.Sub(s.lastReport) < gapReportEvery {
 		return
 	}
-	s.onGaps(GapReport{Class: s.tr.Class, Path: s.tr.Path, At: at, GapsMs: s.pendingGaps})
+	s.onGaps(observe.GapReport{Class: s.tr.Class, Path: s.tr.Path, At: at, GapsMs: s.pendingGaps})
 	s.tr.GapsReported += len(s.pendingGaps)
 	s.pendingGaps = nil // the report owns the slice now
 	s.lastReport = at
@@ -904,7 +899,7 @@ func streamBudget(maxTokens int) (events, reads int, bytes int64) {
 func (s *streamState) event(data []byte, at time.Time, read int) error {
 	s.events++
 	if s.events > s.maxEvents {
-		return &Error{Kind: ErrMalformed, Msg: fmt.Sprintf("more than %d events for max_tokens %d: tokentop stopped reading the stream", s.maxEvents, s.tr.MaxTokens)}
+		return &observe.Error{Kind: observe.ErrMalformed, Msg: fmt.Sprintf("more than %d events for max_tokens %d: tokentop stopped reading the stream", s.maxEvents, s.tr.MaxTokens)}
 	}
 	if s.onEvent != nil {
 		s.onEvent(data, at, s.wr.returned)
@@ -918,11 +913,11 @@ func (s *streamState) event(data []byte, at time.Time, read int) error {
 	}
 	ch, err := parseChunk(data)
 	if err != nil {
-		return &Error{Kind: ErrMalformed, Msg: fmt.Sprintf("event %d is not a JSON chunk: %v", s.events, err), Body: excerpt(data)}
+		return &observe.Error{Kind: observe.ErrMalformed, Msg: fmt.Sprintf("event %d is not a JSON chunk: %v", s.events, err), Body: excerpt(data)}
 	}
 	if ch.errRaw != nil {
 		// vLLM reports a failure after the 200 headers as an error event.
-		return &Error{Kind: ErrHTTP, Status: s.tr.Status, Body: excerpt(ch.errRaw), Msg: "error event in stream"}
+		return &observe.Error{Kind: observe.ErrHTTP, Status: s.tr.Status, Body: excerpt(ch.errRaw), Msg: "error event in stream"}
 	}
 	tokens := 0
 	if ch.hasUsage && s.tr.UsageIgnored == "" {
@@ -937,9 +932,9 @@ func (s *streamState) event(data []byte, at time.Time, read int) error {
 			}
 		} else {
 			if s.tr.Usage == nil {
-				s.tr.Usage = &Usage{}
+				s.tr.Usage = &observe.Usage{}
 			}
-			*s.tr.Usage = Usage{PromptTokens: ch.promptTokens, CompletionTokens: ch.completionTokens}
+			*s.tr.Usage = observe.Usage{PromptTokens: ch.promptTokens, CompletionTokens: ch.completionTokens}
 			if ch.completionTokens > s.prevTokens {
 				tokens = ch.completionTokens - s.prevTokens
 			}
@@ -947,7 +942,7 @@ func (s *streamState) event(data []byte, at time.Time, read int) error {
 		}
 	}
 	if ch.reasoning > 0 {
-		s.tr.Deltas = append(s.tr.Deltas, Delta{At: at, Read: read, Chars: ch.reasoning, Reasoning: true, Tokens: tokens})
+		s.tr.Deltas = append(s.tr.Deltas, observe.Delta{At: at, Read: read, Chars: ch.reasoning, Reasoning: true, Tokens: tokens})
 		tokens = 0
 	}
 	if ch.content > 0 && s.text != nil && s.text.Len() <= maxValidatedText {
@@ -961,14 +956,14 @@ func (s *streamState) event(data []byte, at time.Time, read int) error {
 			s.sawContent = true
 			s.lastReport = at
 			if s.onFirstToken != nil {
-				s.onFirstToken(FirstToken{ID: s.tr.ID, Class: s.tr.Class, Path: s.tr.Path, IntendedStart: s.tr.IntendedStart, Sent: s.tr.Sent, At: at})
+				s.onFirstToken(observe.FirstToken{ID: s.tr.ID, Class: s.tr.Class, Path: s.tr.Path, IntendedStart: s.tr.IntendedStart, Sent: s.tr.Sent, At: at})
 				s.tr.FirstTokenReported = true
 			}
 		} else if s.onGaps != nil {
 			s.reportGap(at)
 		}
 		s.lastContentAt = at
-		s.tr.Deltas = append(s.tr.Deltas, Delta{At: at, Read: read, Chars: ch.content, Tokens: tokens})
+		s.tr.Deltas = append(s.tr.Deltas, observe.Delta{At: at, Read: read, Chars: ch.content, Tokens: tokens})
 	}
 	if ch.hasFinish && string(ch.finish) != s.tr.FinishReason {
 		s.tr.FinishReason = string(ch.finish)

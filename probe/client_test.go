@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/tokentop/tokentop/observe"
 	"io"
 	"log"
 	"net"
@@ -82,16 +83,16 @@ func serve(t *testing.T, status int, hdr map[string]string, steps []step) *httpt
 	return srv
 }
 
-func stream(t *testing.T, url string, o ClientOptions) Trace {
+func stream(t *testing.T, url string, o ClientOptions) observe.Trace {
 	t.Helper()
 	c := NewClient(o)
 	t.Cleanup(c.CloseIdle)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return c.Stream(ctx, Request{Target: Target{Path: PathDirect, BaseURL: url}, Class: "interactive", API: "chat", Model: "m", Prompt: "hello there", PromptTokens: 2, MaxTokens: 8})
+	return c.Stream(ctx, Request{Target: Target{Path: observe.PathDirect, BaseURL: url}, Class: "interactive", API: "chat", Model: "m", Prompt: "hello there", PromptTokens: 2, MaxTokens: 8})
 }
 
-func contents(tr Trace) (content, reasoning int) {
+func contents(tr observe.Trace) (content, reasoning int) {
 	for _, d := range tr.Deltas {
 		if d.Reasoning {
 			reasoning++
@@ -102,7 +103,7 @@ func contents(tr Trace) (content, reasoning int) {
 	return
 }
 
-func checkReads(t *testing.T, tr Trace) {
+func checkReads(t *testing.T, tr observe.Trace) {
 	t.Helper()
 	for _, d := range tr.Deltas {
 		if d.Read < 0 || d.Read >= len(tr.Reads) || !tr.Reads[d.Read].At.Equal(d.At) {
@@ -127,13 +128,13 @@ func TestStreamReportsFirstTokenEarly(t *testing.T) {
 	})
 	c := NewClient(ClientOptions{})
 	t.Cleanup(c.CloseIdle)
-	var got []FirstToken
+	var got []observe.FirstToken
 	var reportedBeforeEnd bool
 	var end time.Time
 	tr := c.Stream(context.Background(), Request{
-		Target: Target{Path: PathDirect, BaseURL: srv.URL}, Class: "interactive", API: "chat", Model: "m",
+		Target: Target{Path: observe.PathDirect, BaseURL: srv.URL}, Class: "interactive", API: "chat", Model: "m",
 		Prompt: "hi", PromptTokens: 1, MaxTokens: 8,
-		OnFirstToken: func(ft FirstToken) {
+		OnFirstToken: func(ft observe.FirstToken) {
 			got = append(got, ft)
 			reportedBeforeEnd = time.Since(ft.At) < 100*time.Millisecond
 		},
@@ -142,7 +143,7 @@ func TestStreamReportsFirstTokenEarly(t *testing.T) {
 	if len(got) != 1 || !tr.FirstTokenReported {
 		t.Fatalf("reported %d times (flag %v), want once", len(got), tr.FirstTokenReported)
 	}
-	if !got[0].At.Equal(tr.Deltas[0].At) || got[0].Class != "interactive" || got[0].Path != PathDirect || !got[0].Sent.Equal(tr.Sent) {
+	if !got[0].At.Equal(tr.Deltas[0].At) || got[0].Class != "interactive" || got[0].Path != observe.PathDirect || !got[0].Sent.Equal(tr.Sent) {
 		t.Errorf("first token %+v does not match the trace's first delta %v", got[0], tr.Deltas[0].At)
 	}
 	if !reportedBeforeEnd || !got[0].At.Before(end.Add(-100*time.Millisecond)) {
@@ -161,11 +162,11 @@ func TestStreamReportsGapsWhileRunning(t *testing.T) {
 	srv := serve(t, 200, nil, steps)
 	c := NewClient(ClientOptions{})
 	t.Cleanup(c.CloseIdle)
-	var reports []GapReport
+	var reports []observe.GapReport
 	tr := c.Stream(context.Background(), Request{
-		Target: Target{Path: PathDirect, BaseURL: srv.URL}, Class: "interactive", API: "chat", Model: "m",
+		Target: Target{Path: observe.PathDirect, BaseURL: srv.URL}, Class: "interactive", API: "chat", Model: "m",
 		Prompt: "hi", PromptTokens: 1, MaxTokens: 16,
-		OnGaps: func(g GapReport) { reports = append(reports, g) },
+		OnGaps: func(g observe.GapReport) { reports = append(reports, g) },
 	})
 	if tr.Err != nil {
 		t.Fatal(tr.Err)
@@ -351,20 +352,20 @@ func TestStreamErrors(t *testing.T) {
 		hdr    map[string]string
 		steps  []step
 		opts   ClientOptions
-		kind   ErrorKind
-		check  func(t *testing.T, tr Trace)
+		kind   observe.ErrorKind
+		check  func(t *testing.T, tr observe.Trace)
 	}{
-		{name: "truncated", status: 200, steps: []step{{data: ev(chat("a"))}, {data: ev(chat("b"))}}, kind: ErrTruncated},
-		{name: "truncated mid event", status: 200, steps: []step{{data: ev(chat("a")) + `data: {"cho`}}, kind: ErrTruncated},
-		{name: "malformed json", status: 200, steps: []step{{data: ev(chat("a")) + ev(`{not json`)}}, kind: ErrMalformed,
-			check: func(t *testing.T, tr Trace) {
+		{name: "truncated", status: 200, steps: []step{{data: ev(chat("a"))}, {data: ev(chat("b"))}}, kind: observe.ErrTruncated},
+		{name: "truncated mid event", status: 200, steps: []step{{data: ev(chat("a")) + `data: {"cho`}}, kind: observe.ErrTruncated},
+		{name: "malformed json", status: 200, steps: []step{{data: ev(chat("a")) + ev(`{not json`)}}, kind: observe.ErrMalformed,
+			check: func(t *testing.T, tr observe.Trace) {
 				if !strings.Contains(tr.Err.Body, "{not json") {
 					t.Errorf("body excerpt %q", tr.Err.Body)
 				}
 			}},
-		{name: "error event", status: 200, steps: []step{{data: ev(chat("a")) + ev(`{"error":{"message":"boom","code":500}}`)}}, kind: ErrHTTP},
-		{name: "html 500", status: 500, hdr: map[string]string{"Content-Type": "text/html"}, steps: []step{{data: html}}, kind: ErrHTTP,
-			check: func(t *testing.T, tr Trace) {
+		{name: "error event", status: 200, steps: []step{{data: ev(chat("a")) + ev(`{"error":{"message":"boom","code":500}}`)}}, kind: observe.ErrHTTP},
+		{name: "html 500", status: 500, hdr: map[string]string{"Content-Type": "text/html"}, steps: []step{{data: html}}, kind: observe.ErrHTTP,
+			check: func(t *testing.T, tr observe.Trace) {
 				if tr.Err.Status != 500 || tr.Status != 500 || len(tr.Err.Body) > maxErrorExcerpt || !strings.HasPrefix(tr.Err.Body, "<html>") {
 					t.Errorf("status=%d body(%d)=%q", tr.Err.Status, len(tr.Err.Body), tr.Err.Body)
 				}
@@ -372,22 +373,22 @@ func TestStreamErrors(t *testing.T) {
 					t.Errorf("retry after %v on a 500", tr.RetryAfter)
 				}
 			}},
-		{name: "429 retry-after seconds", status: 429, hdr: map[string]string{"Retry-After": "7"}, steps: []step{{data: `{"error":"slow down"}`}}, kind: ErrHTTP,
-			check: func(t *testing.T, tr Trace) {
+		{name: "429 retry-after seconds", status: 429, hdr: map[string]string{"Retry-After": "7"}, steps: []step{{data: `{"error":"slow down"}`}}, kind: observe.ErrHTTP,
+			check: func(t *testing.T, tr observe.Trace) {
 				if tr.RetryAfter != 7*time.Second || tr.Err.Status != 429 {
 					t.Errorf("retry after %v status %d", tr.RetryAfter, tr.Err.Status)
 				}
 			}},
-		{name: "503 retry-after date", status: 503, hdr: map[string]string{"Retry-After": time.Now().Add(90 * time.Second).UTC().Format(http.TimeFormat)}, kind: ErrHTTP,
-			check: func(t *testing.T, tr Trace) {
+		{name: "503 retry-after date", status: 503, hdr: map[string]string{"Retry-After": time.Now().Add(90 * time.Second).UTC().Format(http.TimeFormat)}, kind: observe.ErrHTTP,
+			check: func(t *testing.T, tr observe.Trace) {
 				if tr.RetryAfter < 80*time.Second || tr.RetryAfter > 91*time.Second {
 					t.Errorf("retry after %v, want about 90s", tr.RetryAfter)
 				}
 			}},
-		{name: "line over 1 MiB", status: 200, steps: longLine(), kind: ErrMalformed},
-		{name: "unsupported encoding", status: 200, hdr: map[string]string{"Content-Encoding": "br"}, steps: []step{{data: "xx"}}, kind: ErrMalformed},
-		{name: "corrupt gzip", status: 200, hdr: map[string]string{"Content-Encoding": "gzip"}, steps: []step{{data: "\x1f\x8b\x08\x00garbage-garbage-garbage"}}, kind: ErrMalformed},
-		{name: "whole-request timeout", status: 200, steps: []step{{data: ev(chat("a"))}, {pause: 5 * time.Second, data: ev(chat("b"))}}, opts: ClientOptions{Timeout: 150 * time.Millisecond}, kind: ErrTimeout},
+		{name: "line over 1 MiB", status: 200, steps: longLine(), kind: observe.ErrMalformed},
+		{name: "unsupported encoding", status: 200, hdr: map[string]string{"Content-Encoding": "br"}, steps: []step{{data: "xx"}}, kind: observe.ErrMalformed},
+		{name: "corrupt gzip", status: 200, hdr: map[string]string{"Content-Encoding": "gzip"}, steps: []step{{data: "\x1f\x8b\x08\x00garbage-garbage-garbage"}}, kind: observe.ErrMalformed},
+		{name: "whole-request timeout", status: 200, steps: []step{{data: ev(chat("a"))}, {pause: 5 * time.Second, data: ev(chat("b"))}}, opts: ClientOptions{Timeout: 150 * time.Millisecond}, kind: observe.ErrTimeout},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -430,7 +431,7 @@ func TestStreamHeaderTimeout(t *testing.T) {
 	defer close(release)
 	start := time.Now()
 	tr := stream(t, srv.URL, ClientOptions{HeaderTimeout: 100 * time.Millisecond})
-	if tr.Err == nil || tr.Err.Kind != ErrTimeout {
+	if tr.Err == nil || tr.Err.Kind != observe.ErrTimeout {
 		t.Fatalf("err = %v, want timeout", tr.Err)
 	}
 	if el := time.Since(start); el > 3*time.Second {
@@ -445,7 +446,7 @@ func TestStreamCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(100*time.Millisecond, cancel)
 	tr := c.Stream(ctx, Request{Target: Target{BaseURL: srv.URL}, MaxTokens: 4, Prompt: "p"})
-	if tr.Err == nil || tr.Err.Kind != ErrCancelled {
+	if tr.Err == nil || tr.Err.Kind != observe.ErrCancelled {
 		t.Fatalf("err = %v, want cancelled", tr.Err)
 	}
 	if len(tr.Deltas) != 1 {
@@ -461,7 +462,7 @@ func TestStreamConnectError(t *testing.T) {
 	addr := l.Addr().String()
 	l.Close()
 	tr := stream(t, "http://"+addr, ClientOptions{})
-	if tr.Err == nil || tr.Err.Kind != ErrConnect {
+	if tr.Err == nil || tr.Err.Kind != observe.ErrConnect {
 		t.Fatalf("err = %v, want connect", tr.Err)
 	}
 }
@@ -473,7 +474,7 @@ func TestStreamTLS(t *testing.T) {
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the rejected handshake is expected
 	srv.StartTLS()
 	defer srv.Close()
-	if tr := stream(t, srv.URL, ClientOptions{}); tr.Err == nil || tr.Err.Kind != ErrTLS {
+	if tr := stream(t, srv.URL, ClientOptions{}); tr.Err == nil || tr.Err.Kind != observe.ErrTLS {
 		t.Fatalf("untrusted cert: err = %v, want tls", tr.Err)
 	}
 	if tr := stream(t, srv.URL, ClientOptions{Insecure: true}); !tr.Valid {
@@ -535,7 +536,7 @@ func TestStreamRequestShape(t *testing.T) {
 	defer c.CloseIdle()
 	prio := 3
 	tr := c.Stream(context.Background(), Request{
-		Target: Target{Path: PathGateway, BaseURL: srv.URL}, Class: "c", API: "chat", Model: "m",
+		Target: Target{Path: observe.PathGateway, BaseURL: srv.URL}, Class: "c", API: "chat", Model: "m",
 		Priority: &prio, Prompt: "p q", MaxTokens: 17, ExtraHeaders: http.Header{"X-Extra": {"1"}},
 	})
 	if !tr.Valid {
@@ -560,7 +561,7 @@ func TestStreamRequestShape(t *testing.T) {
 		body["priority"] != 3.0 || body["model"] != "m" || so["include_usage"] != true || so["continuous_usage_stats"] != true {
 		t.Errorf("body = %v", body)
 	}
-	if tr.Path != PathGateway || tr.Priority != 3 || tr.MaxTokens != 17 {
+	if tr.Path != observe.PathGateway || tr.Priority != 3 || tr.MaxTokens != 17 {
 		t.Errorf("trace = %+v", tr)
 	}
 }
@@ -605,7 +606,7 @@ func TestStreamValidity(t *testing.T) {
 		if tr.Valid != tc.valid {
 			t.Errorf("%s: valid=%v err=%v", name, tr.Valid, tr.Err)
 		}
-		if !tc.valid && (tr.Err == nil || tr.Err.Kind != ErrInvalid) {
+		if !tc.valid && (tr.Err == nil || tr.Err.Kind != observe.ErrInvalid) {
 			t.Errorf("%s: err %v, want invalid_output", name, tr.Err)
 		}
 	}
@@ -620,7 +621,7 @@ func TestStreamValidity(t *testing.T) {
 func TestStreamNotAnEventStream(t *testing.T) {
 	srv := serve(t, 200, map[string]string{"Content-Type": "application/json"}, []step{{data: `{"choices":[{"message":{"content":"hi"}}]}`}})
 	tr := stream(t, srv.URL, ClientOptions{})
-	if tr.Err == nil || tr.Err.Kind != ErrMalformed || !strings.Contains(tr.Err.Msg, "not an event stream") {
+	if tr.Err == nil || tr.Err.Kind != observe.ErrMalformed || !strings.Contains(tr.Err.Msg, "not an event stream") {
 		t.Fatalf("err = %v", tr.Err)
 	}
 }
@@ -631,7 +632,7 @@ func TestStreamErrorBodyNeverEnds(t *testing.T) {
 	}
 	srv := serve(t, 503, nil, []step{{data: "busy"}, {pause: time.Minute, data: "x"}})
 	tr := stream(t, srv.URL, ClientOptions{})
-	if tr.Err == nil || tr.Err.Kind != ErrHTTP || tr.Err.Body != "busy" {
+	if tr.Err == nil || tr.Err.Kind != observe.ErrHTTP || tr.Err.Body != "busy" {
 		t.Fatalf("err = %+v", tr.Err)
 	}
 }
@@ -656,14 +657,14 @@ func TestRunnerWithClientEndToEnd(t *testing.T) {
 	defer c.CloseIdle()
 	var (
 		mu     sync.Mutex
-		traces []Trace
+		traces []observe.Trace
 	)
 	cl := class(config.Arrival{Process: config.ArrivalConstant, Rate: 40})
-	r, err := NewRunner(cl, c, func(tr Trace) {
+	r, err := NewRunner(cl, c, func(tr observe.Trace) {
 		mu.Lock()
 		traces = append(traces, tr)
 		mu.Unlock()
-	}, RunnerOptions{Targets: []Target{{Path: PathDirect, BaseURL: srv.URL}}, Model: "m"})
+	}, RunnerOptions{Targets: []Target{{Path: observe.PathDirect, BaseURL: srv.URL}}, Model: "m"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -681,7 +682,7 @@ func TestRunnerWithClientEndToEnd(t *testing.T) {
 			if tr.Sent.Before(tr.IntendedStart) || tr.Usage == nil || tr.Usage.CompletionTokens != 2 || len(tr.Deltas) != 2 {
 				t.Errorf("trace %+v", tr)
 			}
-		} else if tr.Err == nil || tr.Err.Kind != ErrCancelled {
+		} else if tr.Err == nil || tr.Err.Kind != observe.ErrCancelled {
 			t.Errorf("failed trace: %v", tr.Err)
 		}
 	}

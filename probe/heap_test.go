@@ -12,6 +12,7 @@ import (
 
 	"github.com/tokentop/tokentop/config"
 	"github.com/tokentop/tokentop/metrics"
+	"github.com/tokentop/tokentop/observe"
 	"github.com/tokentop/tokentop/probe"
 )
 
@@ -69,23 +70,23 @@ func TestHeapBoundedHourAt50RPS(t *testing.T) {
 			}
 		}
 		var nreq atomic.Int64
-		server := func(ctx context.Context, r probe.Request) probe.Trace {
+		server := func(ctx context.Context, r probe.Request) observe.Trace {
 			sent := time.Now()
 			p := &patterns[nreq.Add(1)%int64(len(patterns))]
 			select {
 			case <-time.After(p.length):
 			case <-ctx.Done():
-				return probe.Trace{Class: r.Class, Kind: r.Kind, Path: r.Target.Path, IntendedStart: r.IntendedStart,
-					Sent: sent, End: time.Now(), Err: &probe.Error{Kind: probe.ErrCancelled, Msg: "stopped"}}
+				return observe.Trace{Class: r.Class, Kind: r.Kind, Path: r.Target.Path, IntendedStart: r.IntendedStart,
+					Sent: sent, End: time.Now(), Err: &observe.Error{Kind: observe.ErrCancelled, Msg: "stopped"}}
 			}
 			ttft, gaps := p.ttft, p.gaps[:]
-			tr := probe.Trace{
+			tr := observe.Trace{
 				ID: "00000000000000000000000000000000", Class: r.Class, Kind: r.Kind, Path: r.Target.Path, API: r.API,
 				IntendedStart: r.IntendedStart, Sent: sent, Headers: sent.Add(ttft / 2), FirstByte: sent.Add(ttft / 2),
 				PromptTokensTarget: r.PromptTokens, MaxTokens: r.MaxTokens, Status: 200,
-				Reads:   make([]probe.Read, tokens),
-				Deltas:  make([]probe.Delta, tokens),
-				Usage:   &probe.Usage{PromptTokens: r.PromptTokens, CompletionTokens: tokens},
+				Reads:   make([]observe.Read, tokens),
+				Deltas:  make([]observe.Delta, tokens),
+				Usage:   &observe.Usage{PromptTokens: r.PromptTokens, CompletionTokens: tokens},
 				SawDone: true, FinishReason: "length", Valid: true,
 			}
 			at := sent.Add(ttft)
@@ -93,19 +94,19 @@ func TestHeapBoundedHourAt50RPS(t *testing.T) {
 				if i > 0 {
 					at = at.Add(gaps[i-1])
 				}
-				tr.Reads[i] = probe.Read{At: at, Bytes: 200, Events: 1}
-				tr.Deltas[i] = probe.Delta{At: at, Read: i, Chars: 5}
+				tr.Reads[i] = observe.Read{At: at, Bytes: 200, Events: 1}
+				tr.Deltas[i] = observe.Delta{At: at, Read: i, Chars: 5}
 			}
 			tr.End = time.Now() // = at
 			return tr
 		}
-		sink := func(tr probe.Trace) {
+		sink := func(tr observe.Trace) {
 			mu.Lock()
-			agg.AddTrace(&tr)
+			agg.Apply(&tr)
 			sent++
 			mu.Unlock()
 		}
-		r, err := probe.NewRunnerWith(cfg.Classes[0], server, sink, probe.RunnerOptions{Seed: 3, Targets: []probe.Target{{Path: probe.PathDirect, BaseURL: "d"}}})
+		r, err := probe.NewRunnerWith(cfg.Classes[0], server, sink, probe.RunnerOptions{Seed: 3, Targets: []probe.Target{{Path: observe.PathDirect, BaseURL: "d"}}})
 		if err != nil {
 			t.Fatal(err)
 		}

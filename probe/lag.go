@@ -3,6 +3,7 @@ package probe
 import (
 	"context"
 	"errors"
+	"github.com/tokentop/tokentop/observe"
 	"runtime"
 	"time"
 )
@@ -32,7 +33,7 @@ func NewLagMonitor(interval time.Duration, clock Clock) *LagMonitor {
 
 // Run ticks until ctx is done, calling sink with each tick's lag. Ticks
 // missed entirely are not replayed: the next one is scheduled from now.
-func (m *LagMonitor) Run(ctx context.Context, sink func(LagSample)) error {
+func (m *LagMonitor) Run(ctx context.Context, sink func(observe.LagSample)) error {
 	if m.interval <= 0 {
 		return errors.New("probe: lag monitor interval must be > 0")
 	}
@@ -44,7 +45,7 @@ func (m *LagMonitor) Run(ctx context.Context, sink func(LagSample)) error {
 			return nil
 		}
 		now := m.clock.Now()
-		s := LagSample{At: now, Lag: max(now.Sub(next), 0), CPU: -1, Cores: runtime.GOMAXPROCS(0)}
+		s := observe.LagSample{At: now, Lag: max(now.Sub(next), 0), CPU: -1, Cores: runtime.GOMAXPROCS(0)}
 		if cpu, ok := m.cpu(); ok && cpuOK {
 			// CPU time over the wall time since the previous sample: the
 			// cores the whole process kept busy, probe and all.

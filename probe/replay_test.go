@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"github.com/tokentop/tokentop/observe"
 	"os"
 	"strings"
 	"sync"
@@ -89,11 +90,11 @@ func TestRunnerReplay(t *testing.T) {
 			mu   sync.Mutex
 			reqs []Request
 		)
-		f.respond = func(_ int64, r Request) Trace {
+		f.respond = func(_ int64, r Request) observe.Trace {
 			mu.Lock()
 			reqs = append(reqs, r)
 			mu.Unlock()
-			return Trace{Valid: true, PromptTokensTarget: r.PromptTokens, MaxTokens: r.MaxTokens}
+			return observe.Trace{Valid: true, PromptTokensTarget: r.PromptTokens, MaxTokens: r.MaxTokens}
 		}
 		entries := []ReplayEntry{{0, 5, 7}, {time.Second, 6, 8}, {3 * time.Second, 9, 10}}
 		r, err := newRunner(class(config.Arrival{Process: config.ArrivalPoisson, Rate: 100}), f, c.sink,

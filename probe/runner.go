@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/tokentop/tokentop/observe"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -18,7 +19,7 @@ import (
 
 // Sink receives every finished request's Trace, once, from the request's
 // goroutine. It must not block long: it delays the next closed-loop request.
-type Sink func(Trace)
+type Sink func(observe.Trace)
 
 // RunnerOptions configure a Runner.
 type RunnerOptions struct {
@@ -30,10 +31,10 @@ type RunnerOptions struct {
 	Model   string
 	// OnStarted, when set, is told of each request as it is sent, so that
 	// requests still waiting count as lower bounds of their latency.
-	OnStarted func(Started)
+	OnStarted func(observe.Started)
 	// OnFirstToken, when set, is told of each request's first content token
 	// as it arrives, so TTFT can be shown for streams still running.
-	OnFirstToken func(FirstToken)
+	OnFirstToken func(observe.FirstToken)
 	// OnNotice, when set, is told once of each decision the runner takes
 	// from what the server said (prompt calibration accepted or refused),
 	// in words for the user.
@@ -44,7 +45,7 @@ type RunnerOptions struct {
 	MaxRequestBytes int
 	// OnGaps, when set, receives running streams' chunk gaps about once a
 	// second (see Request.OnGaps).
-	OnGaps func(GapReport)
+	OnGaps func(observe.GapReport)
 
 	// MaxInFlight caps concurrent requests of an open-loop class; 0 means
 	// config.MaxConcurrencyPerClass. Closed-loop classes use arrival.n.
@@ -82,7 +83,7 @@ type RunnerOptions struct {
 
 // streamer is what a Runner needs from a Client; tests substitute it.
 type streamer interface {
-	Stream(ctx context.Context, r Request) Trace
+	Stream(ctx context.Context, r Request) observe.Trace
 }
 
 // Runner generates one class's traffic.
@@ -410,9 +411,9 @@ func (r *Runner) replay(ctx context.Context, wg *sync.WaitGroup) {
 func (r *Runner) throttled(intended time.Time) {
 	r.skipped.Add(1)
 	seq := r.seq.Load()
-	r.sink(Trace{Class: r.cl.Name, Kind: r.cl.Kind, Path: r.o.Targets[seq%uint64(len(r.o.Targets))].Path, API: r.cl.API, Model: r.o.Model,
+	r.sink(observe.Trace{Class: r.cl.Name, Kind: r.cl.Kind, Path: r.o.Targets[seq%uint64(len(r.o.Targets))].Path, API: r.cl.API, Model: r.o.Model,
 		IntendedStart: intended, End: r.clock.Now(), MaxTokens: r.cl.MaxTokens, PreambleBytes: -1,
-		Err: &Error{Kind: ErrThrottled, Msg: "not sent: the server asked with Retry-After to pause"}})
+		Err: &observe.Error{Kind: observe.ErrThrottled, Msg: "not sent: the server asked with Retry-After to pause"}})
 }
 
 func (r *Runner) closedLoop(ctx context.Context) {
@@ -433,7 +434,7 @@ func (r *Runner) closedLoop(ctx context.Context) {
 		tr := r.do(ctx, r.nextWork(r.clock.Now()), now)
 		// A closed loop against a server that fails at once would spin:
 		// back off on failures, reset on success.
-		if tr.Err != nil && tr.Err.Kind != ErrCancelled {
+		if tr.Err != nil && tr.Err.Kind != observe.ErrCancelled {
 			backoff = min(max(2*backoff, 100*time.Millisecond), 5*time.Second)
 			if !sleepUntil(ctx, r.clock, r.clock.Now().Add(backoff)) {
 				return
@@ -511,7 +512,7 @@ func (r *Runner) nextWorkSized(now time.Time, promptTokens, maxTokens int) work 
 	return work{prompt: p, promptTokens: n, promptWords: words, maxTokens: maxTokens, jobID: jobID, jobSize: r.jobs.size, jobIndex: index, deadline: deadline}
 }
 
-func (r *Runner) do(ctx context.Context, w work, intended time.Time) Trace {
+func (r *Runner) do(ctx context.Context, w work, intended time.Time) observe.Trace {
 	seq := r.seq.Add(1) - 1
 	req := Request{
 		Target:        r.o.Targets[seq%uint64(len(r.o.Targets))],
@@ -535,10 +536,10 @@ func (r *Runner) do(ctx context.Context, w work, intended time.Time) Trace {
 		OnGaps:        r.o.OnGaps,
 	}
 	if !sleepUntil(ctx, r.clock, r.tpm.reserveN(r.clock.Now(), req.PromptTokens+req.MaxTokens)) {
-		tr := Trace{Class: req.Class, Kind: req.Kind, Path: req.Target.Path, API: req.API, Model: req.Model,
+		tr := observe.Trace{Class: req.Class, Kind: req.Kind, Path: req.Target.Path, API: req.API, Model: req.Model,
 			IntendedStart: intended, JobID: req.JobID, JobSize: req.JobSize, JobIndex: req.JobIndex, Attempt: req.Attempt, Deadline: req.Deadline,
 			PromptTokensTarget: req.PromptTokens, MaxTokens: req.MaxTokens, PreambleBytes: -1,
-			End: r.clock.Now(), Err: &Error{Kind: ErrCancelled, Msg: "stopped while held by the tokens-per-minute cap"}}
+			End: r.clock.Now(), Err: &observe.Error{Kind: observe.ErrCancelled, Msg: "stopped while held by the tokens-per-minute cap"}}
 		r.sink(tr)
 		return tr
 	}
@@ -566,15 +567,15 @@ func (r *Runner) do(ctx context.Context, w work, intended time.Time) Trace {
 	return tr
 }
 
-func retryable(tr Trace) bool {
+func retryable(tr observe.Trace) bool {
 	e := tr.Err
 	if e == nil {
 		return true // ended without error but invalid (empty, unfinished)
 	}
 	switch e.Kind {
-	case ErrCancelled:
+	case observe.ErrCancelled:
 		return false
-	case ErrHTTP:
+	case observe.ErrHTTP:
 		// Client errors other than throttling will fail the same way again.
 		return e.Status == 0 || e.Status == 408 || e.Status == 429 || e.Status >= 500 || e.Status < 400
 	}

@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"github.com/tokentop/tokentop/observe"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,11 +22,11 @@ func TestNewRunnerReplayFromClassFile(t *testing.T) {
 			mu   sync.Mutex
 			reqs []Request
 		)
-		f := &fakeServer{service: 10 * time.Millisecond, respond: func(_ int64, r Request) Trace {
+		f := &fakeServer{service: 10 * time.Millisecond, respond: func(_ int64, r Request) observe.Trace {
 			mu.Lock()
 			reqs = append(reqs, r)
 			mu.Unlock()
-			return Trace{Valid: true}
+			return observe.Trace{Valid: true}
 		}}
 		var c collector
 		cl := class(config.Arrival{Process: config.ArrivalReplay, File: "testdata/replay.jsonl", Speed: 0.5, Loop: true})
@@ -77,7 +78,7 @@ func TestNewRunnerReplayFileErrors(t *testing.T) {
 		"directory":          {dir, "is a directory"},
 	} {
 		cl := class(config.Arrival{Process: config.ArrivalReplay, File: tc.file, Speed: 1, Loop: true})
-		_, err := NewRunner(cl, c, func(Trace) {}, RunnerOptions{Targets: []Target{{BaseURL: "http://127.0.0.1:1"}}})
+		_, err := NewRunner(cl, c, func(observe.Trace) {}, RunnerOptions{Targets: []Target{{BaseURL: "http://127.0.0.1:1"}}})
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), `class "c"`) {
 			t.Errorf("%s: err = %v, want it to name the class and mention %q", name, err, tc.want)
 		}
@@ -101,14 +102,14 @@ func TestNewRunnerValidateFromClass(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			var got func(string) error
-			f := &fakeServer{respond: func(_ int64, r Request) Trace {
+			f := &fakeServer{respond: func(_ int64, r Request) observe.Trace {
 				got = r.Validate
-				return Trace{Valid: true}
+				return observe.Trace{Valid: true}
 			}}
 			cl := class(config.Arrival{Process: config.ArrivalConstant, Rate: 1})
 			cl.Validate = tc.v
 			synctest.Test(t, func(t *testing.T) {
-				r, err := newRunner(cl, f, func(Trace) {}, RunnerOptions{Targets: []Target{{BaseURL: "d"}}, Validate: tc.opt})
+				r, err := newRunner(cl, f, func(observe.Trace) {}, RunnerOptions{Targets: []Target{{BaseURL: "d"}}, Validate: tc.opt})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -122,7 +123,7 @@ func TestNewRunnerValidateFromClass(t *testing.T) {
 	}
 	cl := class(config.Arrival{Process: config.ArrivalConstant, Rate: 1})
 	cl.Validate = &config.Validation{Regex: "(unclosed"}
-	if _, err := newRunner(cl, &fakeServer{}, func(Trace) {}, RunnerOptions{Targets: []Target{{BaseURL: "d"}}}); err == nil {
+	if _, err := newRunner(cl, &fakeServer{}, func(observe.Trace) {}, RunnerOptions{Targets: []Target{{BaseURL: "d"}}}); err == nil {
 		t.Error("bad regexp accepted")
 	}
 }
@@ -171,16 +172,16 @@ func TestNewRunnerSharedPrefixFromClass(t *testing.T) {
 			mu      sync.Mutex
 			prompts []string
 		)
-		f := &fakeServer{respond: func(_ int64, r Request) Trace {
+		f := &fakeServer{respond: func(_ int64, r Request) observe.Trace {
 			mu.Lock()
 			prompts = append(prompts, r.Prompt)
 			mu.Unlock()
-			return Trace{Valid: true}
+			return observe.Trace{Valid: true}
 		}}
 		cl := class(config.Arrival{Process: config.ArrivalConstant, Rate: 1})
 		cl.PromptTokens = config.Tokens{Fixed: 50}
 		cl.SharedPrefixTokens = 20
-		r, err := newRunner(cl, f, func(Trace) {}, RunnerOptions{Targets: []Target{{BaseURL: "d"}}})
+		r, err := newRunner(cl, f, func(observe.Trace) {}, RunnerOptions{Targets: []Target{{BaseURL: "d"}}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	"github.com/tokentop/tokentop/observe"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,13 +16,13 @@ import (
 // fakeServer answers in virtual time (inside a synctest bubble).
 type fakeServer struct {
 	service  time.Duration
-	respond  func(n int64, r Request) Trace // optional; default success
+	respond  func(n int64, r Request) observe.Trace // optional; default success
 	n        atomic.Int64
 	inFlight atomic.Int64
 	maxSeen  atomic.Int64
 }
 
-func (f *fakeServer) Stream(ctx context.Context, r Request) Trace {
+func (f *fakeServer) Stream(ctx context.Context, r Request) observe.Trace {
 	n := f.n.Add(1)
 	cur := f.inFlight.Add(1)
 	defer f.inFlight.Add(-1)
@@ -31,12 +32,12 @@ func (f *fakeServer) Stream(ctx context.Context, r Request) Trace {
 			break
 		}
 	}
-	tr := Trace{Class: r.Class, Path: r.Target.Path, IntendedStart: r.IntendedStart, Sent: time.Now(), JobID: r.JobID, JobSize: r.JobSize, JobIndex: r.JobIndex, Attempt: r.Attempt, Deadline: r.Deadline, PromptTokensTarget: r.PromptTokens}
+	tr := observe.Trace{Class: r.Class, Path: r.Target.Path, IntendedStart: r.IntendedStart, Sent: time.Now(), JobID: r.JobID, JobSize: r.JobSize, JobIndex: r.JobIndex, Attempt: r.Attempt, Deadline: r.Deadline, PromptTokensTarget: r.PromptTokens}
 	select {
 	case <-time.After(f.service):
 	case <-ctx.Done():
 		tr.End = time.Now()
-		tr.Err = &Error{Kind: ErrCancelled, Msg: "cancelled"}
+		tr.Err = &observe.Error{Kind: observe.ErrCancelled, Msg: "cancelled"}
 		return tr
 	}
 	tr.End = time.Now()
@@ -51,10 +52,10 @@ func (f *fakeServer) Stream(ctx context.Context, r Request) Trace {
 
 type collector struct {
 	mu sync.Mutex
-	ts []Trace
+	ts []observe.Trace
 }
 
-func (c *collector) sink(t Trace) {
+func (c *collector) sink(t observe.Trace) {
 	c.mu.Lock()
 	c.ts = append(c.ts, t)
 	c.mu.Unlock()
@@ -79,14 +80,14 @@ func TestRunnerOpenLoopIgnoresResponseTime(t *testing.T) {
 		f := &fakeServer{service: 2 * time.Second}
 		var c collector
 		r, err := newRunner(class(config.Arrival{Process: config.ArrivalPoisson, Rate: 10}), f, c.sink,
-			RunnerOptions{Seed: 1, Targets: []Target{{Path: PathDirect, BaseURL: "d"}, {Path: PathGateway, BaseURL: "g"}}})
+			RunnerOptions{Seed: 1, Targets: []Target{{Path: observe.PathDirect, BaseURL: "d"}, {Path: observe.PathGateway, BaseURL: "g"}}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		runFor(t, r, 500*time.Second)
 		ok, cancelled, paths := 0, 0, map[string]int{}
 		for _, tr := range c.ts {
-			if tr.Err != nil && tr.Err.Kind == ErrCancelled {
+			if tr.Err != nil && tr.Err.Kind == observe.ErrCancelled {
 				cancelled++
 				continue
 			}
@@ -102,7 +103,7 @@ func TestRunnerOpenLoopIgnoresResponseTime(t *testing.T) {
 		if cancelled == 0 || r.InFlight() != 0 {
 			t.Errorf("cancelled=%d inflight=%d: in-flight requests must end as cancelled traces", cancelled, r.InFlight())
 		}
-		if d := paths[PathDirect] - paths[PathGateway]; d < -1 || d > 1 {
+		if d := paths[observe.PathDirect] - paths[observe.PathGateway]; d < -1 || d > 1 {
 			t.Errorf("paths %v do not alternate", paths)
 		}
 	})
@@ -154,7 +155,9 @@ func TestRunnerClosedLoop(t *testing.T) {
 
 func TestRunnerClosedLoopBacksOffOnFailure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := &fakeServer{respond: func(int64, Request) Trace { return Trace{Err: &Error{Kind: ErrConnect}} }}
+		f := &fakeServer{respond: func(int64, Request) observe.Trace {
+			return observe.Trace{Err: &observe.Error{Kind: observe.ErrConnect}}
+		}}
 		var c collector
 		r, err := newRunner(class(config.Arrival{Process: config.ArrivalConcurrency, N: 2}), f, c.sink,
 			RunnerOptions{Targets: []Target{{BaseURL: "d"}}})
@@ -186,11 +189,11 @@ func TestRunnerRateCap(t *testing.T) {
 
 func TestRunnerRetryAfterPausesClass(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := &fakeServer{respond: func(n int64, _ Request) Trace {
+		f := &fakeServer{respond: func(n int64, _ Request) observe.Trace {
 			if n == 1 {
-				return Trace{Status: 429, RetryAfter: 30 * time.Second, Err: &Error{Kind: ErrHTTP, Status: 429}}
+				return observe.Trace{Status: 429, RetryAfter: 30 * time.Second, Err: &observe.Error{Kind: observe.ErrHTTP, Status: 429}}
 			}
-			return Trace{Valid: true}
+			return observe.Trace{Valid: true}
 		}}
 		var c collector
 		r, err := newRunner(class(config.Arrival{Process: config.ArrivalConstant, Rate: 1}), f, c.sink,
@@ -213,11 +216,11 @@ func TestRunnerRetryAfterPausesClass(t *testing.T) {
 
 func TestRunnerBatchJobsRetry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := &fakeServer{service: 100 * time.Millisecond, respond: func(n int64, r Request) Trace {
+		f := &fakeServer{service: 100 * time.Millisecond, respond: func(n int64, r Request) observe.Trace {
 			if n%5 == 0 || r.PromptTokens == 13 {
-				return Trace{Status: 500, Err: &Error{Kind: ErrHTTP, Status: 500}}
+				return observe.Trace{Status: 500, Err: &observe.Error{Kind: observe.ErrHTTP, Status: 500}}
 			}
-			return Trace{Valid: true}
+			return observe.Trace{Valid: true}
 		}}
 		var c collector
 		cl := class(config.Arrival{Process: config.ArrivalConcurrency, N: 3})
@@ -273,7 +276,7 @@ func TestRunnerBatchJobsRetry(t *testing.T) {
 
 func TestNewRunnerRejects(t *testing.T) {
 	f := &fakeServer{}
-	sink := func(Trace) {}
+	sink := func(observe.Trace) {}
 	tgt := []Target{{BaseURL: "d"}}
 	for name, tc := range map[string]struct {
 		cl   config.Class
@@ -327,8 +330,8 @@ func TestLagMonitor(t *testing.T) {
 	clk := &lateClock{now: time.Unix(1000, 0), lag: 7 * time.Millisecond}
 	m := NewLagMonitor(100*time.Millisecond, clk)
 	ctx, cancel := context.WithCancel(context.Background())
-	var got []LagSample
-	err := m.Run(ctx, func(s LagSample) {
+	var got []observe.LagSample
+	err := m.Run(ctx, func(s observe.LagSample) {
 		got = append(got, s)
 		if len(got) == 5 {
 			cancel()
@@ -342,7 +345,7 @@ func TestLagMonitor(t *testing.T) {
 			t.Errorf("lag %v, want 7ms", s.Lag)
 		}
 	}
-	if err := NewLagMonitor(0, nil).Run(context.Background(), func(LagSample) {}); err == nil {
+	if err := NewLagMonitor(0, nil).Run(context.Background(), func(observe.LagSample) {}); err == nil {
 		t.Error("interval 0 accepted")
 	}
 }
@@ -359,8 +362,8 @@ func TestLagMonitorCPU(t *testing.T) {
 		return cpu, ok
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	var got []LagSample
-	err := m.Run(ctx, func(s LagSample) {
+	var got []observe.LagSample
+	err := m.Run(ctx, func(s observe.LagSample) {
 		got = append(got, s)
 		if len(got) == 3 {
 			ok = false
@@ -385,9 +388,9 @@ func TestLagMonitorCPU(t *testing.T) {
 
 func TestLagMonitorRealCPU(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	var got []LagSample
+	var got []observe.LagSample
 	m := NewLagMonitor(20*time.Millisecond, nil)
-	err := m.Run(ctx, func(s LagSample) {
+	err := m.Run(ctx, func(s observe.LagSample) {
 		got = append(got, s)
 		if len(got) == 3 {
 			cancel()
@@ -434,11 +437,11 @@ func TestRunnerSharedPrefix(t *testing.T) {
 			mu      sync.Mutex
 			prompts []string
 		)
-		f := &fakeServer{respond: func(_ int64, r Request) Trace {
+		f := &fakeServer{respond: func(_ int64, r Request) observe.Trace {
 			mu.Lock()
 			prompts = append(prompts, r.Prompt)
 			mu.Unlock()
-			return Trace{Valid: true}
+			return observe.Trace{Valid: true}
 		}}
 		var c collector
 		cl := class(config.Arrival{Process: config.ArrivalConstant, Rate: 1})
@@ -476,11 +479,11 @@ func TestRunOnce(t *testing.T) {
 			cl      config.Class
 			targets []Target
 		}{
-			{"interactive, one path", class(config.Arrival{Process: config.ArrivalPoisson, Rate: 100}), []Target{{Path: PathDirect, BaseURL: "d"}}},
-			{"batch, two paths", batch, []Target{{Path: PathDirect, BaseURL: "d"}, {Path: PathGateway, BaseURL: "g"}}},
+			{"interactive, one path", class(config.Arrival{Process: config.ArrivalPoisson, Rate: 100}), []Target{{Path: observe.PathDirect, BaseURL: "d"}}},
+			{"batch, two paths", batch, []Target{{Path: observe.PathDirect, BaseURL: "d"}, {Path: observe.PathGateway, BaseURL: "g"}}},
 		} {
-			f := &fakeServer{service: 2 * time.Second, respond: func(_ int64, r Request) Trace {
-				return Trace{Path: r.Target.Path, Err: &Error{Kind: ErrHTTP, Status: 503}} // retryable, were it a job
+			f := &fakeServer{service: 2 * time.Second, respond: func(_ int64, r Request) observe.Trace {
+				return observe.Trace{Path: r.Target.Path, Err: &observe.Error{Kind: observe.ErrHTTP, Status: 503}} // retryable, were it a job
 			}}
 			var c collector
 			r, err := newRunner(tc.cl, f, c.sink, RunnerOptions{Targets: tc.targets})

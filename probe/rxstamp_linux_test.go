@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"github.com/tokentop/tokentop/observe"
 	"io"
 	"net"
 	"os"
@@ -162,8 +163,8 @@ func TestStreamKernelTimestampsHideProbeDelay(t *testing.T) {
 	for _, user := range []bool{false, true} {
 		c := NewClient(ClientOptions{UserSpaceTimestamps: user})
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		tr := c.Stream(ctx, Request{Target: Target{Path: PathDirect, BaseURL: srv.URL}, API: "chat", Model: "m", Prompt: "hi", MaxTokens: 8,
-			OnFirstToken: func(FirstToken) { time.Sleep(80 * time.Millisecond) }})
+		tr := c.Stream(ctx, Request{Target: Target{Path: observe.PathDirect, BaseURL: srv.URL}, API: "chat", Model: "m", Prompt: "hi", MaxTokens: 8,
+			OnFirstToken: func(observe.FirstToken) { time.Sleep(80 * time.Millisecond) }})
 		cancel()
 		c.CloseIdle()
 		if !tr.Valid || len(tr.Deltas) != 2 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/tokentop/tokentop/observe"
 	"io"
 	"net"
 	"net/http"
@@ -37,8 +38,8 @@ func TestRunnerRefusesUsageThatIgnoresThePrompt(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := &fakeServer{service: 10 * time.Millisecond}
 				var c collector
-				f.respond = func(_ int64, r Request) Trace {
-					return Trace{Valid: true, PromptTokensTarget: r.PromptTokens, Usage: &Usage{PromptTokens: tc.usage(len(strings.Fields(r.Prompt)))}}
+				f.respond = func(_ int64, r Request) observe.Trace {
+					return observe.Trace{Valid: true, PromptTokensTarget: r.PromptTokens, Usage: &observe.Usage{PromptTokens: tc.usage(len(strings.Fields(r.Prompt)))}}
 				}
 				var notices []string
 				var mu sync.Mutex
@@ -81,7 +82,7 @@ func TestPromptsStayUnderTheBodyCap(t *testing.T) {
 	cl := class(config.Arrival{Process: config.ArrivalConstant, Rate: 1})
 	cl.PromptTokens = config.Tokens{Median: 700, P95: 2000}
 	for _, cal := range []*Calibration{nil, {TokensPerWord: 0.01, Source: "tokenize"}, {TokensPerWord: MinTokensPerWord, Source: "tokenize"}} {
-		r, err := newRunner(cl, &fakeServer{}, func(Trace) {}, RunnerOptions{Targets: []Target{{BaseURL: "d"}}, Calibration: cal})
+		r, err := newRunner(cl, &fakeServer{}, func(observe.Trace) {}, RunnerOptions{Targets: []Target{{BaseURL: "d"}}, Calibration: cal})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -102,7 +103,7 @@ func TestPromptsStayUnderTheBodyCap(t *testing.T) {
 	}
 	// The absolute cap wins over a class whose prompts would need more.
 	cl.PromptTokens = config.Tokens{Fixed: 200_000}
-	r, err := newRunner(cl, &fakeServer{}, func(Trace) {}, RunnerOptions{Targets: []Target{{BaseURL: "d"}}})
+	r, err := newRunner(cl, &fakeServer{}, func(observe.Trace) {}, RunnerOptions{Targets: []Target{{BaseURL: "d"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +227,7 @@ func TestEndlessStreamIsCutAtItsBudget(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	tr := NewClient(ClientOptions{}).Stream(ctx, Request{Target: Target{BaseURL: srv.URL}, API: "chat", Prompt: "hi", MaxTokens: 16})
-	if tr.Err == nil || tr.Err.Kind != ErrMalformed || !strings.Contains(tr.Err.Msg, "tokentop stopped reading") {
+	if tr.Err == nil || tr.Err.Kind != observe.ErrMalformed || !strings.Contains(tr.Err.Msg, "tokentop stopped reading") {
 		t.Fatalf("err = %v, want the stream cut at its budget", tr.Err)
 	}
 	events, reads, _ := streamBudget(16)

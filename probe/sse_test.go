@@ -3,6 +3,7 @@ package probe
 import (
 	"bytes"
 	"errors"
+	"github.com/tokentop/tokentop/observe"
 	"strings"
 	"testing"
 )
@@ -125,7 +126,7 @@ func FuzzSSEParser(f *testing.F) {
 			}
 		}
 		// A stream of events must also survive the real chunk decoder.
-		st := &streamState{tr: &Trace{}}
+		st := &streamState{tr: &observe.Trace{}}
 		for i, ev := range whole {
 			_ = st.event([]byte(ev), st.tr.Sent, i)
 		}

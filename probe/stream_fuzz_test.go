@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"github.com/tokentop/tokentop/observe"
 	"io"
 	"net/http"
 	"testing"
@@ -62,7 +63,7 @@ func FuzzStream(f *testing.F) {
 	f.Add([]byte(ev(`{"choices":[{"delta":{"reasoning_content":"x"}}]}`)+"data: {\"cho"), []byte{7}, true)
 	f.Add([]byte(": keep-alive\r\n\r\ndata: {\"choices\":[{\"text\":\"z\",\"finish_reason\":\"stop\"}]}\r\n\r\n"), []byte{1}, false)
 	f.Fuzz(func(t *testing.T, body, sizes []byte, gzipped bool) {
-		var trs []Trace
+		var trs []observe.Trace
 		for _, sz := range [][]byte{nil, sizes} {
 			c := NewClient(ClientOptions{})
 			c.hc.Transport = bytesTransport{body: body, sizes: sz, gzipped: gzipped}

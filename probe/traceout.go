@@ -3,6 +3,7 @@ package probe
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/tokentop/tokentop/observe"
 	"io"
 	"math"
 	"time"
@@ -63,15 +64,15 @@ type traceUsage struct {
 }
 
 type traceError struct {
-	Kind   ErrorKind `json:"kind"`
-	Status int       `json:"status,omitempty"`
-	Msg    string    `json:"msg"`
-	Body   string    `json:"body,omitempty"`
+	Kind   observe.ErrorKind `json:"kind"`
+	Status int               `json:"status,omitempty"`
+	Msg    string            `json:"msg"`
+	Body   string            `json:"body,omitempty"`
 }
 
 // WriteTraceJSONL writes t as one JSON line (the --trace-out format). The
 // caller serialises calls on the same writer.
-func WriteTraceJSONL(w io.Writer, t Trace) error {
+func WriteTraceJSONL(w io.Writer, t observe.Trace) error {
 	base := t.Sent
 	if base.IsZero() {
 		base = t.IntendedStart

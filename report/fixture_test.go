@@ -2,12 +2,12 @@ package report
 
 import (
 	"fmt"
+	"github.com/tokentop/tokentop/observe"
 	"time"
 
 	"github.com/tokentop/tokentop/config"
 	"github.com/tokentop/tokentop/diagnose"
 	"github.com/tokentop/tokentop/metrics"
-	"github.com/tokentop/tokentop/probe"
 )
 
 func f64(v float64) *float64 { return &v }
@@ -210,16 +210,16 @@ func overloadSnapshot() (*metrics.Snapshot, []config.Class) {
 	a := metrics.NewAggregator(metrics.Options{Classes: classes, Started: started})
 	for i := range 20 {
 		sent := started.Add(time.Duration(i) * 1500 * time.Millisecond)
-		a.AddStarted(probe.Started{ID: fmt.Sprintf("i%d", i), Class: "interactive", Path: "direct", Sent: sent})
+		a.Apply(&observe.Started{ID: fmt.Sprintf("i%d", i), Class: "interactive", Path: "direct", Sent: sent})
 	}
 	end := started.Add(30 * time.Second)
 	for i := range 4 {
 		id := fmt.Sprintf("b%d", i)
 		sent := started.Add(time.Duration(i) * time.Second)
-		a.AddStarted(probe.Started{ID: id, Class: "batch", Path: "direct", Sent: sent})
-		a.AddTrace(&probe.Trace{ID: id, Class: "batch", Kind: config.KindBatch, Path: "direct", Sent: sent, IntendedStart: sent, End: end,
-			MaxTokens: 180, Err: &probe.Error{Kind: probe.ErrCancelled, Msg: "the run ended"}})
+		a.Apply(&observe.Started{ID: id, Class: "batch", Path: "direct", Sent: sent})
+		a.Apply(&observe.Trace{ID: id, Class: "batch", Kind: config.KindBatch, Path: "direct", Sent: sent, IntendedStart: sent, End: end,
+			MaxTokens: 180, Err: &observe.Error{Kind: observe.ErrCancelled, Msg: "the run ended"}})
 	}
-	a.AddNotice(end, "probe", "class batch: usage.prompt_tokens ignored for prompt sizing (the counts do not follow the prompt's length over 64 requests)")
+	a.Apply(&observe.Notice{At: end, Source: "probe", Text: "class batch: usage.prompt_tokens ignored for prompt sizing (the counts do not follow the prompt's length over 64 requests)"})
 	return a.Tick(end), classes
 }

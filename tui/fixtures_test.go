@@ -1,12 +1,12 @@
 package tui
 
 import (
+	"github.com/tokentop/tokentop/observe"
 	"math"
 	"slices"
 	"time"
 
 	"github.com/tokentop/tokentop/diagnose"
-	"github.com/tokentop/tokentop/gpu"
 	"github.com/tokentop/tokentop/metrics"
 )
 
@@ -101,7 +101,7 @@ func healthySnap() *metrics.Snapshot {
 			Source: "nvml",
 			Devices: []metrics.GPUDeviceStats{{
 				Index: 0, Name: "NVIDIA H200",
-				Last:    gpu.Device{Index: 0, Name: "NVIDIA H200", MemUsedBytes: u64(101 << 30), MemTotalBytes: u64(141 << 30), SMClockMHz: u32(1980)},
+				Last:    observe.GPUDevice{Index: 0, Name: "NVIDIA H200", MemUsedBytes: u64(101 << 30), MemTotalBytes: u64(141 << 30), SMClockMHz: u32(1980)},
 				UtilP50: f64(0.87), UtilMax: f64(0.99), MemUsedFracMax: f64(0.72), MemBWUtilP50: f64(0.45), PowerWP50: f64(612),
 			}},
 		},

@@ -21,6 +21,7 @@ import (
 	"github.com/tokentop/tokentop/gpu"
 	"github.com/tokentop/tokentop/metrics"
 	"github.com/tokentop/tokentop/metrics/record"
+	"github.com/tokentop/tokentop/observe"
 	"github.com/tokentop/tokentop/probe"
 	"github.com/tokentop/tokentop/probe/capacity"
 	"github.com/tokentop/tokentop/probe/scrape"
@@ -69,7 +70,7 @@ type session struct {
 	exp     *exporter.Exporter
 	expLn   net.Listener
 
-	events   chan metrics.Event
+	events   chan observe.Event
 	pipeDone chan struct{}
 	srcCtx   context.Context
 	sources  sync.WaitGroup
@@ -98,7 +99,7 @@ const (
 
 // runSession wires sources → aggregator → diagnosis → console or report.
 func runSession(ctx context.Context, e env, spec sessionSpec) (int, error) {
-	s := &session{e: e, spec: spec, cfg: spec.cfg, events: make(chan metrics.Event, 1<<16), pipeDone: make(chan struct{}),
+	s := &session{e: e, spec: spec, cfg: spec.cfg, events: make(chan observe.Event, 1<<16), pipeDone: make(chan struct{}),
 		scraped: make(chan struct{})}
 	// The run's end is fixed now: everything from here, preparation
 	// included, happens within --duration.
@@ -130,10 +131,7 @@ func runSession(ctx context.Context, e env, spec sessionSpec) (int, error) {
 		s.rec, s.recFile = rec, nil // the writer closes the file
 	}
 	for _, n := range s.notices {
-		s.send(func(a *metrics.Aggregator) {
-			s.rec.Notice(started, n.source, n.text)
-			a.AddNotice(started, n.source, n.text)
-		})
+		s.send(&observe.Notice{At: started, Source: n.source, Text: n.text})
 	}
 	s.startSources()
 
@@ -258,11 +256,11 @@ func (s *session) prepare(ctx context.Context) (int, error) {
 	}
 	cancel()
 
-	s.targets = []probe.Target{{Path: probe.PathDirect, BaseURL: cfg.Target}}
-	s.paths = []string{probe.PathDirect}
+	s.targets = []probe.Target{{Path: observe.PathDirect, BaseURL: cfg.Target}}
+	s.paths = []string{observe.PathDirect}
 	if cfg.Gateway != "" {
-		s.targets = append(s.targets, probe.Target{Path: probe.PathGateway, BaseURL: cfg.Gateway})
-		s.paths = append(s.paths, probe.PathGateway)
+		s.targets = append(s.targets, probe.Target{Path: observe.PathGateway, BaseURL: cfg.Gateway})
+		s.paths = append(s.paths, observe.PathGateway)
 	}
 	if path := s.spec.common.record; path != "" {
 		f, err := os.Create(path)
@@ -279,14 +277,11 @@ func (s *session) prepare(ctx context.Context) (int, error) {
 		s.traces = newTraceWriter(f)
 	}
 	for i, cl := range cfg.Classes {
-		sink := func(t probe.Trace) {
+		sink := func(t observe.Trace) {
 			if s.traces != nil {
 				s.traces.Write(&t)
 			}
-			s.send(func(a *metrics.Aggregator) {
-				s.rec.Trace(&t)
-				a.AddTrace(&t)
-			})
+			s.send(&t)
 		}
 		r, err := probe.NewRunner(cl, s.client, sink, probe.RunnerOptions{
 			Seed:            s.spec.seed + int64(i)*7919,
@@ -294,30 +289,17 @@ func (s *session) prepare(ctx context.Context) (int, error) {
 			Model:           s.model,
 			Calibration:     calib,
 			MaxRequestBytes: cfg.MaxRequestBytes,
-			OnStarted: func(st probe.Started) {
-				s.send(func(a *metrics.Aggregator) {
-					s.rec.Started(st)
-					a.AddStarted(st)
-				})
+			OnStarted: func(st observe.Started) {
+				s.send(&st)
 			},
 			OnNotice: func(text string) {
-				at := time.Now()
-				s.send(func(a *metrics.Aggregator) {
-					s.rec.Notice(at, "probe", text)
-					a.AddNotice(at, "probe", text)
-				})
+				s.send(&observe.Notice{At: time.Now(), Source: "probe", Text: text})
 			},
-			OnFirstToken: func(ft probe.FirstToken) {
-				s.send(func(a *metrics.Aggregator) {
-					s.rec.FirstToken(ft)
-					a.AddFirstToken(ft)
-				})
+			OnFirstToken: func(ft observe.FirstToken) {
+				s.send(&ft)
 			},
-			OnGaps: func(g probe.GapReport) {
-				s.send(func(a *metrics.Aggregator) {
-					s.rec.Gaps(g)
-					a.AddGaps(g)
-				})
+			OnGaps: func(g observe.GapReport) {
+				s.send(&g)
 			},
 		})
 		if err != nil {
@@ -379,7 +361,7 @@ func (s *session) close() {
 
 // send hands an event to the aggregator's goroutine; once the pipeline has
 // stopped, events are dropped rather than blocking a source forever.
-func (s *session) send(ev metrics.Event) {
+func (s *session) send(ev observe.Event) {
 	select {
 	case s.events <- ev:
 	case <-s.pipeDone:
@@ -410,11 +392,8 @@ func (s *session) startSources() {
 	s.startGPU()
 	lag := probe.NewLagMonitor(lagEvery, probe.RealClock{})
 	s.goSource("self-check", func(ctx context.Context) error {
-		return lag.Run(ctx, func(l probe.LagSample) {
-			s.send(func(a *metrics.Aggregator) {
-				s.rec.Lag(l)
-				a.AddLag(l)
-			})
+		return lag.Run(ctx, func(l observe.LagSample) {
+			s.send(&l)
 		})
 	})
 	if s.exp != nil {
@@ -471,12 +450,7 @@ func (s *session) countInFlight(ctx context.Context) error {
 			for i, r := range s.runners {
 				counts[s.cfg.Classes[i].Name] = r.InFlight()
 			}
-			s.send(func(a *metrics.Aggregator) {
-				s.rec.InFlight(counts)
-				for class, n := range counts {
-					a.SetInFlight(class, n)
-				}
-			})
+			s.send(&observe.InFlight{Counts: counts})
 		}
 	}
 }
@@ -503,10 +477,11 @@ func (s *session) scrapeLoop(ctx context.Context) error {
 		if sample != nil {
 			sample.At = at
 		}
-		s.send(func(a *metrics.Aggregator) {
-			s.rec.Scrape(at, sample, err)
-			a.AddScrape(at, sample, err)
-		})
+		ev := &observe.Scrape{At: at, Sample: sample}
+		if err != nil {
+			ev.Sample, ev.Err = nil, err.Error()
+		}
+		s.send(ev)
 		if first {
 			close(s.scraped)
 			first = false
@@ -518,10 +493,7 @@ func (s *session) scrapeLoop(ctx context.Context) error {
 			slowNoted = true
 			c := scraper.LastCost()
 			text := fmt.Sprintf("/metrics is large or slow (%d KB, %v to fetch and parse): scraped every %v instead of every %v", c.Bytes>>10, c.Wall.Round(time.Millisecond), every.Round(100*time.Millisecond), scrapeEvery)
-			s.send(func(a *metrics.Aggregator) {
-				s.rec.Notice(at, "scrape", text)
-				a.AddNotice(at, "scrape", text)
-			})
+			s.send(&observe.Notice{At: at, Source: "scrape", Text: text})
 		}
 		select {
 		case <-ctx.Done():
@@ -541,10 +513,7 @@ func (s *session) startGPU() {
 	nv, closeNVML, status := gpu.OpenNVML()
 	if status != "" {
 		st := &gpu.Sample{At: time.Now(), Status: status}
-		s.send(func(a *metrics.Aggregator) {
-			s.rec.GPU(st)
-			a.AddGPU(st)
-		})
+		s.send(st.Observation())
 		return
 	}
 	s.runGPU(nv, closeNVML)
@@ -556,10 +525,7 @@ func (s *session) runGPU(sampler gpu.Sampler, done func()) {
 	s.goSource("gpu sampler", func(ctx context.Context) error {
 		defer done()
 		return gpu.Run(ctx, sampler, gpuEvery, func(g gpu.Sample) {
-			s.send(func(a *metrics.Aggregator) {
-				s.rec.GPU(&g)
-				a.AddGPU(&g)
-			})
+			s.send(g.Observation())
 		})
 	})
 }
@@ -571,8 +537,9 @@ func (s *session) pipeline(ctx context.Context, agg *metrics.Aggregator, prog *t
 	ticker := time.NewTicker(tickEvery)
 	defer ticker.Stop()
 	var last *metrics.Snapshot
-	err := metrics.Run(ctx, agg, s.events, ticker.C, time.Now, func(snap *metrics.Snapshot) {
-		s.rec.Tick(snap.At)
+	// The recording is a tee of the aggregator's stream (s.rec is nil
+	// without --record: its Write is a no-op then).
+	err := metrics.Run(ctx, agg, s.events, ticker.C, time.Now, s.rec.Write, func(snap *metrics.Snapshot) {
 		last = snap
 		if s.exp == nil && prog == nil {
 			return

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"github.com/tokentop/tokentop/observe"
 	"io"
 	"sync"
 
@@ -22,7 +23,7 @@ func newTraceWriter(wc io.WriteCloser) *traceWriter {
 	return &traceWriter{c: wc, w: bufio.NewWriterSize(wc, 64<<10)}
 }
 
-func (t *traceWriter) Write(tr *probe.Trace) {
+func (t *traceWriter) Write(tr *observe.Trace) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.err != nil {

@@ -3,9 +3,9 @@ package record
 import (
 	"bytes"
 	"errors"
+	"github.com/tokentop/tokentop/observe"
 	"io"
 	"math"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -14,17 +14,15 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/tokentop/tokentop/config"
-	"github.com/tokentop/tokentop/gpu"
 	"github.com/tokentop/tokentop/metrics"
 	"github.com/tokentop/tokentop/metrics/prom"
-	"github.com/tokentop/tokentop/probe"
 )
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
 func header() Header {
 	return Header{ToolVersion: "test", Title: "t", Started: t0, Target: "http://127.0.0.1:1", Model: "m",
-		Paths: []string{probe.PathDirect}, Classes: config.Default().Classes}
+		Paths: []string{observe.PathDirect}, Classes: config.Default().Classes}
 }
 
 func f64(v float64) *float64 { return &v }
@@ -39,28 +37,31 @@ func events(t *testing.T) []byte {
 		t.Fatal(err)
 	}
 	at := t0.Add(time.Second)
-	tr := &probe.Trace{ID: "x", Class: "interactive", Kind: "interactive", Path: probe.PathDirect, Model: "m", API: "chat",
+	tr := &observe.Trace{ID: "x", Class: "interactive", Kind: "interactive", Path: observe.PathDirect, Model: "m", API: "chat",
 		IntendedStart: at, Sent: at, WroteRequest: at.Add(time.Millisecond), ConnDone: at, Headers: at.Add(50 * time.Millisecond),
 		FirstByte: at.Add(60 * time.Millisecond), End: at.Add(500 * time.Millisecond), Status: 200,
-		Reads:  []probe.Read{{At: at.Add(60 * time.Millisecond), Bytes: 100, Events: 1}, {At: at.Add(80 * time.Millisecond), Bytes: 90, Events: 2}},
-		Deltas: []probe.Delta{{At: at.Add(60 * time.Millisecond), Chars: 5, Tokens: 1}, {At: at.Add(80 * time.Millisecond), Read: 1, Chars: 4, Tokens: 1}},
-		Usage:  &probe.Usage{PromptTokens: 700, CompletionTokens: 2}, FinishReason: "length", SawDone: true}
-	failed := &probe.Trace{ID: "y", Class: "interactive", Kind: "interactive", Path: probe.PathDirect, Sent: at, End: at.Add(time.Millisecond),
-		Status: 500, Err: &probe.Error{Kind: probe.ErrHTTP, Status: 500, Msg: "boom"}}
+		Reads:  []observe.Read{{At: at.Add(60 * time.Millisecond), Bytes: 100, Events: 1}, {At: at.Add(80 * time.Millisecond), Bytes: 90, Events: 2}},
+		Deltas: []observe.Delta{{At: at.Add(60 * time.Millisecond), Chars: 5, Tokens: 1}, {At: at.Add(80 * time.Millisecond), Read: 1, Chars: 4, Tokens: 1}},
+		Usage:  &observe.Usage{PromptTokens: 700, CompletionTokens: 2}, FinishReason: "length", SawDone: true}
+	failed := &observe.Trace{ID: "y", Class: "interactive", Kind: "interactive", Path: observe.PathDirect, Sent: at, End: at.Add(time.Millisecond),
+		Status: 500, Err: &observe.Error{Kind: observe.ErrHTTP, Status: 500, Msg: "boom"}}
 	sample := &prom.Sample{At: at, Profile: "vllm", Variant: "v1", Models: []string{"m"},
 		Signals: map[string]*float64{"queue_depth": f64(3), "kv_usage": f64(0.5)},
 		Histograms: map[string]prom.Histogram{"ttft_seconds": {Count: 4, Sum: 1.5, Buckets: []prom.Bucket{
 			{UpperBound: 0.1, CumulativeCount: 1}, {UpperBound: 1, CumulativeCount: 3}, {UpperBound: math.Inf(1), CumulativeCount: 4}}}}}
-	w.FirstToken(probe.FirstToken{Class: "interactive", Path: probe.PathDirect, IntendedStart: at, Sent: at, At: at.Add(60 * time.Millisecond)})
-	w.Gaps(probe.GapReport{Class: "interactive", Path: probe.PathDirect, At: at, GapsMs: []float64{20, 25}})
-	w.Trace(tr)
-	w.Trace(failed)
-	w.Scrape(at, sample, nil)
-	w.Scrape(at.Add(time.Second), nil, errors.New("connection refused"))
-	w.GPU(&gpu.Sample{At: at, Status: "no NVIDIA driver: GPU panel off"})
-	w.Lag(probe.LagSample{At: at, Lag: 2 * time.Millisecond, CPU: 0.3, Cores: 2})
-	w.InFlight(map[string]int64{"interactive": 2, "batch": 1})
-	w.Tick(at.Add(2 * time.Second))
+	w.Write(&observe.FirstToken{Class: "interactive", Path: observe.PathDirect, IntendedStart: at, Sent: at, At: at.Add(60 * time.Millisecond)})
+	w.Write(&observe.GapReport{Class: "interactive", Path: observe.PathDirect, At: at, GapsMs: []float64{20, 25}})
+	w.Write(&observe.Started{ID: "z", Class: "batch", Path: observe.PathDirect, Sent: at})
+	w.Write(tr)
+	w.Write(failed)
+	w.Write(&observe.Scrape{At: at, Sample: sample})
+	w.Write(&observe.Scrape{At: at.Add(time.Second), Err: "connection refused"})
+	w.Write(&observe.GPUSample{At: at, Status: "no NVIDIA driver: GPU panel off"})
+	w.Write(&observe.LagSample{At: at, Lag: 2 * time.Millisecond, CPU: 0.3, Cores: 2})
+	w.Write(&observe.InFlight{Counts: map[string]int64{"interactive": 2, "batch": 1}})
+	w.Write(&observe.Notice{At: at, Source: "probe", Text: "a note"})
+	w.Write(&observe.KnobChange{At: at, Knob: "max-num-seqs", Value: "32"})
+	w.Write(&observe.Tick{At: at.Add(2 * time.Second)})
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -99,10 +100,10 @@ func TestReplayRebuildsTheSnapshot(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ev.Apply != nil {
-			ev.Apply(agg)
+		if tick, ok := ev.(*observe.Tick); ok {
+			direct = agg.Tick(tick.At)
 		} else {
-			direct = agg.Tick(ev.Tick)
+			agg.Apply(ev)
 		}
 	}
 	if d := cmp.Diff(direct, replayed[0], cmpopts.EquateNaNs()); d != "" {
@@ -115,22 +116,6 @@ func TestReplayRebuildsTheSnapshot(t *testing.T) {
 	}
 	if q := s.Run.Server.QueueDepth; q.Count != 1 || q.Max != 3 {
 		t.Errorf("queue depth from the recorded scrape: %+v", q)
-	}
-}
-
-func TestScrapeSampleRoundTrips(t *testing.T) {
-	in := &prom.Sample{At: t0, Profile: "sglang", Models: []string{"a", "b"},
-		Signals:  map[string]*float64{"queue_depth": f64(5), "running": nil},
-		PerModel: map[string]*prom.Sample{"a": {Profile: "sglang", Signals: map[string]*float64{"queue_depth": f64(2)}}},
-		Histograms: map[string]prom.Histogram{"itl_seconds": {Count: 2, NoSum: true, Buckets: []prom.Bucket{
-			{UpperBound: 0.025, CumulativeCount: 1}, {UpperBound: math.Inf(1), CumulativeCount: 2}}}},
-		Warnings: []string{"w"}}
-	out, err := fromSample(in).toSample()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(in, out) {
-		t.Errorf("round trip:\n in %+v\nout %+v", in, out)
 	}
 }
 
@@ -149,8 +134,9 @@ func TestBadRecordings(t *testing.T) {
 		{"corrupt line", headerLine + lines[1] + "{oops\n" + lines[2], "line 3", false},
 		{"unknown kind", headerLine + `{"k":"weather"}` + "\n", `unknown event kind "weather"`, false},
 		{"missing data", headerLine + `{"k":"trace"}` + "\n", "line 2: trace: the event's data is missing", false},
-		{"inf signal", headerLine + `{"k":"scrape","scrape":{"at":"2026-11-30T12:00:00Z","sample":{"profile":"vllm","histograms":{"h":{"count":1,"sum":1,"buckets":[["1","1"],["0.5","1"]]}}}}}` + "\n", "buckets not ascending", false},
-		{"time goes back", headerLine + `{"k":"tick","tick":"2026-11-30T12:00:05Z"}` + "\n" + `{"k":"tick","tick":"2026-11-30T12:00:01Z"}` + "\n", "goes back in time", false},
+		{"inf signal", headerLine + `{"k":"scrape","v":{"at":"2026-11-30T12:00:00Z","sample":{"profile":"vllm","histograms":{"h":{"count":1,"sum":1,"buckets":[["1","1"],["0.5","1"]]}}}}}` + "\n", "buckets not ascending", false},
+		{"time goes back", headerLine + `{"k":"tick","v":{"at":"2026-11-30T12:00:05Z"}}` + "\n" + `{"k":"tick","v":{"at":"2026-11-30T12:00:01Z"}}` + "\n", "goes back in time", false},
+		{"scrape with nothing", headerLine + `{"k":"scrape","v":{"at":"2026-11-30T12:00:00Z"}}` + "\n", "neither a sample nor an error", false},
 		{"cut short", string(good[:len(good)-10]), "ends in the middle of a line", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -194,4 +180,26 @@ func FuzzReplay(f *testing.F) {
 			return nil
 		})
 	})
+}
+
+// A version-1 recording (each event under a key of its own) still replays.
+func TestVersion1RecordingReplays(t *testing.T) {
+	v1 := `{"format":"tokentop.recording/v1","started":"2026-11-30T12:00:00Z","target":"http://x","classes":[{"Name":"a","Kind":"interactive","API":"chat","Arrival":{"Process":"constant","Rate":1},"MaxTokens":8}]}
+{"k":"first_token","first":{"Class":"a","Path":"direct","IntendedStart":"2026-11-30T12:00:01Z","Sent":"2026-11-30T12:00:01Z","At":"2026-11-30T12:00:01.2Z"}}
+{"k":"in_flight","in_flight":{"a":3}}
+{"k":"scrape","scrape":{"at":"2026-11-30T12:00:01Z","err":"connection refused"}}
+{"k":"tick","tick":"2026-11-30T12:00:02Z"}
+`
+	r, err := NewReader(strings.NewReader(v1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last *metrics.Snapshot
+	if err := r.Replay(func(s *metrics.Snapshot) error { last = s; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	c := last.Run.Class("a")
+	if c == nil || c.TTFT.Count != 1 || c.InFlight != 3 {
+		t.Errorf("replayed v1: %+v", c)
+	}
 }

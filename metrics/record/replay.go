@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/tokentop/tokentop/config"
-	"github.com/tokentop/tokentop/gpu"
 	"github.com/tokentop/tokentop/metrics"
+	"github.com/tokentop/tokentop/observe"
 )
 
 // maxLine bounds one recorded line: a finished request's trace with every
@@ -42,7 +42,7 @@ func NewReader(r io.Reader) (*Reader, error) {
 	if err := json.Unmarshal(b, &rr.header); err != nil {
 		return nil, fmt.Errorf("recording header: not a tokentop recording: %w", err)
 	}
-	if rr.header.Format != Format {
+	if rr.header.Format != Format && rr.header.Format != formatV1 {
 		return nil, fmt.Errorf("recording header: format %q, want %q", rr.header.Format, Format)
 	}
 	cfg := config.Config{Target: rr.header.Target, Classes: rr.header.Classes}
@@ -79,31 +79,20 @@ func (r *Reader) next() ([]byte, error) {
 	}
 }
 
-// Event is one recorded event: a snapshot instant (Tick set) or a change
-// to the aggregator (Apply set).
-type Event struct {
-	Tick  time.Time
-	Apply func(*metrics.Aggregator)
-}
-
-// Next returns the next event, io.EOF at the end, or an error naming the
-// line that could not be read.
-func (r *Reader) Next() (Event, error) {
+// Next returns the next event, ticks included, io.EOF at the end, or an
+// error naming the line that could not be read.
+func (r *Reader) Next() (observe.Event, error) {
 	for {
 		b, err := r.next()
 		if err != nil {
-			return Event{}, err
+			return nil, err
 		}
 		if len(bytes.TrimSpace(b)) == 0 {
 			continue
 		}
-		var l line
-		if err := json.Unmarshal(b, &l); err != nil {
-			return Event{}, fmt.Errorf("line %d: %w", r.line, err)
-		}
-		ev, err := l.event()
+		ev, err := r.decode(b)
 		if err != nil {
-			return Event{}, fmt.Errorf("line %d: %s: %w", r.line, l.Kind, err)
+			return nil, fmt.Errorf("line %d: %w", r.line, err)
 		}
 		return ev, nil
 	}
@@ -111,85 +100,52 @@ func (r *Reader) Next() (Event, error) {
 
 var errMissing = errors.New("the event's data is missing")
 
-func (l *line) event() (Event, error) {
-	switch l.Kind {
-	case kindTick:
-		if l.Tick == nil || l.Tick.IsZero() {
-			return Event{}, errMissing
-		}
-		return Event{Tick: *l.Tick}, nil
-	case kindTrace:
-		if l.Trace == nil {
-			return Event{}, errMissing
-		}
-		t := l.Trace
-		return Event{Apply: func(a *metrics.Aggregator) { a.AddTrace(t) }}, nil
-	case kindFirst:
-		if l.First == nil {
-			return Event{}, errMissing
-		}
-		ft := *l.First
-		return Event{Apply: func(a *metrics.Aggregator) { a.AddFirstToken(ft) }}, nil
-	case kindGaps:
-		if l.Gaps == nil {
-			return Event{}, errMissing
-		}
-		g := *l.Gaps
-		return Event{Apply: func(a *metrics.Aggregator) { a.AddGaps(g) }}, nil
-	case kindScrape:
-		if l.Scrape == nil {
-			return Event{}, errMissing
-		}
-		s, err := l.Scrape.Sample.toSample()
-		if err != nil {
-			return Event{}, err
-		}
-		var serr error
-		if l.Scrape.Err != "" {
-			serr = errors.New(l.Scrape.Err)
-		}
-		if s == nil && serr == nil {
-			return Event{}, errMissing
-		}
-		at := l.Scrape.At
-		return Event{Apply: func(a *metrics.Aggregator) { a.AddScrape(at, s, serr) }}, nil
-	case kindGPU:
-		if l.GPU == nil {
-			return Event{}, errMissing
-		}
-		g := &gpu.Sample{At: l.GPU.At, Source: l.GPU.Source, Status: l.GPU.Status, Devices: l.GPU.Devices}
-		if l.GPU.Err != "" {
-			g.Err = errors.New(l.GPU.Err)
-		}
-		return Event{Apply: func(a *metrics.Aggregator) { a.AddGPU(g) }}, nil
-	case kindLag:
-		if l.Lag == nil {
-			return Event{}, errMissing
-		}
-		lag := *l.Lag
-		return Event{Apply: func(a *metrics.Aggregator) { a.AddLag(lag) }}, nil
-	case kindInFlight:
-		counts := l.InFlight
-		return Event{Apply: func(a *metrics.Aggregator) {
-			for class, n := range counts {
-				a.SetInFlight(class, n)
-			}
-		}}, nil
-	case kindStarted:
-		if l.Started == nil {
-			return Event{}, errMissing
-		}
-		st := *l.Started
-		return Event{Apply: func(a *metrics.Aggregator) { a.AddStarted(st) }}, nil
-	case kindNotice:
-		if l.Notice == nil {
-			return Event{}, errMissing
-		}
-		n := *l.Notice
-		return Event{Apply: func(a *metrics.Aggregator) { a.AddNotice(n.At, n.Source, n.Text) }}, nil
-	default:
-		return Event{}, fmt.Errorf("unknown event kind %q", l.Kind)
+// decode reads one event line of the recording's format.
+func (r *Reader) decode(b []byte) (observe.Event, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
+		return nil, err
 	}
+	var kind string
+	if err := json.Unmarshal(fields["k"], &kind); err != nil {
+		return nil, fmt.Errorf("event kind: %w", err)
+	}
+	ev, err := observe.NewEvent(kind)
+	if err != nil {
+		return nil, err
+	}
+	raw := fields["v"]
+	if r.header.Format == formatV1 {
+		raw = v1Payload(kind, fields)
+	}
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, fmt.Errorf("%s: %w", kind, errMissing)
+	}
+	if err := json.Unmarshal(raw, ev); err != nil {
+		return nil, fmt.Errorf("%s: %w", kind, err)
+	}
+	return ev, nil
+}
+
+// v1Payload finds a version-1 line's payload: under a key named after its
+// kind ("first" for first tokens), a tick as a bare time and the requests
+// in flight as a bare map.
+func v1Payload(kind string, fields map[string]json.RawMessage) json.RawMessage {
+	switch kind {
+	case observe.KindFirstToken:
+		return fields["first"]
+	case observe.KindTick:
+		if t := fields["tick"]; len(t) > 0 {
+			return json.RawMessage(`{"at":` + string(t) + `}`)
+		}
+		return nil
+	case observe.KindInFlight:
+		if m := fields["in_flight"]; len(m) > 0 {
+			return json.RawMessage(`{"Counts":` + string(m) + `}`)
+		}
+		return nil
+	}
+	return fields[kind]
 }
 
 // Replay applies the rest of the recording to a fresh aggregator built from
@@ -209,15 +165,19 @@ func (r *Reader) Replay(snap func(*metrics.Snapshot) error) error {
 		if err != nil {
 			return err
 		}
-		if ev.Apply != nil {
-			ev.Apply(agg)
+		tick, ok := ev.(*observe.Tick)
+		if !ok {
+			agg.Apply(ev)
 			continue
 		}
-		if ev.Tick.Before(last) {
-			return fmt.Errorf("line %d: tick %s goes back in time", r.line, ev.Tick.Format(time.RFC3339Nano))
+		if tick.At.IsZero() {
+			return fmt.Errorf("line %d: tick: %w", r.line, errMissing)
 		}
-		last = ev.Tick
-		if err := snap(agg.Tick(ev.Tick)); err != nil {
+		if tick.At.Before(last) {
+			return fmt.Errorf("line %d: tick %s goes back in time", r.line, tick.At.Format(time.RFC3339Nano))
+		}
+		last = tick.At
+		if err := snap(agg.Tick(tick.At)); err != nil {
 			return err
 		}
 	}

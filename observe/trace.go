@@ -1,6 +1,13 @@
-package probe
+package observe
 
 import "time"
+
+// Paths to the server: the target itself, and a second route to the same
+// server through a proxy or load balancer.
+const (
+	PathDirect  = "direct"
+	PathGateway = "gateway"
+)
 
 // Trace is everything tokentop observed about one synthetic request, in the
 // order it happened. Times carry Go's monotonic reading, so differences
