@@ -243,6 +243,11 @@ const (
 	MaxReplaySpeed = 1000.0
 )
 
+// DefaultStallGap is the gap between tokens above which a reader notices a
+// pause (a quarter of a second: about where fluent reading is broken),
+// when a class sets no stall_gap.
+const DefaultStallGap = 250 * time.Millisecond
+
 // DefaultTokensPerMinute is a class's tokens-per-minute cap when the config
 // sets none: well above the default classes (about 0.6M/min together at
 // their probe-sized rates) yet a guard against a mistyped rate or
@@ -273,7 +278,7 @@ func Default() Config {
 					TTFT:         Percentiles{P95: dur(800 * time.Millisecond), P99: dur(2 * time.Second)},
 					ITL:          Percentiles{P95: dur(150 * time.Millisecond), P99: dur(300 * time.Millisecond)},
 					E2E:          Percentiles{P95: dur(20 * time.Second)},
-					StallGap:     Duration{250 * time.Millisecond},
+					StallGap:     Duration{DefaultStallGap},
 				},
 			},
 			{
@@ -418,7 +423,7 @@ func (cl *Class) validate() error {
 		return errors.New("job.requests must be > 0")
 	}
 	if cl.SLO.StallGap.Duration == 0 {
-		cl.SLO.StallGap = Duration{250 * time.Millisecond}
+		cl.SLO.StallGap = Duration{DefaultStallGap}
 	}
 	if v := cl.Validate; v != nil {
 		if v.Regex == "" && !v.JSON {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tokentop/tokentop/config"
 	"github.com/tokentop/tokentop/metrics"
+	"github.com/tokentop/tokentop/observe"
 )
 
 // Evaluate judges a view: SLO verdicts per class and the likely causes of
@@ -113,7 +114,7 @@ func clamp01(x float64) float64 { return math.Max(0, math.Min(1, x)) }
 func streamGaps(c *metrics.ClassStats) metrics.Dist {
 	if len(c.Paths) > 1 {
 		for _, p := range c.Paths {
-			if p.Path == "direct" && p.ChunkGap.Count > 0 {
+			if p.Path == observe.PathDirect && p.ChunkGap.Count > 0 {
 				return p.ChunkGap
 			}
 		}
@@ -123,7 +124,7 @@ func streamGaps(c *metrics.ClassStats) metrics.Dist {
 
 func directEventsPerRead(c *metrics.ClassStats) float64 {
 	for _, p := range c.Paths {
-		if p.Path == "direct" {
+		if p.Path == observe.PathDirect {
 			return p.EventsPerRead
 		}
 	}
@@ -252,9 +253,9 @@ func proxyBuffering(in *ruleInput, c *metrics.ClassStats) (Finding, bool) {
 	var direct, gw *metrics.PathStats
 	for j := range c.Paths {
 		switch c.Paths[j].Path {
-		case "direct":
+		case observe.PathDirect:
 			direct = &c.Paths[j]
-		case "gateway":
+		case observe.PathGateway:
 			gw = &c.Paths[j]
 		}
 	}

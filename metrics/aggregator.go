@@ -378,7 +378,7 @@ func (a *Aggregator) stallGapMs(ci int) float64 {
 	if ms := durMs(a.opts.Classes[ci].SLO.StallGap.Duration); ms > 0 {
 		return ms
 	}
-	return 250
+	return durMs(config.DefaultStallGap)
 }
 
 func (a *Aggregator) trackJob(t *observe.Trace, ci int, live *slot) {

@@ -2,8 +2,9 @@ package report
 
 import (
 	"fmt"
-	"github.com/tokentop/tokentop/observe"
 	"time"
+
+	"github.com/tokentop/tokentop/observe"
 
 	"github.com/tokentop/tokentop/config"
 	"github.com/tokentop/tokentop/diagnose"

@@ -1,10 +1,11 @@
 package tui
 
 import (
-	"github.com/tokentop/tokentop/observe"
 	"math"
 	"slices"
 	"time"
+
+	"github.com/tokentop/tokentop/observe"
 
 	"github.com/tokentop/tokentop/diagnose"
 	"github.com/tokentop/tokentop/metrics"

@@ -3,13 +3,14 @@ package tui
 import (
 	"flag"
 	"fmt"
-	"github.com/tokentop/tokentop/metrics"
 	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tokentop/tokentop/metrics"
 
 	"github.com/charmbracelet/lipgloss"
 	"github.com/muesli/termenv"

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/tokentop/tokentop/report"
 )
 
 // TestWatchWithConfig drives `tokentop watch --config` against the simulator:
@@ -55,8 +57,8 @@ classes:
 	out := filepath.Join(dir, "r.json")
 	var stdout, stderr bytes.Buffer
 	code := run(ctx, testEnv(&stdout, &stderr), []string{"watch", "--config", path, "--headless", "--duration", "8s", "--report", out})
-	if code != exitSLOFail {
-		t.Errorf("exit %d, want %d (strict-json cannot be valid); stderr %s", code, exitSLOFail, stderr.String())
+	if code != report.ExitSLOFailed {
+		t.Errorf("exit %d, want %d (strict-json cannot be valid); stderr %s", code, report.ExitSLOFailed, stderr.String())
 	}
 	data, err := os.ReadFile(out)
 	if err != nil {

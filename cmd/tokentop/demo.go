@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tokentop/tokentop/config"
+	"github.com/tokentop/tokentop/report"
 	"github.com/tokentop/tokentop/sim"
 )
 
@@ -145,26 +146,26 @@ func runDemo(ctx context.Context, e env, args []string) (int, error) {
 	var sf simFlags
 	sf.register(fs)
 	if err := parseFlags(fs, args, e.Stderr); err != nil {
-		return exitUsage, err
+		return report.ExitUsage, err
 	}
 	if fs.NArg() > 0 {
-		return exitUsage, usagef("unexpected argument %q", fs.Arg(0))
+		return report.ExitUsage, usagef("unexpected argument %q", fs.Arg(0))
 	}
 	knobs, err := sf.resolve(fs)
 	if err != nil {
-		return exitUsage, err
+		return report.ExitUsage, err
 	}
 	userConfig := common.configPath != ""
 	cfg, err := common.finish(e)
 	if err != nil {
-		return exitUsage, err
+		return report.ExitUsage, err
 	}
 	if !userConfig {
 		demoClasses(&cfg)
 	}
 	stack, err := startSim(ctx, knobs, "127.0.0.1:0")
 	if err != nil {
-		return exitNoData, err
+		return report.ExitNoData, err
 	}
 	defer stack.Close()
 	cfg.Target, cfg.Gateway, cfg.Metrics = stack.target, stack.gateway, stack.target+"/metrics"

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokentop/tokentop/report"
 	"github.com/tokentop/tokentop/sim"
 )
 
@@ -76,7 +77,7 @@ type quant struct {
 func runDemoReport(t *testing.T, d time.Duration, args ...string) (reportView, int) {
 	t.Helper()
 	var r reportView
-	code := runDemoJSON(t, d, &r, []int{exitOK, exitSLOFail, exitNoData}, args...)
+	code := runDemoJSON(t, d, &r, []int{report.ExitOK, report.ExitSLOFailed, report.ExitNoData}, args...)
 	if r.Schema != "tokentop.report/v1" {
 		t.Fatalf("schema = %q", r.Schema)
 	}
@@ -136,7 +137,7 @@ var causeRules = []string{"prefill_contention", "decode_pressure", "proxy_buffer
 func TestDemoHealthy(t *testing.T) {
 	d := scenarioDuration(t)
 	r, code := runDemoReport(t, d, "--scenario", "healthy")
-	if code != exitOK {
+	if code != report.ExitOK {
 		t.Errorf("exit %d on healthy, want 0 (every SLO held)", code)
 	}
 	if r.ServerProfile != "tokentop-sim" && r.ServerProfile != "vllm-v1" {
@@ -226,8 +227,8 @@ func TestUsageErrors(t *testing.T) {
 		{"demo", "--headless", "--duration", "1s", "--report", "/nonexistent-dir/r.json"},
 	} {
 		var stdout, stderr bytes.Buffer
-		if code := run(context.Background(), testEnv(&stdout, &stderr), args); code != exitUsage {
-			t.Errorf("%v: exit %d, want %d (stderr %q)", args, code, exitUsage, stderr.String())
+		if code := run(context.Background(), testEnv(&stdout, &stderr), args); code != report.ExitUsage {
+			t.Errorf("%v: exit %d, want %d (stderr %q)", args, code, report.ExitUsage, stderr.String())
 		}
 		if stderr.Len() == 0 {
 			t.Errorf("%v: no message on stderr", args)
@@ -238,8 +239,8 @@ func TestUsageErrors(t *testing.T) {
 func TestWatchUnreachableTargetIsNoData(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), testEnv(&stdout, &stderr), []string{"watch", "--target", "http://127.0.0.1:1", "--duration", "2s"})
-	if code != exitNoData {
-		t.Errorf("exit %d, want %d; stderr %q", code, exitNoData, stderr.String())
+	if code != report.ExitNoData {
+		t.Errorf("exit %d, want %d; stderr %q", code, report.ExitNoData, stderr.String())
 	}
 	if !strings.Contains(stderr.String(), "unreachable") {
 		t.Errorf("stderr does not say why: %q", stderr.String())

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tokentop/tokentop/report"
 )
 
 // nginxConf fronts upstream with a real nginx. buffered chooses between
@@ -125,7 +127,7 @@ func TestRealNginxBuffering(t *testing.T) {
 			var stdout, stderr bytes.Buffer
 			args := []string{"watch", "--target", stack.target, "--gateway", gw, "--headless", "--duration", d.String(), "--report", out}
 			code := run(ctx, testEnv(&stdout, &stderr), args)
-			if code != exitOK && code != exitSLOFail {
+			if code != report.ExitOK && code != report.ExitSLOFailed {
 				t.Fatalf("exit %d: %s", code, stderr.String())
 			}
 			data, err := os.ReadFile(out)

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/tokentop/tokentop/report"
 )
 
 // TestOnce: --once sends one request per class and path, reads /metrics
@@ -30,7 +32,7 @@ func TestOnce(t *testing.T) {
 			defer cancel()
 			start := time.Now()
 			code := run(ctx, testEnv(&stdout, &stderr), []string{"demo", "--scenario", tc.scenario, "--headless", "--once", "--report", out})
-			if code != exitOK && code != exitSLOFail {
+			if code != report.ExitOK && code != report.ExitSLOFailed {
 				t.Fatalf("exit %d\n%s", code, stderr.String())
 			}
 			t.Logf("%s: exit %d after %v", tc.scenario, code, time.Since(start).Round(time.Millisecond))

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tokentop/tokentop/report"
 )
 
 // overloadArgs is a knob mix in which no probe gets a first token within a
@@ -39,9 +41,9 @@ func TestDemoOverloadReportsLowerBounds(t *testing.T) {
 			Rule string `json:"rule"`
 		} `json:"findings"`
 	}
-	code := runDemoJSON(t, 10*time.Second, &r, []int{exitOK, exitSLOFail, exitNoData}, overloadArgs...)
-	if code != exitSLOFail {
-		t.Errorf("exit %d, want %d (an SLO failed on censored lower bounds)", code, exitSLOFail)
+	code := runDemoJSON(t, 10*time.Second, &r, []int{report.ExitOK, report.ExitSLOFailed, report.ExitNoData}, overloadArgs...)
+	if code != report.ExitSLOFailed {
+		t.Errorf("exit %d, want %d (an SLO failed on censored lower bounds)", code, report.ExitSLOFailed)
 	}
 	in := r.Classes["interactive"]
 	if in.Completed != 0 {

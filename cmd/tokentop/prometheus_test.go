@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/tokentop/tokentop/report"
 )
 
 func freePort(t *testing.T) int {
@@ -102,7 +104,7 @@ scrape_configs:
 			t.Errorf("Prometheus has no %s", q)
 		}
 	}
-	if code := <-done; code != exitOK && code != exitSLOFail {
+	if code := <-done; code != report.ExitOK && code != report.ExitSLOFailed {
 		t.Errorf("demo exit %d: %s", code, stderr.String())
 	}
 	if t.Failed() {

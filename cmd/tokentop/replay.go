@@ -41,26 +41,26 @@ func runReplay(ctx context.Context, e env, args []string) (int, error) {
 	}
 	// FILE may come before or after the flags.
 	if err := parseFlags(fs, args, e.Stderr); err != nil {
-		return exitUsage, err
+		return report.ExitUsage, err
 	}
 	rest := fs.Args()
 	if len(rest) == 0 {
-		return exitUsage, usagef("a recording FILE is required (made with --record FILE)")
+		return report.ExitUsage, usagef("a recording FILE is required (made with --record FILE)")
 	}
 	path := rest[0]
 	if err := parseFlags(fs, rest[1:], e.Stderr); err != nil {
-		return exitUsage, err
+		return report.ExitUsage, err
 	}
 	if fs.NArg() > 0 {
-		return exitUsage, usagef("unexpected argument %q", fs.Arg(0))
+		return report.ExitUsage, usagef("unexpected argument %q", fs.Arg(0))
 	}
 	switch f.format {
 	case "json", "markdown", "md":
 	default:
-		return exitUsage, usagef("--format %q: want json or markdown", f.format)
+		return report.ExitUsage, usagef("--format %q: want json or markdown", f.format)
 	}
 	if f.speed <= 0 {
-		return exitUsage, usagef("--speed must be > 0, got %g", f.speed)
+		return report.ExitUsage, usagef("--speed must be > 0, got %g", f.speed)
 	}
 	if !e.IsTerminal {
 		f.headless = true
@@ -74,12 +74,12 @@ func runReplay(ctx context.Context, e env, args []string) (int, error) {
 
 	file, err := os.Open(path)
 	if err != nil {
-		return exitUsage, usagef("%w", err)
+		return report.ExitUsage, usagef("%w", err)
 	}
 	defer file.Close()
 	rd, err := record.NewReader(file)
 	if err != nil {
-		return exitUsage, usagef("%s: %v", path, err)
+		return report.ExitUsage, usagef("%s: %v", path, err)
 	}
 	h := rd.Header()
 
@@ -99,18 +99,18 @@ func runReplay(ctx context.Context, e env, args []string) (int, error) {
 		replayErr = nil
 	}
 	if replayErr != nil && !errors.Is(replayErr, context.Canceled) {
-		return exitNoData, fmt.Errorf("%s: %w", path, replayErr)
+		return report.ExitNoData, fmt.Errorf("%s: %w", path, replayErr)
 	}
 	if last == nil {
-		return exitNoData, fmt.Errorf("%s: the recording has no snapshots", path)
+		return report.ExitNoData, fmt.Errorf("%s: the recording has no snapshots", path)
 	}
 	if f.reportPath == "" {
-		return exitOK, nil // a console the user looked at is not a verdict
+		return report.ExitOK, nil // a console the user looked at is not a verdict
 	}
 	rep := report.Build(last, diagnose.Evaluate(&last.Run, h.Classes),
 		report.Meta{ToolVersion: h.ToolVersion, Target: h.Target, Gateway: h.Gateway, Model: h.Model})
 	if err := writeReport(e.Stdout, f.reportPath, f.format, rep); err != nil {
-		return exitNoData, err
+		return report.ExitNoData, err
 	}
 	return report.ExitCode(rep), nil
 }

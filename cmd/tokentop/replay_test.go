@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tokentop/tokentop/report"
 )
 
 // TestReplayReproducesTheReport records a demo run with a gateway path and
@@ -28,7 +30,7 @@ func TestReplayReproducesTheReport(t *testing.T) {
 	defer cancel()
 	liveCode := run(ctx, testEnv(&stdout, &stderr), []string{"demo", "--scenario", "proxy-buffering", "--headless",
 		"--duration", "10s", "--record", rec, "--report", live})
-	if liveCode != exitOK && liveCode != exitSLOFail {
+	if liveCode != report.ExitOK && liveCode != report.ExitSLOFailed {
 		t.Fatalf("demo: exit %d\n%s", liveCode, stderr.String())
 	}
 	stderr.Reset()
@@ -66,7 +68,7 @@ func TestRecordingHoldsNoKey(t *testing.T) {
 	}
 	code := run(ctx, e, []string{"watch", "--target", stack.target, "--api-key-env", "TT_KEY", "--headless",
 		"--duration", "6s", "--record", rec, "--report", filepath.Join(t.TempDir(), "r.json")})
-	if code == exitUsage {
+	if code == report.ExitUsage {
 		t.Fatalf("watch: exit %d\n%s", code, stderr.String())
 	}
 	b, err := os.ReadFile(rec)
@@ -94,11 +96,11 @@ func TestReplayErrors(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"replay"}, exitUsage, "a recording FILE is required"},
-		{[]string{"replay", filepath.Join(dir, "none.jsonl")}, exitUsage, "no such file"},
-		{[]string{"replay", foreign}, exitUsage, "format"},
-		{[]string{"replay", foreign, "--speed", "0"}, exitUsage, "--speed must be > 0"},
-		{[]string{"replay", foreign, "extra"}, exitUsage, `unexpected argument "extra"`},
+		{[]string{"replay"}, report.ExitUsage, "a recording FILE is required"},
+		{[]string{"replay", filepath.Join(dir, "none.jsonl")}, report.ExitUsage, "no such file"},
+		{[]string{"replay", foreign}, report.ExitUsage, "format"},
+		{[]string{"replay", foreign, "--speed", "0"}, report.ExitUsage, "--speed must be > 0"},
+		{[]string{"replay", foreign, "extra"}, report.ExitUsage, `unexpected argument "extra"`},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := run(context.Background(), testEnv(&stdout, &stderr), tc.args); code != tc.code || !strings.Contains(stderr.String(), tc.want) {
@@ -119,7 +121,7 @@ func TestReplayConsoleUnderTmux(t *testing.T) {
 	rec := filepath.Join(t.TempDir(), "session.jsonl")
 	var stdout, stderr bytes.Buffer
 	if code := run(context.Background(), testEnv(&stdout, &stderr), []string{"demo", "--headless", "--duration", "6s",
-		"--record", rec, "--report", filepath.Join(t.TempDir(), "r.json")}); code != exitOK && code != exitSLOFail {
+		"--record", rec, "--report", filepath.Join(t.TempDir(), "r.json")}); code != report.ExitOK && code != report.ExitSLOFailed {
 		t.Fatalf("demo: exit %d\n%s", code, stderr.String())
 	}
 	bin := buildBinary(t)

@@ -11,18 +11,11 @@ import (
 	"time"
 
 	"github.com/tokentop/tokentop/config"
+	"github.com/tokentop/tokentop/report"
 )
 
 // version is the tool's version, reported in User-Agent and reports.
 const version = "0.1.0"
-
-// Exit codes (CONTRACT.md).
-const (
-	exitOK      = 0
-	exitSLOFail = 1
-	exitUsage   = 2
-	exitNoData  = 3
-)
 
 // usageError marks a mistake in how tokentop was called (exit 2). It keeps
 // the error it wraps, so errors.Is and errors.As see through it.
@@ -53,7 +46,7 @@ func run(ctx context.Context, e env, args []string) int {
 		cmd, args = args[0], args[1:]
 	}
 	var err error
-	code := exitOK
+	code := report.ExitOK
 	switch cmd {
 	case "demo":
 		code, err = runDemo(ctx, e, args)
@@ -77,14 +70,14 @@ func run(ctx context.Context, e env, args []string) int {
 	case err == nil:
 		return code
 	case errors.Is(err, flag.ErrHelp):
-		return exitOK
+		return report.ExitOK
 	case errors.As(err, &ue):
 		fmt.Fprintf(e.Stderr, "tokentop %s: %v\n", cmd, err)
-		return exitUsage
+		return report.ExitUsage
 	default:
 		fmt.Fprintf(e.Stderr, "tokentop %s: %v\n", cmd, err)
-		if code == exitOK {
-			code = exitNoData
+		if code == report.ExitOK {
+			code = report.ExitNoData
 		}
 		return code
 	}

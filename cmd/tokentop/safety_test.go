@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tokentop/tokentop/report"
 )
 
 // fakeLLM is an OpenAI-compatible server written for these tests, apart
@@ -298,8 +300,8 @@ func TestSafetyAgainstServersThatMisbehave(t *testing.T) {
 				if in.TTFT.Censored == 0 || !in.TTFT.LowerBound {
 					t.Errorf("waiting requests not reported as lower bounds: %s", r.text())
 				}
-				if code != exitSLOFail {
-					t.Errorf("exit %d, want %d: waiting this long fails the TTFT objectives", code, exitSLOFail)
+				if code != report.ExitSLOFailed {
+					t.Errorf("exit %d, want %d: waiting this long fails the TTFT objectives", code, report.ExitSLOFailed)
 				}
 			},
 		},
@@ -538,7 +540,7 @@ func TestTLSAndKeyReachProbesAndScrape(t *testing.T) {
 	// Without --insecure the self-signed certificate is refused, by the
 	// probes and the scrape alike, and the run says so.
 	code = run(context.Background(), e, []string{"watch", "--target", srv.URL, "--api-key-env", "TT_KEY", "--headless", "--duration", "2s", "--report", out})
-	if code != exitNoData || !strings.Contains(stderr.String(), "certificate") {
-		t.Errorf("without --insecure: exit %d, stderr %q; want %d and a certificate error", code, stderr.String(), exitNoData)
+	if code != report.ExitNoData || !strings.Contains(stderr.String(), "certificate") {
+		t.Errorf("without --insecure: exit %d, stderr %q; want %d and a certificate error", code, stderr.String(), report.ExitNoData)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tokentop/tokentop/report"
 )
 
 // Issue 3's "done means": each scenario, run as
@@ -45,7 +47,7 @@ type meanDist struct {
 func demoReport(t *testing.T, d time.Duration, args ...string) scenarioReport {
 	t.Helper()
 	var r scenarioReport
-	runDemoJSON(t, d, &r, []int{exitOK, exitSLOFail}, args...)
+	runDemoJSON(t, d, &r, []int{report.ExitOK, report.ExitSLOFailed}, args...)
 	return r
 }
 

@@ -2,9 +2,10 @@ package main
 
 import (
 	"bufio"
-	"github.com/tokentop/tokentop/observe"
 	"io"
 	"sync"
+
+	"github.com/tokentop/tokentop/observe"
 
 	"github.com/tokentop/tokentop/probe"
 )

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tokentop/tokentop/metrics/prom"
 	"github.com/tokentop/tokentop/probe/scrape"
+	"github.com/tokentop/tokentop/report"
 )
 
 func runWatch(ctx context.Context, e env, args []string) (int, error) {
@@ -20,19 +21,19 @@ func runWatch(ctx context.Context, e env, args []string) (int, error) {
 	metricsURL := fs.String("metrics", "", "Prometheus /metrics `URL` (default: target + /metrics)")
 	gateway := fs.String("gateway", "", "a second `URL` to the same server through a proxy or load balancer, compared with target")
 	if err := parseFlags(fs, args, e.Stderr); err != nil {
-		return exitUsage, err
+		return report.ExitUsage, err
 	}
 	if fs.NArg() > 0 {
-		return exitUsage, usagef("unexpected argument %q", fs.Arg(0))
+		return report.ExitUsage, usagef("unexpected argument %q", fs.Arg(0))
 	}
 	cfg, err := common.finish(e)
 	if err != nil {
-		return exitUsage, err
+		return report.ExitUsage, err
 	}
 	if *target != "" {
 		cfg.Target = *target
 	} else if common.configPath == "" {
-		return exitUsage, usagef("--target URL is required (or a --config with target:)")
+		return report.ExitUsage, usagef("--target URL is required (or a --config with target:)")
 	}
 	if *metricsURL != "" {
 		cfg.Metrics = *metricsURL
@@ -45,12 +46,12 @@ func runWatch(ctx context.Context, e env, args []string) (int, error) {
 			continue
 		}
 		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
-			return exitUsage, usagef("%q is not an http(s) URL", u)
+			return report.ExitUsage, usagef("%q is not an http(s) URL", u)
 		}
 	}
 	apiKey, err := common.apiKey(e)
 	if err != nil {
-		return exitUsage, err
+		return report.ExitUsage, err
 	}
 	title := "tokentop · target " + cfg.Target
 	if cfg.Gateway != "" {
@@ -75,7 +76,7 @@ func runScrape(ctx context.Context, e env, args []string) (int, error) {
 	rest := args
 	for {
 		if err := parseFlags(fs, rest, e.Stderr); err != nil {
-			return exitUsage, err
+			return report.ExitUsage, err
 		}
 		if fs.NArg() == 0 {
 			break
@@ -84,14 +85,14 @@ func runScrape(ctx context.Context, e env, args []string) (int, error) {
 		rest = fs.Args()[1:]
 	}
 	if len(positional) != 1 {
-		return exitUsage, usagef("want exactly one URL or FILE, got %d", len(positional))
+		return report.ExitUsage, usagef("want exactly one URL or FILE, got %d", len(positional))
 	}
 	src := positional[0]
 	opts := prom.ParseOptions{Model: *model}
 	apiKey := ""
 	if *apiKeyEnv != "" {
 		if apiKey = e.Getenv(*apiKeyEnv); apiKey == "" {
-			return exitUsage, usagef("--api-key-env %s: the variable is empty or unset", *apiKeyEnv)
+			return report.ExitUsage, usagef("--api-key-env %s: the variable is empty or unset", *apiKeyEnv)
 		}
 	}
 	var (
@@ -101,17 +102,17 @@ func runScrape(ctx context.Context, e env, args []string) (int, error) {
 	if strings.HasPrefix(src, "http://") || strings.HasPrefix(src, "https://") {
 		// Scrape errors name the URL themselves.
 		if s, err = scrape.NewWithOptions(src, scrape.Options{Parse: opts, Insecure: *insecure, APIKey: apiKey, Target: src}).Scrape(ctx); err != nil {
-			return exitNoData, err
+			return report.ExitNoData, err
 		}
 	} else {
 		f, err := os.Open(src)
 		if err != nil {
-			return exitNoData, err
+			return report.ExitNoData, err
 		}
 		s, err = prom.Parse(f, opts)
 		f.Close()
 		if err != nil {
-			return exitNoData, fmt.Errorf("%s: %w", src, err)
+			return report.ExitNoData, fmt.Errorf("%s: %w", src, err)
 		}
 	}
 	if *asJSON {
@@ -119,5 +120,5 @@ func runScrape(ctx context.Context, e env, args []string) (int, error) {
 	} else {
 		err = prom.WriteText(e.Stdout, s)
 	}
-	return exitOK, err
+	return report.ExitOK, err
 }

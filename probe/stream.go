@@ -1,0 +1,250 @@
+package probe
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/tokentop/tokentop/observe"
+)
+
+// drainAfterDone bounds how long we keep reading after [DONE] so the
+// connection can return to the pool.
+const drainAfterDone = time.Second
+
+func (c *Client) readStream(parent, ctx context.Context, cancel context.CancelCauseFunc, resp *http.Response, rx *rxConn, tr *observe.Trace, text *strings.Builder, onFirstToken func(observe.FirstToken), onGaps func(observe.GapReport)) {
+	buf := c.bufs.Get().(*[]byte)
+	defer c.bufs.Put(buf)
+	wr := &wireReader{body: resp.Body, rx: rx, tr: tr, buf: *buf}
+	// One read and one delta per token is the common case; sizing up front
+	// avoids regrowing these slices on the hot path.
+	if n := min(tr.MaxTokens+4, 4096); n > 0 {
+		tr.Reads = make([]observe.Read, 0, n)
+		tr.Deltas = make([]observe.Delta, 0, n)
+	}
+	maxEvents, maxReads, maxBytes := streamBudget(tr.MaxTokens)
+	wr.maxReads, wr.maxBytes = maxReads, maxBytes
+	st := &streamState{tr: tr, wr: wr, maxEvents: maxEvents, onEvent: c.onEvent, text: text, onFirstToken: onFirstToken, onGaps: onGaps}
+	p := newSSEParser()
+	defer func() { tr.PreambleBytes = p.preamble() }()
+	emit := func(data []byte) error {
+		i := len(tr.Reads) - 1
+		tr.Reads[i].Events++
+		return st.event(data, tr.Reads[i].At, i)
+	}
+	var next func() ([]byte, error)
+	switch enc := strings.ToLower(strings.TrimSpace(tr.ContentEncoding)); enc {
+	case "", "identity":
+		next = wr.next
+	case "gzip", "x-gzip":
+		zb := c.bufs.Get().(*[]byte)
+		defer c.bufs.Put(zb)
+		zbuf := *zb
+		var zr *gzip.Reader
+		next = func() ([]byte, error) {
+			if zr == nil {
+				var err error
+				if zr, err = gzip.NewReader(wr); err != nil {
+					return nil, err
+				}
+			}
+			n, err := zr.Read(zbuf)
+			if n > 0 {
+				return zbuf[:n], nil
+			}
+			return nil, err
+		}
+	default:
+		tr.End = time.Now()
+		tr.Err = &observe.Error{Kind: observe.ErrMalformed, Msg: fmt.Sprintf("unsupported Content-Encoding %q", tr.ContentEncoding)}
+		return
+	}
+	for {
+		b, err := next()
+		if len(b) > 0 {
+			if perr := p.Feed(b, emit); perr != nil {
+				tr.End = tr.Reads[len(tr.Reads)-1].At
+				var se *observe.Error
+				if errors.As(perr, &se) {
+					tr.Err = se
+				} else {
+					tr.Err = &observe.Error{Kind: observe.ErrMalformed, Msg: perr.Error()}
+				}
+				return
+			}
+			if tr.SawDone {
+				tr.End = tr.Reads[len(tr.Reads)-1].At
+				t := time.AfterFunc(drainAfterDone, func() { cancel(errRequestTimeout) })
+				_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+				t.Stop()
+				return
+			}
+			continue
+		}
+		if err == nil {
+			continue
+		}
+		now := time.Now()
+		if len(tr.Reads) > 0 {
+			tr.End = tr.Reads[len(tr.Reads)-1].At
+		} else {
+			tr.End = now
+		}
+		switch {
+		case errors.Is(err, io.EOF):
+			ct := resp.Header.Get("Content-Type")
+			switch {
+			case tr.FinishReason != "":
+			case st.events == 0 && !strings.Contains(strings.ToLower(ct), "event-stream"):
+				tr.Err = &observe.Error{Kind: observe.ErrMalformed, Msg: fmt.Sprintf("response is not an event stream (Content-Type %q); does the server support stream: true?", ct),
+					Body: excerpt(wr.buf[:min(wr.w, len(wr.buf))])}
+			default:
+				tr.Err = &observe.Error{Kind: observe.ErrTruncated, Msg: fmt.Sprintf("stream ended without [DONE] or finish_reason after %d events", st.events)}
+			}
+		case isCorrupt(err):
+			tr.Err = &observe.Error{Kind: observe.ErrMalformed, Msg: fmt.Sprintf("decoding %s body: %v", tr.ContentEncoding, err)}
+		case errors.As(err, new(errStreamTooLong)):
+			tr.Err = &observe.Error{Kind: observe.ErrMalformed, Msg: err.Error()}
+		default:
+			e := classify(parent, ctx, err, errTruncatedDefault)
+			if e.Kind == observe.ErrTimeout || e.Kind == observe.ErrCancelled {
+				tr.End = now
+			}
+			tr.Err = e
+		}
+		return
+	}
+}
+
+type streamState struct {
+	tr         *observe.Trace
+	wr         *wireReader
+	maxEvents  int
+	onEvent    func(data []byte, at, returned time.Time)
+	events     int
+	prevTokens int
+	text       *strings.Builder // content so far, when a validator needs it
+
+	sawContent   bool
+	onFirstToken func(observe.FirstToken)
+
+	// Chunk gaps are reported while the stream runs, at most once per
+	// gapReportEvery, so long streams show in the gap histograms before
+	// they end.
+	onGaps        func(observe.GapReport)
+	lastContentAt time.Time
+	lastReport    time.Time
+	pendingGaps   []float64
+}
+
+// gapReportEvery bounds how often a running stream reports its new gaps.
+const gapReportEvery = time.Second
+
+// reportGap queues the gap ending at `at` and reports the queue when a
+// report is due.
+func (s *streamState) reportGap(at time.Time) {
+	s.pendingGaps = append(s.pendingGaps, float64(at.Sub(s.lastContentAt))/float64(time.Millisecond))
+	if at.Sub(s.lastReport) < gapReportEvery {
+		return
+	}
+	s.onGaps(observe.GapReport{Class: s.tr.Class, Path: s.tr.Path, At: at, GapsMs: s.pendingGaps})
+	s.tr.GapsReported += len(s.pendingGaps)
+	s.pendingGaps = nil // the report owns the slice now
+	s.lastReport = at
+}
+
+// implausibleUsage says why a usage object cannot be right for a request
+// with max_tokens maxTokens, or "" when it can.
+func implausibleUsage(prompt, completion, maxTokens int) string {
+	switch {
+	case prompt < 0 || completion < 0:
+		return fmt.Sprintf("usage reports negative tokens (prompt_tokens %d, completion_tokens %d)", prompt, completion)
+	case prompt > MaxPromptTokens:
+		return fmt.Sprintf("usage.prompt_tokens %d is above any context length (%d)", prompt, MaxPromptTokens)
+	case maxTokens > 0 && completion > 2*maxTokens+completionSlack:
+		return fmt.Sprintf("usage.completion_tokens %d for max_tokens %d", completion, maxTokens)
+	}
+	return ""
+}
+
+func (s *streamState) event(data []byte, at time.Time, read int) error {
+	s.events++
+	if s.events > s.maxEvents {
+		return &observe.Error{Kind: observe.ErrMalformed, Msg: fmt.Sprintf("more than %d events for max_tokens %d: tokentop stopped reading the stream", s.maxEvents, s.tr.MaxTokens)}
+	}
+	if s.onEvent != nil {
+		s.onEvent(data, at, s.wr.returned)
+	}
+	if s.tr.SawDone {
+		return nil // nothing after [DONE] counts
+	}
+	if string(bytes.TrimSpace(data)) == "[DONE]" {
+		s.tr.SawDone = true
+		return nil
+	}
+	ch, err := parseChunk(data)
+	if err != nil {
+		return &observe.Error{Kind: observe.ErrMalformed, Msg: fmt.Sprintf("event %d is not a JSON chunk: %v", s.events, err), Body: excerpt(data)}
+	}
+	if ch.errRaw != nil {
+		// vLLM reports a failure after the 200 headers as an error event.
+		return &observe.Error{Kind: observe.ErrHTTP, Status: s.tr.Status, Body: excerpt(ch.errRaw), Msg: "error event in stream"}
+	}
+	tokens := 0
+	if ch.hasUsage && s.tr.UsageIgnored == "" {
+		if why := implausibleUsage(ch.promptTokens, ch.completionTokens, s.tr.MaxTokens); why != "" {
+			// A server (or a gateway rewriting usage) that reports
+			// impossible counts is not trusted for the rest of the stream:
+			// token counts then come from the stream itself.
+			s.tr.UsageIgnored = why
+			s.tr.Usage = nil
+			for i := range s.tr.Deltas {
+				s.tr.Deltas[i].Tokens = 0
+			}
+		} else {
+			if s.tr.Usage == nil {
+				s.tr.Usage = &observe.Usage{}
+			}
+			*s.tr.Usage = observe.Usage{PromptTokens: ch.promptTokens, CompletionTokens: ch.completionTokens}
+			if ch.completionTokens > s.prevTokens {
+				tokens = ch.completionTokens - s.prevTokens
+			}
+			s.prevTokens = max(s.prevTokens, ch.completionTokens)
+		}
+	}
+	if ch.reasoning > 0 {
+		s.tr.Deltas = append(s.tr.Deltas, observe.Delta{At: at, Read: read, Chars: ch.reasoning, Reasoning: true, Tokens: tokens})
+		tokens = 0
+	}
+	if ch.content > 0 && s.text != nil && s.text.Len() <= maxValidatedText {
+		var piece string
+		if err := json.Unmarshal(ch.contentRaw, &piece); err == nil {
+			s.text.WriteString(piece)
+		}
+	}
+	if ch.content > 0 {
+		if !s.sawContent {
+			s.sawContent = true
+			s.lastReport = at
+			if s.onFirstToken != nil {
+				s.onFirstToken(observe.FirstToken{ID: s.tr.ID, Class: s.tr.Class, Path: s.tr.Path, IntendedStart: s.tr.IntendedStart, Sent: s.tr.Sent, At: at})
+				s.tr.FirstTokenReported = true
+			}
+		} else if s.onGaps != nil {
+			s.reportGap(at)
+		}
+		s.lastContentAt = at
+		s.tr.Deltas = append(s.tr.Deltas, observe.Delta{At: at, Read: read, Chars: ch.content, Tokens: tokens})
+	}
+	if ch.hasFinish && string(ch.finish) != s.tr.FinishReason {
+		s.tr.FinishReason = string(ch.finish)
+	}
+	return nil
+}
