@@ -1,0 +1,110 @@
+package diagnose
+
+// The rule engine: every rule over every class, findings ordered by severity
+// and confidence.
+
+import (
+	"math"
+	"sort"
+
+	"github.com/tokentop/tokentop/config"
+	"github.com/tokentop/tokentop/metrics"
+)
+
+// Evaluate judges a view: SLO verdicts per class and the likely causes of
+// what the view shows. It is pure and reads measurements only: nothing here
+// knows whether the server is the simulator or which scenario it runs.
+func Evaluate(v *metrics.View, classes []config.Class) Diagnosis {
+	d := Diagnosis{Verdicts: EvaluateSLO(v, classes)}
+	failing := map[string]bool{}
+	for _, vd := range d.Verdicts {
+		if !vd.Pass && !vd.NoData {
+			failing[vd.Class] = true
+		}
+	}
+	in := ruleInput{view: v, failing: failing, verdicts: d.Verdicts}
+	for _, r := range rules {
+		if f, ok := r.evaluate(&in); ok {
+			f.Rule = r.id
+			f.Confidence = clamp01(f.Confidence)
+			d.Findings = append(d.Findings, f)
+		}
+	}
+	sortFindings(d.Findings)
+	return d
+}
+
+// rule is one diagnosis: a function of the measurements.
+type rule struct {
+	id string
+	// symptom rules describe what users feel rather than a cause; they are
+	// listed after every cause so the first finding is the most actionable.
+	symptom bool
+	// eval judges the whole view; perClass judges one class, and the most
+	// confident of its findings over the classes is kept. A rule has one.
+	eval     func(*ruleInput) (Finding, bool)
+	perClass func(*ruleInput, *metrics.ClassStats) (Finding, bool)
+}
+
+func (r *rule) evaluate(in *ruleInput) (Finding, bool) {
+	if r.eval != nil {
+		return r.eval(in)
+	}
+	var best Finding
+	found := false
+	for i := range in.view.Classes {
+		f, ok := r.perClass(in, &in.view.Classes[i])
+		if ok && (!found || f.Confidence > best.Confidence) {
+			best, found = f, true
+		}
+	}
+	return best, found
+}
+
+type ruleInput struct {
+	view     *metrics.View
+	failing  map[string]bool // classes failing their SLO
+	verdicts []Verdict
+}
+
+func (in *ruleInput) verdict(class string) *Verdict {
+	for i := range in.verdicts {
+		if in.verdicts[i].Class == class {
+			return &in.verdicts[i]
+		}
+	}
+	return nil
+}
+
+var rules = []rule{
+	{id: RuleProbeOverload, eval: probeOverload},
+	{id: RuleErrorBurst, perClass: errorBurst},
+	{id: RuleProxyBuffering, perClass: proxyBuffering},
+	{id: RulePrefillContention, perClass: prefillContention},
+	{id: RuleDecodePressure, perClass: decodePressure},
+	{id: RuleKVCachePressure, eval: kvCachePressure},
+	{id: RuleQueueSaturation, eval: queueSaturation},
+	{id: RuleBatchInterference, eval: batchInterference},
+	{id: RuleAverageHidesTail, symptom: true, eval: averageHidesTail},
+	{id: RuleStreamStutter, symptom: true, perClass: streamStutter},
+}
+
+func sortFindings(fs []Finding) {
+	symptom := map[string]bool{}
+	for _, r := range rules {
+		symptom[r.id] = r.symptom
+	}
+	sevRank := map[string]int{SeverityCritical: 0, SeverityWarning: 1, SeverityInfo: 2}
+	sort.SliceStable(fs, func(i, j int) bool {
+		a, b := fs[i], fs[j]
+		if symptom[a.Rule] != symptom[b.Rule] {
+			return !symptom[a.Rule]
+		}
+		if a.Confidence != b.Confidence {
+			return a.Confidence > b.Confidence
+		}
+		return sevRank[a.Severity] < sevRank[b.Severity]
+	})
+}
+
+func clamp01(x float64) float64 { return math.Max(0, math.Min(1, x)) }
