@@ -52,9 +52,9 @@ type requestMeasures struct {
 	censoredE2EMs  float64
 }
 
-// measure derives requestMeasures from a trace. The class config supplies
-// the per-request goodput thresholds.
-func measure(t *observe.Trace, cl *config.Class) requestMeasures {
+// measure derives requestMeasures from a trace; good judges it against the
+// class's per-request SLO.
+func measure(t *observe.Trace, cl *config.Class, good GoodRequestFunc) requestMeasures {
 	var m requestMeasures
 	m.completed = t.Err == nil && (t.SawDone || t.FinishReason != "")
 
@@ -155,41 +155,25 @@ func measure(t *observe.Trace, cl *config.Class) requestMeasures {
 			}
 		}
 	}
-	m.good = t.Valid && m.completed && meetsRequestSLO(&m, cl)
+	m.good = t.Valid && m.completed
+	if m.good && good != nil && cl != nil {
+		m.good = good(&cl.SLO, RequestLatency{HasTTFT: m.hasTTFT, TTFTMs: m.ttftMs, E2EMs: m.e2eMs, OutputTokens: m.outputTokens})
+	}
 	return m
 }
 
-// meetsRequestSLO is the per-request goodput test (as in DistServe): TTFT
-// within the class's TTFT objective, time per output token within its ITL
-// objective and end-to-end within its E2E objective. The tightest percentile
-// the class sets is used as the per-request bound.
-func meetsRequestSLO(m *requestMeasures, cl *config.Class) bool {
-	if cl == nil {
-		return true
-	}
-	if lim, ok := requestBound(cl.SLO.TTFT); ok && (!m.hasTTFT || m.ttftMs > lim) {
-		return false
-	}
-	if lim, ok := requestBound(cl.SLO.ITL); ok && m.outputTokens > 1 {
-		tpot := (m.e2eMs - m.ttftMs) / float64(m.outputTokens-1)
-		if tpot > lim {
-			return false
-		}
-	}
-	if lim, ok := requestBound(cl.SLO.E2E); ok && m.e2eMs > lim {
-		return false
-	}
-	return true
+// RequestLatency is one finished request as a per-request SLO judges it
+// (goodput's numerator; diagnose.GoodRequest is the judge).
+type RequestLatency struct {
+	HasTTFT      bool
+	TTFTMs       float64
+	E2EMs        float64
+	OutputTokens int
 }
 
-func requestBound(p config.Percentiles) (float64, bool) {
-	for _, d := range []*config.Duration{p.P50, p.P95, p.P99} {
-		if d != nil {
-			return float64(d.Duration) / float64(time.Millisecond), true
-		}
-	}
-	return 0, false
-}
+// GoodRequestFunc decides whether a valid, complete request met its class's
+// per-request SLO.
+type GoodRequestFunc func(slo *config.SLO, r RequestLatency) bool
 
 // waited reports whether a request ended because tokentop stopped waiting
 // for it (the run ended, or a timeout fired), not because it failed: its

@@ -35,6 +35,10 @@ type Options struct {
 	// StaleAfter is how long a source may go without success before it is
 	// shown as stale (default 5s).
 	StaleAfter time.Duration
+	// GoodRequest judges each valid, complete request against its class's
+	// per-request SLO for goodput (diagnose.GoodRequest); nil counts every
+	// valid, complete request as good.
+	GoodRequest GoodRequestFunc
 }
 
 // Aggregator owns every accumulated statistic. It is not safe for concurrent
@@ -288,7 +292,7 @@ func (a *Aggregator) addTrace(t *observe.Trace) {
 		return
 	}
 	cl := &a.opts.Classes[ci]
-	rm := measure(t, cl)
+	rm := measure(t, cl, a.opts.GoodRequest)
 	stall := a.stallGapMs(ci)
 	at := t.End
 	if at.IsZero() {

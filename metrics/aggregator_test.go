@@ -80,7 +80,7 @@ func TestMeasure(t *testing.T) {
 
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := measure(&tt.trace, cl)
+			m := measure(&tt.trace, cl, nil)
 			if tt.name == "reasoning delta is not the first token" && (!m.hasFirstAny || m.firstAnyMs != 50) {
 				t.Errorf("first token of any kind = %v (has %v), want the reasoning delta at 50", m.firstAnyMs, m.hasFirstAny)
 			}
@@ -111,8 +111,13 @@ func floatsEqual(a, b []float64) bool {
 
 func newTestAggregator() *Aggregator {
 	cfg := config.Default()
-	return NewAggregator(Options{Classes: cfg.Classes, Started: t0, Window: 30 * time.Second, Slots: 10})
+	return NewAggregator(Options{Classes: cfg.Classes, Started: t0, Window: 30 * time.Second, Slots: 10, GoodRequest: ttftWithin800})
 }
+
+// ttftWithin800 stands in for diagnose.GoodRequest (which metrics may not
+// import): these tests check that the aggregator counts what the judge
+// says, not how it judges.
+func ttftWithin800(_ *config.SLO, r RequestLatency) bool { return r.HasTTFT && r.TTFTMs <= 800 }
 
 func TestWindowSlidesButRunKeepsEverything(t *testing.T) {
 	a := newTestAggregator()

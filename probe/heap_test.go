@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tokentop/tokentop/config"
+	"github.com/tokentop/tokentop/diagnose"
 	"github.com/tokentop/tokentop/metrics"
 	"github.com/tokentop/tokentop/observe"
 	"github.com/tokentop/tokentop/probe"
@@ -48,7 +49,7 @@ func TestHeapBoundedHourAt50RPS(t *testing.T) {
 	)
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
-		agg := metrics.NewAggregator(metrics.Options{Classes: cfg.Classes, Started: start})
+		agg := metrics.NewAggregator(metrics.Options{Classes: cfg.Classes, Started: start, GoodRequest: diagnose.GoodRequest})
 		var mu sync.Mutex // the aggregator has one owner at a time
 		// Timestamps spread like a real stream's (TTFT 100-400 ms, gaps
 		// 5-25 ms), so the sketches see many distinct values; drawn once

@@ -208,7 +208,7 @@ func fixtureMeta() Meta {
 func overloadSnapshot() (*metrics.Snapshot, []config.Class) {
 	started := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	classes := config.Default().Classes
-	a := metrics.NewAggregator(metrics.Options{Classes: classes, Started: started})
+	a := metrics.NewAggregator(metrics.Options{Classes: classes, Started: started, GoodRequest: diagnose.GoodRequest})
 	for i := range 20 {
 		sent := started.Add(time.Duration(i) * 1500 * time.Millisecond)
 		a.Apply(&observe.Started{ID: fmt.Sprintf("i%d", i), Class: "interactive", Path: "direct", Sent: sent})

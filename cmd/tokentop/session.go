@@ -97,7 +97,7 @@ func runSession(ctx context.Context, e env, spec sessionSpec) (int, error) {
 	defer stopSources()
 	s.srcCtx, s.stopSources = srcCtx, stopSources
 	started := time.Now()
-	agg := metrics.NewAggregator(metrics.Options{Classes: s.cfg.Classes, Started: started, Paths: s.paths})
+	agg := metrics.NewAggregator(metrics.Options{Classes: s.cfg.Classes, Started: started, Paths: s.paths, GoodRequest: diagnose.GoodRequest})
 	if s.recFile != nil {
 		rec, err := record.NewWriter(s.recFile, record.Header{
 			ToolVersion: version, Title: spec.title, Started: started, Target: s.cfg.Target, Gateway: s.cfg.Gateway,

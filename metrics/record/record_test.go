@@ -3,12 +3,14 @@ package record
 import (
 	"bytes"
 	"errors"
-	"github.com/tokentop/tokentop/observe"
 	"io"
 	"math"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tokentop/tokentop/diagnose"
+	"github.com/tokentop/tokentop/observe"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -89,7 +91,7 @@ func TestReplayRebuildsTheSnapshot(t *testing.T) {
 
 	// The same events applied directly.
 	h := header()
-	agg := metrics.NewAggregator(metrics.Options{Classes: h.Classes, Started: h.Started, Paths: h.Paths})
+	agg := metrics.NewAggregator(metrics.Options{Classes: h.Classes, Started: h.Started, Paths: h.Paths, GoodRequest: diagnose.GoodRequest})
 	r2, _ := NewReader(bytes.NewReader(rec))
 	var direct *metrics.Snapshot
 	for {

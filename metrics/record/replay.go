@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tokentop/tokentop/config"
+	"github.com/tokentop/tokentop/diagnose"
 	"github.com/tokentop/tokentop/metrics"
 	"github.com/tokentop/tokentop/observe"
 )
@@ -155,7 +156,7 @@ func v1Payload(kind string, fields map[string]json.RawMessage) json.RawMessage {
 // after the snapshots before the cut.
 func (r *Reader) Replay(snap func(*metrics.Snapshot) error) error {
 	h := r.header
-	agg := metrics.NewAggregator(metrics.Options{Classes: h.Classes, Started: h.Started, Paths: h.Paths})
+	agg := metrics.NewAggregator(metrics.Options{Classes: h.Classes, Started: h.Started, Paths: h.Paths, GoodRequest: diagnose.GoodRequest})
 	var last time.Time
 	for {
 		ev, err := r.Next()
