@@ -209,12 +209,20 @@ func TestPhase1Signatures(t *testing.T) {
 	})
 }
 
-func TestScenarioNumbers(t *testing.T) {
-	if !testing.Verbose() {
-		t.Skip("prints figures only; run with -v")
-	}
+// TestEveryScenarioServesAndReplays runs every scenario for a minute of
+// virtual time: each must finish probe requests with positive TTFT and
+// gaps, and the same seed must give the same figures again (a scenario
+// that depended on the wall clock or on map order would not). With -v it
+// prints each scenario's figures.
+func TestEveryScenarioServesAndReplays(t *testing.T) {
 	for _, name := range ScenarioNames() {
-		runScenario(t, name, nil)
+		first := runScenario(t, name, nil).probeStats()
+		if first.finished == 0 || first.ttftP50 <= 0 || first.gapP50 <= 0 {
+			t.Errorf("%s: %d probes finished, TTFT p50 %.1f ms, gap p50 %.1f ms: want some, both positive", name, first.finished, first.ttftP50, first.gapP50)
+		}
+		if again := runScenario(t, name, nil).probeStats(); again != first {
+			t.Errorf("%s: the same seed gave %+v, then %+v", name, first, again)
+		}
 	}
 }
 
