@@ -18,6 +18,7 @@ import (
 // must fail the class's validity objective (exit 1) without losing its
 // latency measurements.
 func TestWatchWithConfig(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the simulator for 8 s")
 	}

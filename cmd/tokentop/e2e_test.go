@@ -135,6 +135,7 @@ func scenarioDuration(t *testing.T) time.Duration {
 var causeRules = []string{"prefill_contention", "decode_pressure", "proxy_buffering"}
 
 func TestDemoHealthy(t *testing.T) {
+	t.Parallel()
 	d := scenarioDuration(t)
 	r, code := runDemoReport(t, d, "--scenario", "healthy")
 	if code != report.ExitOK {
@@ -167,6 +168,7 @@ func TestDemoHealthy(t *testing.T) {
 }
 
 func TestDemoScenariosNameTheirCause(t *testing.T) {
+	t.Parallel()
 	d := scenarioDuration(t)
 	for _, tc := range []struct {
 		scenario string
@@ -178,6 +180,7 @@ func TestDemoScenariosNameTheirCause(t *testing.T) {
 		{"proxy-buffering", "proxy_buffering", nil},
 	} {
 		t.Run(tc.scenario, func(t *testing.T) {
+			t.Parallel()
 			r, _ := runDemoReport(t, d, append([]string{"--scenario", tc.scenario}, tc.extra...)...)
 			if len(r.Findings) == 0 || r.Findings[0].Rule != tc.want {
 				t.Fatalf("findings = %v, want %s first", rules(r), tc.want)
@@ -190,6 +193,7 @@ func TestDemoScenariosNameTheirCause(t *testing.T) {
 // healthy scenario with hand-set knobs that recreate a cause is diagnosed as
 // that cause, and a cause scenario with its knob undone is not.
 func TestDiagnosisFollowsKnobsNotScenarioNames(t *testing.T) {
+	t.Parallel()
 	d := scenarioDuration(t)
 	for _, tc := range []struct {
 		name    string
@@ -202,6 +206,7 @@ func TestDiagnosisFollowsKnobsNotScenarioNames(t *testing.T) {
 		{"decode-pressure with a small batch cap", []string{"--scenario", "decode-pressure", "--max-num-seqs", "32"}, "", "decode_pressure"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			r, _ := runDemoReport(t, d, tc.args...)
 			if tc.want != "" && (len(r.Findings) == 0 || r.Findings[0].Rule != tc.want) {
 				t.Errorf("findings = %v, want %s first", rules(r), tc.want)

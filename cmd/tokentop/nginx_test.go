@@ -108,6 +108,7 @@ func startNginx(t *testing.T, upstream, directives string) string {
 // and through a real nginx: buffered nginx must be diagnosed as
 // proxy_buffering, nginx configured for streaming must not.
 func TestRealNginxBuffering(t *testing.T) {
+	t.Parallel()
 	d := scenarioDuration(t)
 	for _, tc := range []struct {
 		name       string

@@ -15,6 +15,7 @@ import (
 // TestOnce: --once sends one request per class and path, reads /metrics
 // once, and ends by itself, headless without --duration.
 func TestOnce(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the demo until its spot-check requests end")
 	}

@@ -17,6 +17,7 @@ var overloadArgs = []string{"--scenario", "overload", "--max-num-seqs", "4", "--
 // still waiting are lower bounds of TTFT, the TTFT objectives fail on them
 // (exit 1, not 3), and queue saturation is named.
 func TestDemoOverloadReportsLowerBounds(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the demo for 10 s")
 	}

@@ -31,6 +31,7 @@ func freePort(t *testing.T) int {
 // --listen-metrics and a real Prometheus scraping it, then asks Prometheus
 // for tokentop's series.
 func TestRealPrometheusScrapesListenMetrics(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the demo and Prometheus for 20 s")
 	}

@@ -20,6 +20,7 @@ import (
 // findings, then replays the recording headless: the report and the exit
 // code must be the live run's.
 func TestReplayReproducesTheReport(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs the demo for 10 s")
 	}

@@ -70,6 +70,7 @@ func (r scenarioReport) interactive(t *testing.T) (ttft, itl, e2e meanDist) {
 }
 
 func TestScenarioKVPressure(t *testing.T) {
+	t.Parallel()
 	d := scenarioDuration(t)
 	r := demoReport(t, d, "--scenario", "kv-pressure")
 	kv := val(t, "server.kv_usage.p95", r.Server.KV.P95)
@@ -88,6 +89,7 @@ func TestScenarioKVPressure(t *testing.T) {
 // load, interactive requests queue behind batch prefills; priority
 // scheduling lets them jump the queue and preempt batch work.
 func TestScenarioBatchInterference(t *testing.T) {
+	t.Parallel()
 	d := scenarioDuration(t)
 	runs := []struct {
 		name string
@@ -128,6 +130,7 @@ func TestScenarioBatchInterference(t *testing.T) {
 }
 
 func TestScenarioOverload(t *testing.T) {
+	t.Parallel()
 	d := scenarioDuration(t)
 	r := demoReport(t, d, "--scenario", "overload")
 	q := r.Server.QueueDepth
@@ -147,6 +150,7 @@ func TestScenarioOverload(t *testing.T) {
 // from above. The probe, arriving uniformly rather than in bursts, sees
 // fewer of the slow steps; its TTFT and ITL p95 are logged, not judged.
 func TestScenarioCopilotIncident(t *testing.T) {
+	t.Parallel()
 	d := scenarioDuration(t)
 	r := demoReport(t, d, "--scenario", "copilot-incident")
 	ttft, itl, e2e := r.interactive(t)
@@ -196,6 +200,7 @@ func ptrOr(p *float64) float64 {
 // the two figures is loopback, HTTP and the histogram's bucket
 // interpolation.
 func TestServerTTFTHistogramMatchesProbe(t *testing.T) {
+	t.Parallel()
 	d := scenarioDuration(t)
 	cfg := filepath.Join(t.TempDir(), "probe-only.yaml")
 	const yaml = `classes:
