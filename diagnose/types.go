@@ -27,16 +27,6 @@ type Diagnosis struct {
 	Findings []Finding // most likely first
 }
 
-// AllPass reports whether every class met its SLO.
-func (d Diagnosis) AllPass() bool {
-	for _, v := range d.Verdicts {
-		if !v.Pass {
-			return false
-		}
-	}
-	return true
-}
-
 // Verdict is one class judged against its SLO contract.
 type Verdict struct {
 	Class      string

@@ -98,7 +98,7 @@ func TestRunnerReplay(t *testing.T) {
 		}
 		entries := []ReplayEntry{{0, 5, 7}, {time.Second, 6, 8}, {3 * time.Second, 9, 10}}
 		r, err := newRunner(class(config.Arrival{Process: config.ArrivalPoisson, Rate: 100}), f, c.sink,
-			RunnerOptions{Targets: []Target{{BaseURL: "d"}}, Replay: entries, ReplaySpeed: 2})
+			RunnerOptions{Targets: []Target{{BaseURL: "d"}}, replay: entries, replaySpeed: 2})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -23,8 +23,7 @@ type Sink func(observe.Trace)
 
 // RunnerOptions configure a Runner.
 type RunnerOptions struct {
-	Seed  int64
-	Clock Clock // nil means RealClock
+	Seed int64
 	// Targets receive requests in turn when there are several (direct and
 	// gateway), so both paths see the same traffic.
 	Targets []Target
@@ -47,38 +46,42 @@ type RunnerOptions struct {
 	// second (see Request.OnGaps).
 	OnGaps func(observe.GapReport)
 
-	// MaxInFlight caps concurrent requests of an open-loop class; 0 means
-	// config.MaxConcurrencyPerClass. Closed-loop classes use arrival.n.
-	MaxInFlight int
-	// MaxRate caps sends per second whatever the arrival process (catch-up
-	// after a stall, a closed loop against a server that fails instantly);
-	// 0 means config.MaxRatePerClass.
-	MaxRate float64
-	// MaxTokensPerMinute caps prompt + max_tokens sent per minute. The
-	// class's tokens_per_minute applies as well: the lower of the two wins;
-	// with neither, DefaultMaxTokensPerMinute.
-	MaxTokensPerMinute int
-	// Replay, when set, replaces the class's arrival process: request i is
-	// sent at start + Replay[i].At/ReplaySpeed with that entry's prompt and
-	// output tokens (see ReadReplay). ReplaySpeed 0 means 1; ReplayLoop
-	// starts over after the last entry instead of going idle. When Replay
-	// is empty and the class's arrival process is replay, NewRunner loads
-	// the class's arrival.file with its speed and loop.
-	Replay      []ReplayEntry
-	ReplaySpeed float64
-	ReplayLoop  bool
-	// SharedPrefixTokens starts every prompt of the class with the same
-	// text of about this many tokens (a system prompt), ahead of the
-	// per-request unique marker, so a prefix cache can serve that part and
-	// only that part. 0: the class's shared_prefix_tokens (0 there too:
-	// every prompt is unique from its first token).
-	SharedPrefixTokens int
 	// Calibration maps prompt tokens to words (see Calibrate). When nil,
 	// the runner learns the ratio from the server's usage.prompt_tokens.
 	Calibration *Calibration
-	// Validate, when set, judges each response's text (see NewValidator);
-	// when nil, the class's validate (regex, json) does.
-	Validate func(text string) error
+
+	// What follows comes from the class's config (arrival, validate,
+	// shared_prefix_tokens, tokens_per_minute) and the safety caps; tests
+	// of this package set them directly, to exercise a cap below its
+	// config value or a schedule without a file.
+
+	// maxInFlight caps concurrent requests of an open-loop class; 0 means
+	// config.MaxConcurrencyPerClass. Closed-loop classes use arrival.n.
+	maxInFlight int
+	// maxRate caps sends per second whatever the arrival process (catch-up
+	// after a stall, a closed loop against a server that fails instantly);
+	// 0 means config.MaxRatePerClass.
+	maxRate float64
+	// maxTokensPerMinute caps prompt + max_tokens sent per minute: the
+	// lower of it and the class's tokens_per_minute wins; with neither,
+	// DefaultMaxTokensPerMinute.
+	maxTokensPerMinute int
+	// replay replaces the class's arrival process: request i is sent at
+	// start + replay[i].At/replaySpeed with that entry's prompt and output
+	// tokens (see ReadReplay). replaySpeed 0 means 1; replayLoop starts over
+	// after the last entry instead of going idle. Loaded from the class's
+	// arrival.file when its process is replay.
+	replay      []ReplayEntry
+	replaySpeed float64
+	replayLoop  bool
+	// sharedPrefixTokens starts every prompt of the class with the same
+	// text of about this many tokens (a system prompt), ahead of the
+	// per-request unique marker, so a prefix cache can serve that part and
+	// only that part (the class's shared_prefix_tokens).
+	sharedPrefixTokens int
+	// validate judges each response's text (the class's validate: regex,
+	// json; see NewValidator).
+	validate func(text string) error
 }
 
 // streamer is what a Runner needs from a Client; tests substitute it.
@@ -155,25 +158,25 @@ func NewRunner(cl config.Class, c *Client, sink Sink, o RunnerOptions) (*Runner,
 
 // classOptions fills what o leaves unset from the class's config.
 func classOptions(cl config.Class, o RunnerOptions) (RunnerOptions, error) {
-	if t := cl.TokensPerMinute; t > 0 && (o.MaxTokensPerMinute <= 0 || t < o.MaxTokensPerMinute) {
-		o.MaxTokensPerMinute = t
+	if t := cl.TokensPerMinute; t > 0 && (o.maxTokensPerMinute <= 0 || t < o.maxTokensPerMinute) {
+		o.maxTokensPerMinute = t
 	}
-	if o.SharedPrefixTokens <= 0 {
-		o.SharedPrefixTokens = max(cl.SharedPrefixTokens, 0)
+	if o.sharedPrefixTokens <= 0 {
+		o.sharedPrefixTokens = max(cl.SharedPrefixTokens, 0)
 	}
-	if o.Validate == nil && cl.Validate != nil {
+	if o.validate == nil && cl.Validate != nil {
 		v, err := NewValidator(cl.Validate.Regex, cl.Validate.JSON)
 		if err != nil {
 			return o, err
 		}
-		o.Validate = v
+		o.validate = v
 	}
-	if len(o.Replay) == 0 && cl.Arrival.Process == config.ArrivalReplay {
+	if len(o.replay) == 0 && cl.Arrival.Process == config.ArrivalReplay {
 		es, err := readReplayFile(cl.Arrival.File)
 		if err != nil {
 			return o, err
 		}
-		o.Replay, o.ReplaySpeed, o.ReplayLoop = es, cl.Arrival.Speed, cl.Arrival.Loop
+		o.replay, o.replaySpeed, o.replayLoop = es, cl.Arrival.Speed, cl.Arrival.Loop
 	}
 	return o, nil
 }
@@ -205,33 +208,30 @@ func newRunner(cl config.Class, s streamer, sink Sink, o RunnerOptions) (*Runner
 	if err != nil {
 		return nil, fmt.Errorf("probe: class %q: %w", cl.Name, err)
 	}
-	if o.Clock == nil {
-		o.Clock = RealClock{}
+	if o.maxInFlight <= 0 || o.maxInFlight > config.MaxConcurrencyPerClass {
+		o.maxInFlight = config.MaxConcurrencyPerClass
 	}
-	if o.MaxInFlight <= 0 || o.MaxInFlight > config.MaxConcurrencyPerClass {
-		o.MaxInFlight = config.MaxConcurrencyPerClass
-	}
-	if o.MaxRate <= 0 || o.MaxRate > config.MaxRatePerClass {
-		o.MaxRate = config.MaxRatePerClass
+	if o.maxRate <= 0 || o.maxRate > config.MaxRatePerClass {
+		o.maxRate = config.MaxRatePerClass
 	}
 	r := &Runner{
 		cl:    cl,
 		s:     s,
 		sink:  sink,
 		o:     o,
-		clock: o.Clock,
+		clock: RealClock{},
 		sizer: NewPromptSizer(cl.PromptTokens),
 		rng:   rand.New(rand.NewPCG(uint64(o.Seed), 0x70726f6d7074)),
-		limit: newRateLimiter(o.MaxRate, time.Second),
+		limit: newRateLimiter(o.maxRate, time.Second),
 	}
-	if o.MaxTokensPerMinute <= 0 {
-		r.o.MaxTokensPerMinute = DefaultMaxTokensPerMinute
+	if o.maxTokensPerMinute <= 0 {
+		r.o.maxTokensPerMinute = DefaultMaxTokensPerMinute
 	}
 	if r.o.MaxRequestBytes <= 0 {
 		r.o.MaxRequestBytes = DefaultMaxRequestBytes
 	}
 	largest := r.sizer.Largest()
-	for _, e := range o.Replay {
+	for _, e := range o.replay {
 		largest = max(largest, e.PromptTokens)
 	}
 	r.maxBody = min(largest*bytesPerTokenBound+requestOverheadBytes, r.o.MaxRequestBytes)
@@ -239,13 +239,13 @@ func newRunner(cl config.Class, s streamer, sink Sink, o RunnerOptions) (*Runner
 	// Ten seconds' worth of tokens may go at once: enough for any single
 	// request under the cap, not enough to hit a server with a minute's
 	// budget in one burst.
-	r.tpm = newRateLimiter(float64(r.o.MaxTokensPerMinute)/60, 10*time.Second)
+	r.tpm = newRateLimiter(float64(r.o.maxTokensPerMinute)/60, 10*time.Second)
 	if cl.MaxTokens <= 0 || cl.MaxTokens > config.MaxMaxTokens {
 		return nil, fmt.Errorf("probe: class %q: max_tokens %d outside 1..%d", cl.Name, cl.MaxTokens, config.MaxMaxTokens)
 	}
 	switch cl.Arrival.Process {
 	case config.ArrivalReplay:
-		// The schedule is o.Replay, checked below.
+		// The schedule is o.replay, checked below.
 	case config.ArrivalConcurrency:
 		if cl.Arrival.N <= 0 || cl.Arrival.N > config.MaxConcurrencyPerClass {
 			return nil, fmt.Errorf("probe: class %q: concurrency %d outside 1..%d", cl.Name, cl.Arrival.N, config.MaxConcurrencyPerClass)
@@ -260,19 +260,19 @@ func newRunner(cl config.Class, s streamer, sink Sink, o RunnerOptions) (*Runner
 		}
 		r.ia = ia
 	}
-	if cl.Arrival.Process == config.ArrivalReplay && len(o.Replay) == 0 {
+	if cl.Arrival.Process == config.ArrivalReplay && len(o.replay) == 0 {
 		return nil, fmt.Errorf("probe: class %q: replay with no entries", cl.Name)
 	}
-	if len(o.Replay) > 0 {
-		if o.ReplaySpeed == 0 {
-			r.o.ReplaySpeed = 1
+	if len(o.replay) > 0 {
+		if o.replaySpeed == 0 {
+			r.o.replaySpeed = 1
 		}
-		if !(r.o.ReplaySpeed > 0) || math.IsInf(r.o.ReplaySpeed, 0) {
-			return nil, fmt.Errorf("probe: class %q: replay speed %v must be > 0", cl.Name, o.ReplaySpeed)
+		if !(r.o.replaySpeed > 0) || math.IsInf(r.o.replaySpeed, 0) {
+			return nil, fmt.Errorf("probe: class %q: replay speed %v must be > 0", cl.Name, o.replaySpeed)
 		}
-		if o.ReplayLoop && o.Replay[len(o.Replay)-1].At <= 0 {
+		if o.replayLoop && o.replay[len(o.replay)-1].At <= 0 {
 			// Every pass would start at once: a flood at the rate cap.
-			return nil, fmt.Errorf("probe: class %q: a looped replay needs a trace that spans some time; all %d entries are at one instant", cl.Name, len(o.Replay))
+			return nil, fmt.Errorf("probe: class %q: a looped replay needs a trace that spans some time; all %d entries are at one instant", cl.Name, len(o.replay))
 		}
 	}
 	if j := cl.Job; j != nil {
@@ -308,7 +308,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		cancel()
 		wg.Wait()
 	}()
-	if len(r.o.Replay) > 0 {
+	if len(r.o.replay) > 0 {
 		r.replay(ctx, &wg)
 		return nil
 	}
@@ -320,7 +320,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		return nil
 	}
 	arng := rand.New(rand.NewPCG(uint64(r.o.Seed), 0x617272697661))
-	sem := make(chan struct{}, r.o.MaxInFlight)
+	sem := make(chan struct{}, r.o.maxInFlight)
 	next := r.clock.Now()
 	for {
 		next = next.Add(r.ia(arng))
@@ -368,11 +368,11 @@ func (r *Runner) RunOnce(ctx context.Context) {
 // replay sends the recorded arrivals on their schedule, with the same
 // pause, concurrency and rate caps as an open-loop process.
 func (r *Runner) replay(ctx context.Context, wg *sync.WaitGroup) {
-	sem := make(chan struct{}, r.o.MaxInFlight)
+	sem := make(chan struct{}, r.o.maxInFlight)
 	start := r.clock.Now()
 	for {
-		for _, e := range r.o.Replay {
-			intended := start.Add(time.Duration(float64(e.At) / r.o.ReplaySpeed))
+		for _, e := range r.o.replay {
+			intended := start.Add(time.Duration(float64(e.At) / r.o.replaySpeed))
 			if !sleepUntil(ctx, r.clock, intended) {
 				return
 			}
@@ -395,14 +395,14 @@ func (r *Runner) replay(ctx context.Context, wg *sync.WaitGroup) {
 				r.do(ctx, w, intended)
 			})
 		}
-		if !r.o.ReplayLoop {
+		if !r.o.replayLoop {
 			<-ctx.Done()
 			return
 		}
-		last := r.o.Replay[len(r.o.Replay)-1].At
+		last := r.o.replay[len(r.o.replay)-1].At
 		// The next pass starts one mean gap after the last entry.
-		gap := last / time.Duration(len(r.o.Replay))
-		start = start.Add(time.Duration(float64(last+gap) / r.o.ReplaySpeed))
+		gap := last / time.Duration(len(r.o.replay))
+		start = start.Add(time.Duration(float64(last+gap) / r.o.replaySpeed))
 	}
 }
 
@@ -469,7 +469,7 @@ func (r *Runner) newPrompt(n int) (prompt string, tokens, words int) {
 		n = r.sizer.Next(r.rng)
 	}
 	unique := fmt.Sprintf("tt%016x", r.rng.Uint64())
-	if p := min(r.o.SharedPrefixTokens, n-1); p > 0 {
+	if p := min(r.o.sharedPrefixTokens, n-1); p > 0 {
 		if r.shared == "" || r.sharedLen != p {
 			// Built from its own seed so every request (and every run with
 			// the same seed) shares exactly the same prefix.
@@ -530,7 +530,7 @@ func (r *Runner) do(ctx context.Context, w work, intended time.Time) observe.Tra
 		JobIndex:      w.jobIndex,
 		Attempt:       w.attempt,
 		Deadline:      w.deadline,
-		Validate:      r.o.Validate,
+		Validate:      r.o.validate,
 		OnStarted:     r.o.OnStarted,
 		OnFirstToken:  r.o.OnFirstToken,
 		OnGaps:        r.o.OnGaps,

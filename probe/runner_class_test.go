@@ -109,7 +109,7 @@ func TestNewRunnerValidateFromClass(t *testing.T) {
 			cl := class(config.Arrival{Process: config.ArrivalConstant, Rate: 1})
 			cl.Validate = tc.v
 			synctest.Test(t, func(t *testing.T) {
-				r, err := newRunner(cl, f, func(observe.Trace) {}, RunnerOptions{Targets: []Target{{BaseURL: "d"}}, Validate: tc.opt})
+				r, err := newRunner(cl, f, func(observe.Trace) {}, RunnerOptions{Targets: []Target{{BaseURL: "d"}}, validate: tc.opt})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -147,7 +147,7 @@ func TestNewRunnerTokensPerMinuteFromClass(t *testing.T) {
 				cl := class(config.Arrival{Process: config.ArrivalConstant, Rate: 10})
 				cl.PromptTokens = config.Tokens{Fixed: 1000}
 				cl.TokensPerMinute = tc.class
-				r, err := newRunner(cl, f, c.sink, RunnerOptions{Targets: []Target{{BaseURL: "d"}}, MaxTokensPerMinute: tc.opt, MaxInFlight: 1000})
+				r, err := newRunner(cl, f, c.sink, RunnerOptions{Targets: []Target{{BaseURL: "d"}}, maxTokensPerMinute: tc.opt, maxInFlight: 1000})
 				if err != nil {
 					t.Fatal(err)
 				}

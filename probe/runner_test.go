@@ -114,7 +114,7 @@ func TestRunnerOpenLoopQueueingIsVisible(t *testing.T) {
 		f := &fakeServer{service: time.Second}
 		var c collector
 		r, err := newRunner(class(config.Arrival{Process: config.ArrivalConstant, Rate: 10}), f, c.sink,
-			RunnerOptions{Targets: []Target{{BaseURL: "d"}}, MaxInFlight: 2})
+			RunnerOptions{Targets: []Target{{BaseURL: "d"}}, maxInFlight: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -176,7 +176,7 @@ func TestRunnerRateCap(t *testing.T) {
 		f := &fakeServer{}
 		var c collector
 		r, err := newRunner(class(config.Arrival{Process: config.ArrivalConcurrency, N: 50}), f, c.sink,
-			RunnerOptions{Targets: []Target{{BaseURL: "d"}}, MaxRate: 20})
+			RunnerOptions{Targets: []Target{{BaseURL: "d"}}, maxRate: 20})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -413,7 +413,7 @@ func TestRunnerTokensPerMinuteCap(t *testing.T) {
 		cl := class(config.Arrival{Process: config.ArrivalConstant, Rate: 10})
 		cl.PromptTokens = config.Tokens{Fixed: 1000}
 		// 1004 tokens per request against 60240/min: one request a second.
-		r, err := newRunner(cl, f, c.sink, RunnerOptions{Targets: []Target{{BaseURL: "d"}}, MaxTokensPerMinute: 60240, MaxInFlight: 1000})
+		r, err := newRunner(cl, f, c.sink, RunnerOptions{Targets: []Target{{BaseURL: "d"}}, maxTokensPerMinute: 60240, maxInFlight: 1000})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -446,7 +446,7 @@ func TestRunnerSharedPrefix(t *testing.T) {
 		var c collector
 		cl := class(config.Arrival{Process: config.ArrivalConstant, Rate: 1})
 		cl.PromptTokens = config.Tokens{Fixed: 100}
-		r, err := newRunner(cl, f, c.sink, RunnerOptions{Targets: []Target{{BaseURL: "d"}}, SharedPrefixTokens: 30})
+		r, err := newRunner(cl, f, c.sink, RunnerOptions{Targets: []Target{{BaseURL: "d"}}, sharedPrefixTokens: 30})
 		if err != nil {
 			t.Fatal(err)
 		}

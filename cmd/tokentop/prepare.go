@@ -43,6 +43,7 @@ func (s *session) prepare(ctx context.Context) (int, error) {
 	s.client = probe.NewClient(probe.ClientOptions{
 		MaxConns:        maxConns,
 		Insecure:        s.spec.common.insecure,
+		Strict:          s.spec.common.strictOpenAI,
 		APIKey:          s.spec.apiKey,
 		Version:         version,
 		Timeout:         10 * time.Minute,

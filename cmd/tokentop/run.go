@@ -94,6 +94,7 @@ type commonFlags struct {
 	model         string
 	apiKeyEnv     string
 	insecure      bool
+	strictOpenAI  bool
 	noColor       bool
 	gpuMetrics    string
 	listenMetrics string
@@ -113,6 +114,7 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.model, "model", "", "model name, or auto (default from config, else auto)")
 	fs.StringVar(&c.apiKeyEnv, "api-key-env", "", "read the API key from this environment `VAR` (never from a flag)")
 	fs.BoolVar(&c.insecure, "insecure", false, "skip TLS certificate verification")
+	fs.BoolVar(&c.strictOpenAI, "strict-openai", false, "send only OpenAI's own request fields (no min_tokens, ignore_eos, continuous_usage_stats), for servers that reject unknown fields; output lengths are then the model's")
 	fs.BoolVar(&c.noColor, "no-color", false, "no colours (also NO_COLOR)")
 	fs.StringVar(&c.gpuMetrics, "gpu-metrics", "", "read GPUs from a dcgm-exporter `URL` instead of NVML")
 	fs.StringVar(&c.listenMetrics, "listen-metrics", "", "serve tokentop's own measurements for Prometheus at `ADDR`/metrics (e.g. 127.0.0.1:9464)")
