@@ -112,7 +112,6 @@ type Runner struct {
 
 	seq      atomic.Uint64
 	inFlight atomic.Int64
-	skipped  atomic.Int64
 
 	maxBody  int // bytes; see MaxRequestBytes
 	maxWords int // words a prompt may have under maxBody
@@ -292,10 +291,6 @@ func (r *Runner) MaxRequestBytes() int { return r.maxBody }
 // InFlight is the number of requests currently being streamed.
 func (r *Runner) InFlight() int64 { return r.inFlight.Load() }
 
-// Skipped counts open-loop arrivals not sent because the server had asked,
-// with Retry-After, for the class to pause.
-func (r *Runner) Skipped() int64 { return r.skipped.Load() }
-
 // Run sends the class's traffic until ctx is done, then cancels its
 // in-flight requests and waits for them. Every request that was started is
 // delivered to the sink, including those cut short, which end with an
@@ -409,7 +404,6 @@ func (r *Runner) replay(ctx context.Context, wg *sync.WaitGroup) {
 // throttled accounts an arrival not sent because the server asked the
 // class to pause: it counts as throttled, not as a request.
 func (r *Runner) throttled(intended time.Time) {
-	r.skipped.Add(1)
 	seq := r.seq.Load()
 	r.sink(observe.Trace{Class: r.cl.Name, Kind: r.cl.Kind, Path: r.o.Targets[seq%uint64(len(r.o.Targets))].Path, API: r.cl.API, Model: r.o.Model,
 		IntendedStart: intended, End: r.clock.Now(), MaxTokens: r.cl.MaxTokens, PreambleBytes: -1,

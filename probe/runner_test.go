@@ -208,8 +208,17 @@ func TestRunnerRetryAfterPausesClass(t *testing.T) {
 				t.Fatalf("request sent %v after a 429 asking for 30s", tr.Sent.Sub(first))
 			}
 		}
-		if r.Skipped() < 28 || r.Skipped() > 31 {
-			t.Errorf("skipped %d arrivals, want about 29", r.Skipped())
+		throttled := 0
+		for _, tr := range c.ts {
+			if tr.Err != nil && tr.Err.Kind == observe.ErrThrottled {
+				throttled++
+				if !tr.Sent.IsZero() {
+					t.Errorf("a throttled arrival was sent at %v", tr.Sent)
+				}
+			}
+		}
+		if throttled < 28 || throttled > 31 {
+			t.Errorf("%d arrivals throttled, want about 29", throttled)
 		}
 	})
 }
