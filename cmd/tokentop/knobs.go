@@ -3,7 +3,9 @@ package main
 import (
 	"fmt"
 	"strconv"
+	"time"
 
+	"github.com/tokentop/tokentop/observe"
 	"github.com/tokentop/tokentop/sim"
 	"github.com/tokentop/tokentop/tui"
 )
@@ -11,7 +13,12 @@ import (
 // simKnobs lets the demo console change the simulator while it runs, so a
 // presenter can show a trade-off live (a smaller batch: better tails, fewer
 // tokens/s; priority scheduling: interactive protected from batch).
-type simKnobs struct{ srv *sim.Server }
+type simKnobs struct {
+	srv *sim.Server
+	// notify, when set, is told of each change, so the console can mark it
+	// on its time series; set by the session before the console starts.
+	notify func(observe.Event)
+}
 
 // liveKnob is one knob the console can move, and how one step moves it.
 type liveKnob struct {
@@ -77,6 +84,9 @@ func (s *simKnobs) Adjust(name string, step int) error {
 		lk.step(&k, step)
 		if err := s.srv.SetKnobs(k); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
+		}
+		if s.notify != nil {
+			s.notify(&observe.KnobChange{At: time.Now(), Knob: name, Value: lk.get(&k)})
 		}
 		return nil
 	}

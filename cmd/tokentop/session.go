@@ -111,6 +111,9 @@ func runSession(ctx context.Context, e env, spec sessionSpec) (int, error) {
 	for _, n := range s.notices {
 		s.send(&observe.Notice{At: started, Source: n.source, Text: n.text})
 	}
+	if k, ok := spec.knobs.(*simKnobs); ok {
+		k.notify = s.send
+	}
 	s.startSources()
 
 	var prog *tea.Program
