@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/tokentop/tokentop/observe"
 	"io"
 	"math"
 	"net/http"
@@ -13,7 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tokentop/tokentop/metrics/prom"
+	"github.com/tokentop/tokentop/observe"
+	"github.com/tokentop/tokentop/probe/scrape"
 )
 
 // dcgmTimeout bounds one scrape of the exporter when the caller's client has
@@ -90,7 +90,9 @@ func (d *DCGMSampler) scrape(ctx context.Context) ([]observe.GPUDevice, error) {
 // slice, not the device. It fails when the body cannot be read or holds no
 // usable DCGM_FI_ series.
 func ParseDCGM(r io.Reader) ([]observe.GPUDevice, error) {
-	e, err := prom.ParseExposition(r, 0)
+	// The scrapers' parser, with its bounds: an exporter is a server like
+	// any other and may send anything.
+	e, err := scrape.ParseExposition(r, 0)
 	if err != nil {
 		return nil, fmt.Errorf("parse dcgm metrics: %w", err)
 	}

@@ -109,7 +109,7 @@ func runScrape(ctx context.Context, e env, args []string) (int, error) {
 		if err != nil {
 			return report.ExitNoData, err
 		}
-		s, err = prom.Parse(f, opts)
+		s, err = scrape.Parse(f, opts)
 		f.Close()
 		if err != nil {
 			return report.ExitNoData, fmt.Errorf("%s: %w", src, err)

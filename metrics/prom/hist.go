@@ -123,13 +123,13 @@ type histSeries struct {
 }
 
 // histCache holds what collectHistograms found per base name, for the Map
-// calls of one Parse: the sum and each model read the same series, and
+// passes of one Map call: the sum and each model read the same series, and
 // collecting them is most of the mapping's cost.
 type histCache map[string]*collected
 
 type collected struct {
 	series   []*histSeries
-	warnings []string // the first maxWarnings of collectHistograms'
+	warnings []string // the first MaxWarnings of collectHistograms'
 	extra    int      // and how many more
 }
 
@@ -139,7 +139,7 @@ func (c histCache) get(e *Exposition, base string) *collected {
 	}
 	got := &collected{}
 	got.series = collectHistograms(e, base, func(format string, args ...any) {
-		if len(got.warnings) >= maxWarnings {
+		if len(got.warnings) >= MaxWarnings {
 			got.extra++
 			return
 		}
@@ -220,7 +220,9 @@ func collectHistograms(e *Exposition, base string, warn func(string, ...any)) []
 // 1e9 s (32 years) is not one, and is dropped (its observations fall in the
 // next bucket, as cumulative counts allow).
 const (
-	maxBuckets  = 2048
+	// MaxBuckets is the most buckets one histogram series may have; a
+	// series with more is ignored with a warning.
+	MaxBuckets  = 2048
 	maxBoundSec = 1e9
 )
 
@@ -229,8 +231,8 @@ const (
 // completes a missing +Inf bucket from _count and makes _count agree with
 // it. It returns false when the series cannot form a histogram.
 func (h *histSeries) normalize(base string, warn func(string, ...any)) bool {
-	if len(h.buckets) > maxBuckets {
-		warn("%s: %d buckets, more than the %d accepted, ignored", base, len(h.buckets), maxBuckets)
+	if len(h.buckets) > MaxBuckets {
+		warn("%s: %d buckets, more than the %d accepted, ignored", base, len(h.buckets), MaxBuckets)
 		return false
 	}
 	sort.SliceStable(h.buckets, func(i, j int) bool { return h.buckets[i].UpperBound < h.buckets[j].UpperBound })

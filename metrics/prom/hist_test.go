@@ -149,3 +149,12 @@ func TestDeltaNoSum(t *testing.T) {
 		t.Error("Mean of a histogram without _sum reported ok")
 	}
 }
+
+// approx compares floats to a relative 1e-9: quantiles are interpolated,
+// and the expected values are written as the arithmetic that gives them.
+func approx(a, b float64) bool {
+	if a == b {
+		return true
+	}
+	return math.Abs(a-b) <= 1e-9*math.Max(math.Abs(a), math.Abs(b))
+}

@@ -120,7 +120,7 @@ func hasPrefix(e *Exposition, prefix string) bool {
 			return true
 		}
 	}
-	for name := range e.helped {
+	for name := range e.Helped {
 		if strings.HasPrefix(name, prefix) {
 			return true
 		}

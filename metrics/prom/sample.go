@@ -1,7 +1,16 @@
-// Package prom turns a Prometheus text exposition from an inference server
-// (vLLM, SGLang, TGI, llama.cpp, TensorRT-LLM, DCGM exporter, the tokentop
-// simulator) into tokentop's canonical signals. It is pure: it parses bytes
-// it is given and never touches the network or the clock.
+// Package prom owns tokentop's model of a server's Prometheus metrics: the
+// canonical signals and histograms (Sample, CONTRACT.md), the parsed form
+// of an exposition (Exposition, Series), the server profiles and Map, which
+// turns an exposition from an inference server (vLLM, SGLang, TGI,
+// llama.cpp, TensorRT-LLM, DCGM exporter, the tokentop simulator) into
+// canonical signals, histogram arithmetic, and the JSON and text writers
+// of `tokentop scrape`.
+//
+// It is pure: it never touches the network or the clock, and it does not
+// read the exposition text either. That belongs to probe/scrape, whose
+// parser falls back on prometheus/common/expfmt, and expfmt imports
+// net/http: kept out of here, it stays out of metrics, diagnose and report,
+// which import this package (deps_test.go checks).
 package prom
 
 import (

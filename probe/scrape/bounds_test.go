@@ -151,15 +151,15 @@ func TestEndlessBody(t *testing.T) {
 	sc := NewWithOptions(srv.URL+"/metrics", Options{})
 	var err error
 	peak, _ := peakHeap(func() { _, err = sc.Scrape(t.Context()) })
-	if !errors.Is(err, prom.ErrTooLarge) {
+	if !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("err = %v, want ErrTooLarge", err)
 	}
-	want := fmt.Sprintf("scrape %s/metrics: metrics body too large: more than %d bytes", srv.URL, prom.DefaultMaxBytes)
+	want := fmt.Sprintf("scrape %s/metrics: metrics body too large: more than %d bytes", srv.URL, DefaultMaxBytes)
 	if err.Error() != want {
 		t.Errorf("err = %q, want %q", err, want)
 	}
 	// The cap, one byte more, and what the reader's buffer took ahead.
-	if got := sc.LastCost().Bytes; got <= prom.DefaultMaxBytes || got > prom.DefaultMaxBytes+128<<10 {
+	if got := sc.LastCost().Bytes; got <= DefaultMaxBytes || got > DefaultMaxBytes+128<<10 {
 		t.Errorf("read %d bytes, want just over the cap", got)
 	}
 	t.Logf("heap grew by at most %.1f MB", float64(peak)/1e6)

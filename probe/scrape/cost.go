@@ -16,7 +16,7 @@ type Cost struct {
 }
 
 // Bounds of Interval. A 10 MB exposition takes about 0.13 s to parse on
-// the 2-core CI machine (BenchmarkParse/vllm-10MB in metrics/prom): once a
+// the 2-core CI machine (BenchmarkParse/vllm-10MB): once a
 // second that is 13% of a core; every 2.6 s, 20 times the parse time, 5%.
 const (
 	costFactor  = 20               // Interval is at least this many times the parse time

@@ -1,8 +1,13 @@
-// Package scrape owns fetching a server's Prometheus /metrics endpoint over
-// HTTP and handing the body to metrics/prom for parsing. It asks for the
-// classic text format, caps the body and turns every transport problem into
-// an error that names the URL and what went wrong. It also finds
-// trtllm-serve's endpoint, which is /prometheus/metrics, not /metrics.
+// Package scrape owns reading a server's Prometheus metrics: fetching its
+// /metrics endpoint over HTTP and parsing the text exposition into a
+// prom.Exposition, which prom.Map turns into canonical signals (Parse does
+// both, for a body read from anywhere, a file included). A fetch asks for
+// the classic text format, caps the body and turns every transport problem
+// into an error that names the URL and what went wrong; it also finds
+// trtllm-serve's endpoint, which is /prometheus/metrics, not /metrics. The parser (text.go, fast.go, sniff.go) is bounded in bytes,
+// lines, series, labels and names, and lives here rather than in
+// metrics/prom because its fallback, prometheus/common/expfmt, imports
+// net/http, which the pure packages must not link.
 //
 // A scrape uses the probes' TLS and auth story. Build the Scraper with
 // NewWithOptions:
@@ -57,8 +62,8 @@ const DefaultTimeout = 10 * time.Second
 
 // Options configure a Scraper beyond its URL.
 type Options struct {
-	// Parse is handed to prom.Parse; Parse.MaxBytes caps the body
-	// (prom.DefaultMaxBytes when zero).
+	// Parse is handed to Parse; Parse.MaxBytes caps the body
+	// (DefaultMaxBytes when zero).
 	Parse prom.ParseOptions
 	// Client does the requests; nil means NewClient(Insecure).
 	Client *http.Client
@@ -113,7 +118,7 @@ func NewWithOptions(metricsURL string, o Options) *Scraper {
 		client = withAuth(client, o.APIKey, o.Target)
 	}
 	if o.Parse.MaxBytes <= 0 {
-		o.Parse.MaxBytes = prom.DefaultMaxBytes
+		o.Parse.MaxBytes = DefaultMaxBytes
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout
@@ -241,17 +246,17 @@ func (s *Scraper) fetch(ctx context.Context, target string, cost *Cost) (*prom.S
 	// The Content-Type is often wrong: a login page or a gateway's page
 	// may come as text/plain. A short body is peeked whole; a read error
 	// is met again by the parser.
-	head, _ := br.Peek(512)
-	if kind := prom.Sniff(head); kind != "" {
+	head, _ := br.Peek(sniffBytes)
+	if kind := Sniff(head); kind != "" {
 		return nil, resp.StatusCode, notExposition(name, kind)
 	}
 	parseStart := time.Now()
 	waitBefore := body.wait
-	sample, err := prom.Parse(br, s.opts)
+	sample, err := Parse(br, s.opts)
 	cost.Parse += time.Since(parseStart) - (body.wait - waitBefore)
 	cost.Bytes += body.n
 	if err != nil {
-		if !errors.Is(err, prom.ErrTooLarge) {
+		if !errors.Is(err, ErrTooLarge) {
 			if ctxErr := ctx.Err(); ctxErr != nil {
 				return nil, resp.StatusCode, fmt.Errorf("scrape %s: body not complete after %s (%d bytes read): %w",
 					name, time.Since(start).Round(time.Millisecond), body.n, ctxErr)
@@ -318,7 +323,7 @@ func excerpt(r io.Reader, key string) string {
 	} else {
 		text = text[:cut]
 	}
-	if kind := prom.Sniff([]byte(text)); kind == "an HTML page" {
+	if kind := Sniff([]byte(text)); kind == "an HTML page" {
 		return " (" + kind + ")"
 	}
 	text = strings.TrimSpace(printable(text, maxExcerpt+len(redacted)))

@@ -141,7 +141,7 @@ func TestScrapeErrors(t *testing.T) {
 				_, _ = w.Write([]byte(strings.Repeat(body, 100)))
 			},
 			opts: prom.ParseOptions{MaxBytes: 1024},
-			is:   prom.ErrTooLarge,
+			is:   ErrTooLarge,
 		},
 		{
 			name: "timeout",

@@ -1,4 +1,4 @@
-package prom
+package scrape
 
 import (
 	"bytes"
@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tokentop/tokentop/metrics/prom"
 )
 
 // BenchmarkParse measures the whole path on a real capture, on a large
@@ -24,7 +26,7 @@ import (
 // scrape.Scraper.Interval stretches the interval to 20 times the parse
 // time (2.6 s here), so that it stays under 5%.
 func BenchmarkParse(b *testing.B) {
-	real, err := os.ReadFile(filepath.Join("testdata", "sglang-docs-production_metrics-early2025.txt"))
+	real, err := os.ReadFile(filepath.Join(samplesDir, "sglang-docs-production_metrics-early2025.txt"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -34,7 +36,7 @@ func BenchmarkParse(b *testing.B) {
 			b.SetBytes(int64(len(in)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := Parse(bytes.NewReader(in), ParseOptions{}); err != nil {
+				if _, err := Parse(bytes.NewReader(in), prom.ParseOptions{}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -109,7 +111,7 @@ func TestPathologicalInputs(t *testing.T) {
 	}
 	for name, in := range inputs {
 		t.Run(name, func(t *testing.T) {
-			if _, err := Parse(strings.NewReader(in), ParseOptions{}); err != nil {
+			if _, err := Parse(strings.NewReader(in), prom.ParseOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		})

@@ -1,4 +1,4 @@
-package prom
+package scrape
 
 import (
 	"bytes"
@@ -8,27 +8,30 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tokentop/tokentop/metrics/prom"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/golden/ from the current output")
 
-// TestGolden pins WriteJSON and WriteText for every capture. Run
-// `go test ./metrics/prom -update` after an intended change and review the
-// diff; the hand-checked values live in TestSamples.
+// TestGolden pins prom.WriteJSON and prom.WriteText for every capture, as
+// `tokentop scrape` prints it. Run `go test ./probe/scrape -update` after an
+// intended change and review the diff; the hand-checked values live in
+// TestSamples.
 func TestGolden(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "*.txt"))
+	files, err := filepath.Glob(filepath.Join(samplesDir, "*.txt"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range files {
 		base := strings.TrimSuffix(filepath.Base(f), ".txt")
 		t.Run(base, func(t *testing.T) {
-			s := parseFile(t, filepath.Base(f), ParseOptions{})
+			s := parseFile(t, filepath.Base(f), prom.ParseOptions{})
 			var js, txt bytes.Buffer
-			if err := WriteJSON(&js, s); err != nil {
+			if err := prom.WriteJSON(&js, s); err != nil {
 				t.Fatal(err)
 			}
-			if err := WriteText(&txt, s); err != nil {
+			if err := prom.WriteText(&txt, s); err != nil {
 				t.Fatal(err)
 			}
 			golden(t, filepath.Join("testdata", "golden", base+".json"), js.Bytes())
@@ -59,9 +62,9 @@ func golden(t *testing.T, path string, got []byte) {
 
 // TestWriteJSONShape checks the contract shape independently of goldens.
 func TestWriteJSONShape(t *testing.T) {
-	s := parseFile(t, "vllm-v0-datadog-opt125m.txt", ParseOptions{})
+	s := parseFile(t, "vllm-v0-datadog-opt125m.txt", prom.ParseOptions{})
 	var buf bytes.Buffer
-	if err := WriteJSON(&buf, s); err != nil {
+	if err := prom.WriteJSON(&buf, s); err != nil {
 		t.Fatal(err)
 	}
 	var obj struct {
@@ -80,24 +83,24 @@ func TestWriteJSONShape(t *testing.T) {
 	if obj.Profile != "vllm" || obj.Variant != "v0" || len(obj.Models) != 1 || obj.Warnings == nil {
 		t.Errorf("header = %+v", obj)
 	}
-	for _, name := range SignalNames() {
+	for _, name := range prom.SignalNames() {
 		v, ok := obj.Signals[name]
 		if !ok {
 			t.Errorf("signal key %s missing", name)
 		}
-		if name == SignalPrefixCacheHitRate && v != nil {
+		if name == prom.SignalPrefixCacheHitRate && v != nil {
 			t.Errorf("%s = %g, want null", name, *v)
 		}
 	}
-	if v := obj.Signals[SignalPromptTokensTotal]; v == nil || *v != 5 {
+	if v := obj.Signals[prom.SignalPromptTokensTotal]; v == nil || *v != 5 {
 		t.Errorf("prompt_tokens_total = %v", v)
 	}
-	for _, name := range HistogramNames() {
+	for _, name := range prom.HistogramNames() {
 		if _, ok := obj.Histograms[name]; !ok {
 			t.Errorf("histogram key %s missing", name)
 		}
 	}
-	if obj.Histograms[HistQueue] != nil {
+	if obj.Histograms[prom.HistQueue] != nil {
 		t.Errorf("absent histogram not null")
 	}
 	var ttft struct {
@@ -105,7 +108,7 @@ func TestWriteJSONShape(t *testing.T) {
 		Sum     *float64
 		Buckets [][2]any `json:"buckets"`
 	}
-	if err := json.Unmarshal(*obj.Histograms[HistTTFT], &ttft); err != nil {
+	if err := json.Unmarshal(*obj.Histograms[prom.HistTTFT], &ttft); err != nil {
 		t.Fatal(err)
 	}
 	last := ttft.Buckets[len(ttft.Buckets)-1]
@@ -117,37 +120,16 @@ func TestWriteJSONShape(t *testing.T) {
 	}
 }
 
-func TestWriteJSONNoSumAndEmpty(t *testing.T) {
-	s := &Sample{
-		Profile:    ProfileUnknown,
-		Signals:    map[string]*float64{},
-		Histograms: map[string]Histogram{HistE2E: {Count: 1, NoSum: true, Buckets: []Bucket{{UpperBound: 1, CumulativeCount: 1}}}},
-	}
-	var buf bytes.Buffer
-	if err := WriteJSON(&buf, s); err != nil {
-		t.Fatal(err)
-	}
-	out := buf.String()
-	for _, want := range []string{`"models": []`, `"warnings": []`, `"sum": null`, `"queue_depth": null`} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %s:\n%s", want, out)
-		}
-	}
-	if err := WriteJSON(&buf, nil); err == nil {
-		t.Error("nil sample accepted")
-	}
-}
-
 // TestWriteJSONKeepsHTML: a warning quoting HTML stays readable and the
 // object stays valid JSON. (A body that is an HTML page is an error, not
 // warnings: TestNotExposition.)
 func TestWriteJSONKeepsHTML(t *testing.T) {
-	s, err := Parse(strings.NewReader("x <html>a&b</html>\n"), ParseOptions{})
+	s, err := Parse(strings.NewReader("x <html>a&b</html>\n"), prom.ParseOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	if err := WriteJSON(&buf, s); err != nil {
+	if err := prom.WriteJSON(&buf, s); err != nil {
 		t.Fatal(err)
 	}
 	var obj struct{ Warnings []string }
@@ -226,12 +208,12 @@ func TestWriteTextNotes(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := Parse(strings.NewReader(tc.body), ParseOptions{Model: tc.model})
+			s, err := Parse(strings.NewReader(tc.body), prom.ParseOptions{Model: tc.model})
 			if err != nil {
 				t.Fatal(err)
 			}
 			var buf bytes.Buffer
-			if err := WriteText(&buf, s); err != nil {
+			if err := prom.WriteText(&buf, s); err != nil {
 				t.Fatal(err)
 			}
 			out := buf.String()

@@ -2,7 +2,6 @@ package prom
 
 import (
 	"fmt"
-	"io"
 	"math"
 	"slices"
 	"sort"
@@ -10,51 +9,16 @@ import (
 	"strings"
 )
 
-// ParseOptions tunes Parse.
+// ParseOptions tunes a scrape: the parser (probe/scrape.Parse) reads
+// MaxBytes, Map reads Model.
 type ParseOptions struct {
 	// Model selects the series of one served model (the model_name label,
 	// or the equivalent label of the server). "" or "auto" sums all models.
 	// Series without a model label are always kept: single-model servers
 	// such as llama.cpp and TGI do not label by model.
 	Model string
-	// MaxBytes caps the body; DefaultMaxBytes when <= 0.
+	// MaxBytes caps the body; probe/scrape.DefaultMaxBytes when <= 0.
 	MaxBytes int64
-}
-
-// Parse reads one text exposition, detects the server and maps its families
-// to canonical signals and histograms. Only an unreadable or oversized body
-// is an error; malformed lines, unknown families and odd values become
-// Sample.Warnings. A signal the server does not expose is absent from
-// Sample.Signals (nil), never 0.
-//
-// Aggregation rules, the same for every server:
-//   - queue depth, running requests and counters are summed over the series
-//     of data-parallel replicas (labels such as engine, dp_rank) and, with
-//     Model "auto", over models; of the series of one replica that differ
-//     only in a tensor/pipeline/expert-parallel rank label (tp_rank, pp_rank,
-//     ...) only the lowest rank counts, because the others report the same
-//     requests again;
-//   - KV-cache usage is the maximum over all selected series: ranks and
-//     replicas each own a cache, and the fullest one is the one that
-//     preempts, so an average would hide the pressure the rules look for;
-//   - histograms are summed bucket by bucket over series with the same
-//     bucket layout.
-func Parse(r io.Reader, o ParseOptions) (*Sample, error) {
-	e, err := ParseExposition(r, o.MaxBytes)
-	if err != nil {
-		return nil, err
-	}
-	// One cache for the sum and every model: collecting the histogram
-	// series is most of the mapping's cost.
-	hc := make(histCache)
-	s := mapWith(e, o.Model, hc, nil)
-	if s.Model == "" && len(s.Models) > 1 {
-		s.PerModel = make(map[string]*Sample, len(s.Models))
-		for _, m := range s.Models {
-			s.PerModel[m] = mapWith(e, m, hc, s.Models)
-		}
-	}
-	return s, nil
 }
 
 // Limits on models. Each model listed costs a whole mapping pass for
@@ -63,13 +27,46 @@ func Parse(r io.Reader, o ParseOptions) (*Sample, error) {
 // dozen); a model name is a Hugging Face id (at most 96 characters) or a
 // path.
 const (
-	maxModels         = 64
-	maxModelNameBytes = 256
+	// MaxModels is the most models Sample.Models lists and Sample.PerModel
+	// breaks down; signals are summed over all of them.
+	MaxModels = 64
+	// MaxModelNameBytes is the longest model name read; series of a longer
+	// one are ignored with a warning.
+	MaxModelNameBytes = 256
 )
 
-// Map converts a parsed exposition to a Sample for the given model ("" or
-// "auto" for all).
-func Map(e *Exposition, model string) *Sample { return mapWith(e, model, make(histCache), nil) }
+// Map detects the server of a parsed exposition and maps its families to
+// canonical signals and histograms for model ("" or "auto" for all). With
+// all models and more than one of them, Sample.PerModel holds each model's
+// own mapping too. Unknown families and odd values become Sample.Warnings,
+// after the exposition's own, in one budget of MaxWarnings. A signal the
+// server does not expose is absent from Sample.Signals (nil), never 0.
+//
+// Aggregation rules, the same for every server:
+//   - queue depth, running requests and counters are summed over the series
+//     of data-parallel replicas (labels such as engine, dp_rank) and, with
+//     model "auto", over models; of the series of one replica that differ
+//     only in a tensor/pipeline/expert-parallel rank label (tp_rank, pp_rank,
+//     ...) only the lowest rank counts, because the others report the same
+//     requests again;
+//   - KV-cache usage is the maximum over all selected series: ranks and
+//     replicas each own a cache, and the fullest one is the one that
+//     preempts, so an average would hide the pressure the rules look for;
+//   - histograms are summed bucket by bucket over series with the same
+//     bucket layout.
+func Map(e *Exposition, model string) *Sample {
+	// One cache for the sum and every model: collecting the histogram
+	// series is most of the mapping's cost.
+	hc := make(histCache)
+	s := mapWith(e, model, hc, nil)
+	if s.Model == "" && len(s.Models) > 1 {
+		s.PerModel = make(map[string]*Sample, len(s.Models))
+		for _, m := range s.Models {
+			s.PerModel[m] = mapWith(e, m, hc, s.Models)
+		}
+	}
+	return s
+}
 
 // mapWith maps e for model. models, when not nil, is the list of models
 // Map found already: it is not worked out again (for each model of
@@ -114,14 +111,14 @@ func mapWith(e *Exposition, model string, hc histCache, models []string) *Sample
 	}
 	sort.Strings(s.Models)
 	var limits []string
-	if n := len(s.Models); n > maxModels {
+	if n := len(s.Models); n > MaxModels {
 		limits = append(limits, fmt.Sprintf(
 			"%d models: only the first %d by name are listed and shown per model; signals are summed over all of them",
-			n, maxModels))
-		s.Models = s.Models[:maxModels:maxModels]
+			n, MaxModels))
+		s.Models = s.Models[:MaxModels:MaxModels]
 	}
 	if m.longModel != "" {
-		m.warnf("model names longer than %d bytes (%q), series ignored", maxModelNameBytes, truncate(m.longModel, 40))
+		m.warnf("model names longer than %d bytes (%q), series ignored", MaxModelNameBytes, truncate(m.longModel, 40))
 	}
 	if model != "" && len(s.Models) > 0 && !m.models[model] {
 		m.warnf("model %q not found; the server has %s", truncate(model, 80), listNames(s.Models, 8))
@@ -145,14 +142,14 @@ type mapper struct {
 	modelLabels []string
 	s           *Sample
 	models      map[string]bool // every model seen; nil when known already
-	longModel   string          // a model name over maxModelNameBytes, for the warning
+	longModel   string          // a model name over MaxModelNameBytes, for the warning
 	hists       histCache
-	warnings    []string // at most maxWarnings
-	dropped     int      // warnings beyond maxWarnings
+	warnings    []string // at most MaxWarnings
+	dropped     int      // warnings beyond MaxWarnings
 }
 
 func (m *mapper) warnf(format string, args ...any) {
-	if len(m.warnings) >= maxWarnings {
+	if len(m.warnings) >= MaxWarnings {
 		m.dropped++
 		return
 	}
@@ -173,7 +170,7 @@ func (m *mapper) set(name string, v float64) {
 		m.warnf("%s: %g is above 1, read as a percent (%g)", name, v, v/100)
 		v /= 100
 	}
-	if lo, hi := signalRange(name); v < lo || v > hi {
+	if lo, hi := SignalRange(name); v < lo || v > hi {
 		m.warnf("%s: %g is outside [%g, %g], treated as absent", name, v, lo, hi)
 		return
 	}
@@ -184,10 +181,11 @@ func (m *mapper) set(name string, v float64) {
 // rate between two scrapes is noise.
 const maxExactCount = 1 << 53
 
-// signalRange is the plausible range of a canonical signal. Request counts
-// are capped at ten million (no server holds that many at once), counters
-// at 2⁵³, ratios at [0, 1].
-func signalRange(name string) (lo, hi float64) {
+// SignalRange is the plausible range of a canonical signal: Map drops a
+// value outside it with a warning. Request counts are capped at ten million
+// (no server holds that many at once), counters at 2⁵³, ratios at [0, 1];
+// a name it does not know has no bounds.
+func SignalRange(name string) (lo, hi float64) {
 	switch name {
 	case SignalQueueDepth, SignalRunning:
 		return 0, 1e7
@@ -295,7 +293,7 @@ func (m *mapper) keep(labels map[string]string, match []string) bool {
 		}
 	}
 	if name, ok := m.modelOf(labels); ok {
-		if len(name) > maxModelNameBytes {
+		if len(name) > MaxModelNameBytes {
 			m.longModel = name
 			return false
 		}

@@ -1,4 +1,4 @@
-package prom
+package scrape
 
 import (
 	"bytes"
@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/tokentop/tokentop/metrics/prom"
 )
 
 // maxInterned bounds lineParser.strs: past it, strings are allocated per
@@ -23,10 +25,10 @@ const maxInterned = 1 << 16
 // what expfmt accepts and yields the same Series (FuzzParse checks both on
 // every line it is given); ok is false for any other line, which then goes
 // to expfmt and its error messages.
-func (p *lineParser) fast(line []byte) (s Series, stamped, ok bool) {
+func (p *lineParser) fast(line []byte) (s prom.Series, stamped, ok bool) {
 	i := 0
 	if i >= len(line) || !isNameStart(line[i]) {
-		return Series{}, false, false
+		return prom.Series{}, false, false
 	}
 	for i < len(line) && isNameCont(line[i]) {
 		i++
@@ -37,7 +39,7 @@ func (p *lineParser) fast(line []byte) (s Series, stamped, ok bool) {
 		i++
 		for {
 			if i >= len(line) {
-				return Series{}, false, false
+				return prom.Series{}, false, false
 			}
 			if line[i] == '}' {
 				i++
@@ -45,34 +47,34 @@ func (p *lineParser) fast(line []byte) (s Series, stamped, ok bool) {
 			}
 			start := i
 			if !isLabelStart(line[i]) {
-				return Series{}, false, false
+				return prom.Series{}, false, false
 			}
 			for i < len(line) && isLabelCont(line[i]) {
 				i++
 			}
 			key := line[start:i]
 			if i+1 >= len(line) || line[i] != '=' || line[i+1] != '"' {
-				return Series{}, false, false
+				return prom.Series{}, false, false
 			}
 			i += 2
 			end := bytes.IndexByte(line[i:], '"')
 			if end < 0 {
-				return Series{}, false, false
+				return prom.Series{}, false, false
 			}
 			val := line[i : i+end]
 			if bytes.IndexByte(val, '\\') >= 0 || !utf8.Valid(val) {
-				return Series{}, false, false
+				return prom.Series{}, false, false
 			}
 			i += end + 1
 			if string(key) == "__name__" {
-				return Series{}, false, false // reserved: expfmt says so
+				return prom.Series{}, false, false // reserved: expfmt says so
 			}
 			if labels == nil {
 				labels = make(map[string]string, 4)
 			}
 			k := p.intern(key)
 			if _, dup := labels[k]; dup {
-				return Series{}, false, false
+				return prom.Series{}, false, false
 			}
 			labels[k] = p.intern(val)
 			if i < len(line) && line[i] == ',' {
@@ -80,11 +82,11 @@ func (p *lineParser) fast(line []byte) (s Series, stamped, ok bool) {
 				continue
 			}
 			if i >= len(line) || line[i] != '}' {
-				return Series{}, false, false
+				return prom.Series{}, false, false
 			}
 		}
 	} else if i >= len(line) || (line[i] != ' ' && line[i] != '\t') {
-		return Series{}, false, false
+		return prom.Series{}, false, false
 	}
 	for i < len(line) && (line[i] == ' ' || line[i] == '\t') {
 		i++
@@ -95,7 +97,7 @@ func (p *lineParser) fast(line []byte) (s Series, stamped, ok bool) {
 	}
 	v, ok := parseValue(line[vStart:i])
 	if !ok {
-		return Series{}, false, false
+		return prom.Series{}, false, false
 	}
 	for i < len(line) && (line[i] == ' ' || line[i] == '\t') {
 		i++
@@ -105,14 +107,14 @@ func (p *lineParser) fast(line []byte) (s Series, stamped, ok bool) {
 		// line is trimmed).
 		ts := line[i:]
 		if bytes.IndexByte(ts, ' ') >= 0 || bytes.IndexByte(ts, '\t') >= 0 {
-			return Series{}, false, false
+			return prom.Series{}, false, false
 		}
 		if _, err := strconv.ParseInt(string(ts), 10, 64); err != nil {
-			return Series{}, false, false
+			return prom.Series{}, false, false
 		}
 		stamped = true
 	}
-	return Series{Name: p.intern(name), Labels: labels, Value: v}, stamped, true
+	return prom.Series{Name: p.intern(name), Labels: labels, Value: v}, stamped, true
 }
 
 // parseValue reads a sample value as expfmt does: strconv.ParseFloat, minus
@@ -136,8 +138,8 @@ func (p *lineParser) intern(b []byte) string {
 	return s
 }
 
-// seriesHash identifies a series by its name and sorted labels, as
-// seriesID does, in 8 bytes instead of a string as long as the line: the
+// seriesHash identifies a series by its name and sorted labels (as
+// prom's seriesID does) in 8 bytes instead of a string as long as the line: the
 // duplicate check holds one entry per series kept. Two distinct series of
 // one scrape collide with a probability of about n²/2⁶⁵ (3e-10 at
 // maxSeries), which would only drop one as a "duplicate".

@@ -1,4 +1,4 @@
-package prom
+package scrape
 
 import (
 	"bytes"
@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/tokentop/tokentop/metrics/prom"
 )
 
 // vllmV1DP is a vLLM V1 scrape with two data-parallel engines, each with
@@ -67,11 +69,11 @@ func TestVLLMV1DataParallel(t *testing.T) {
 		{
 			model: "auto",
 			signals: map[string]float64{
-				SignalQueueDepth:         3 + 4 + 10,
-				SignalRunning:            8 + 6 + 1,
-				SignalKVUsage:            0.9, // max over engines, ranks and models
-				SignalPreemptionsTotal:   2 + 5,
-				SignalPrefixCacheHitRate: (50.0 + 30) / (100 + 300),
+				prom.SignalQueueDepth:         3 + 4 + 10,
+				prom.SignalRunning:            8 + 6 + 1,
+				prom.SignalKVUsage:            0.9, // max over engines, ranks and models
+				prom.SignalPreemptionsTotal:   2 + 5,
+				prom.SignalPrefixCacheHitRate: (50.0 + 30) / (100 + 300),
 			},
 			ttft: &wantHist{count: 9, sum: 40, buckets: 4, quantiles: map[float64]float64{
 				// cumulative sum: le1: 3, le2.5: 5, le10: 8, +Inf: 9.
@@ -84,17 +86,17 @@ func TestVLLMV1DataParallel(t *testing.T) {
 		{
 			model: "m1",
 			signals: map[string]float64{
-				SignalQueueDepth:         3 + 4,
-				SignalRunning:            8 + 6,
-				SignalKVUsage:            0.70,
-				SignalPreemptionsTotal:   2 + 5,
-				SignalPrefixCacheHitRate: (50.0 + 30) / (100 + 300),
+				prom.SignalQueueDepth:         3 + 4,
+				prom.SignalRunning:            8 + 6,
+				prom.SignalKVUsage:            0.70,
+				prom.SignalPreemptionsTotal:   2 + 5,
+				prom.SignalPrefixCacheHitRate: (50.0 + 30) / (100 + 300),
 			},
 			ttft: &wantHist{count: 9, sum: 40, buckets: 4},
 		},
 		{
 			model:   "m2",
-			signals: map[string]float64{SignalQueueDepth: 10, SignalRunning: 1, SignalKVUsage: 0.9},
+			signals: map[string]float64{prom.SignalQueueDepth: 10, prom.SignalRunning: 1, prom.SignalKVUsage: 0.9},
 		},
 		{
 			model:   "nope",
@@ -104,11 +106,11 @@ func TestVLLMV1DataParallel(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.model, func(t *testing.T) {
-			s, err := Parse(strings.NewReader(vllmV1DP), ParseOptions{Model: tc.model})
+			s, err := Parse(strings.NewReader(vllmV1DP), prom.ParseOptions{Model: tc.model})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if s.Profile != ProfileVLLM || s.Variant != "v1" {
+			if s.Profile != prom.ProfileVLLM || s.Variant != "v1" {
 				t.Errorf("profile = %s/%s", s.Profile, s.Variant)
 			}
 			if !slices.Equal(s.Models, []string{"m1", "m2"}) {
@@ -117,10 +119,10 @@ func TestVLLMV1DataParallel(t *testing.T) {
 			checkSignals(t, s, tc.signals)
 			hists := map[string]wantHist{}
 			if tc.ttft != nil {
-				hists[HistTTFT] = *tc.ttft
+				hists[prom.HistTTFT] = *tc.ttft
 			}
 			checkHists(t, s, hists)
-			if tc.warn != "" && !hasWarning(s, tc.warn) {
+			if tc.warn != "" && !hasWarning(s.Warnings, tc.warn) {
 				t.Errorf("no warning %q in %q", tc.warn, s.Warnings)
 			}
 		})
@@ -130,7 +132,7 @@ func TestVLLMV1DataParallel(t *testing.T) {
 // With several models and none selected, each model's own signals are kept
 // beside their sum (what `tokentop scrape` shows per model).
 func TestPerModelSignals(t *testing.T) {
-	s, err := Parse(strings.NewReader(vllmV1DP), ParseOptions{})
+	s, err := Parse(strings.NewReader(vllmV1DP), prom.ParseOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,16 +140,16 @@ func TestPerModelSignals(t *testing.T) {
 		t.Fatalf("per-model samples = %d, want 2", len(s.PerModel))
 	}
 	checkSignals(t, s.PerModel["m1"], map[string]float64{
-		SignalQueueDepth: 3 + 4, SignalRunning: 8 + 6, SignalKVUsage: 0.70,
-		SignalPreemptionsTotal: 2 + 5, SignalPrefixCacheHitRate: (50.0 + 30) / (100 + 300),
+		prom.SignalQueueDepth: 3 + 4, prom.SignalRunning: 8 + 6, prom.SignalKVUsage: 0.70,
+		prom.SignalPreemptionsTotal: 2 + 5, prom.SignalPrefixCacheHitRate: (50.0 + 30) / (100 + 300),
 	})
-	checkSignals(t, s.PerModel["m2"], map[string]float64{SignalQueueDepth: 10, SignalRunning: 1, SignalKVUsage: 0.9})
-	one, _ := Parse(strings.NewReader(vllmV1DP), ParseOptions{Model: "m1"})
+	checkSignals(t, s.PerModel["m2"], map[string]float64{prom.SignalQueueDepth: 10, prom.SignalRunning: 1, prom.SignalKVUsage: 0.9})
+	one, _ := Parse(strings.NewReader(vllmV1DP), prom.ParseOptions{Model: "m1"})
 	if one.PerModel != nil {
 		t.Errorf("a selected model has per-model samples: %v", one.PerModel)
 	}
 	var buf bytes.Buffer
-	if err := WriteText(&buf, s); err != nil {
+	if err := prom.WriteText(&buf, s); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(buf.String(), "MODEL") || !strings.Contains(buf.String(), "m2") {
@@ -191,9 +193,9 @@ sglang:token_usage{model_name="m",tp_rank="1",dp_rank="0"} 0.6
 sglang:prompt_tokens_total{model_name="m",tp_rank="0",dp_rank="0"} 100
 sglang:prompt_tokens_total{model_name="m",tp_rank="1",dp_rank="0"} 100`,
 			want: map[string]float64{
-				SignalQueueDepth:        5 + 2, // dp replicas summed, tp rank 1 skipped
-				SignalKVUsage:           0.6,   // max, not 0.4+0.6
-				SignalPromptTokensTotal: 100,
+				prom.SignalQueueDepth:        5 + 2, // dp replicas summed, tp rank 1 skipped
+				prom.SignalKVUsage:           0.6,   // max, not 0.4+0.6
+				prom.SignalPromptTokensTotal: 100,
 			},
 		},
 		{
@@ -203,7 +205,7 @@ sglang:prompt_tokens_total{model_name="m",tp_rank="1",dp_rank="0"} 100`,
 			in: `sglang:num_running_reqs{model_name="m",tp_rank="0",pp_rank="0",moe_ep_rank="0",dp_rank="0"} 3
 sglang:num_running_reqs{model_name="m",tp_rank="4",pp_rank="0",moe_ep_rank="4",dp_rank="1"} 6
 sglang:num_running_reqs{model_name="m",tp_rank="5",pp_rank="0",moe_ep_rank="5",dp_rank="1"} 6`,
-			want: map[string]float64{SignalRunning: 3 + 6},
+			want: map[string]float64{prom.SignalRunning: 3 + 6},
 		},
 		{
 			name: "plain tensor parallel, no dp label",
@@ -213,17 +215,17 @@ sglang:time_to_first_token_seconds_bucket{model_name="m",tp_rank="0",le="+Inf"} 
 sglang:time_to_first_token_seconds_sum{model_name="m",tp_rank="0"} 2
 sglang:time_to_first_token_seconds_bucket{model_name="m",tp_rank="1",le="+Inf"} 4
 sglang:time_to_first_token_seconds_sum{model_name="m",tp_rank="1"} 2`,
-			want: map[string]float64{SignalRunning: 7},
+			want: map[string]float64{prom.SignalRunning: 7},
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := Parse(strings.NewReader(tc.in), ParseOptions{})
+			s, err := Parse(strings.NewReader(tc.in), prom.ParseOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			checkSignals(t, s, tc.want)
-			if h, ok := s.Histograms[HistTTFT]; ok && h.Count != 4 {
+			if h, ok := s.Histograms[prom.HistTTFT]; ok && h.Count != 4 {
 				t.Errorf("ttft count = %g, want 4 (one rank)", h.Count)
 			}
 		})
@@ -232,19 +234,19 @@ sglang:time_to_first_token_seconds_sum{model_name="m",tp_rank="1"} 2`,
 
 func TestSimulatorProfile(t *testing.T) {
 	in := "# TYPE tokentop_sim_info gauge\ntokentop_sim_info{version=\"dev\"} 1\n" + vllmV1DP
-	s, err := Parse(strings.NewReader(in), ParseOptions{})
+	s, err := Parse(strings.NewReader(in), prom.ParseOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Profile != ProfileSim || s.Variant != "vllm-v1" {
+	if s.Profile != prom.ProfileSim || s.Variant != "vllm-v1" {
 		t.Fatalf("profile = %s/%s, want tokentop-sim/vllm-v1", s.Profile, s.Variant)
 	}
 	// Mapped exactly like vLLM V1.
-	ref, err := Parse(strings.NewReader(vllmV1DP), ParseOptions{})
+	ref, err := Parse(strings.NewReader(vllmV1DP), prom.ParseOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range SignalNames() {
+	for _, name := range prom.SignalNames() {
 		a, okA := s.Signal(name)
 		b, okB := ref.Signal(name)
 		if okA != okB || a != b {
@@ -267,20 +269,20 @@ func TestTolerance(t *testing.T) {
 		"vllm:num_requests_running{model_name=\"a\\\"b\"\n" +
 		"\t\n" +
 		"vllm:kv_cache_usage_perc{model_name=\"a\\\"b\"} 0.5"
-	s, err := Parse(strings.NewReader(in), ParseOptions{})
+	s, err := Parse(strings.NewReader(in), prom.ParseOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkSignals(t, s, map[string]float64{
-		SignalQueueDepth: 4,
-		SignalKVUsage:    0.5,
+		prom.SignalQueueDepth: 4,
+		prom.SignalKVUsage:    0.5,
 		// running is NaN: absent, not 0.
 	})
 	if !slices.Equal(s.Models, []string{`a"b`}) {
 		t.Errorf("models = %q", s.Models)
 	}
 	for _, w := range []string{"line 6", "line 7", "is NaN"} {
-		if !hasWarning(s, w) {
+		if !hasWarning(s.Warnings, w) {
 			t.Errorf("no warning %q in %q", w, s.Warnings)
 		}
 	}
@@ -303,15 +305,15 @@ vllm:e2e_request_latency_seconds_sum{engine="0",model_name="m"} 3.5
 vllm:e2e_request_latency_seconds_created{engine="0",model_name="m"} 1.7e+09
 # EOF
 `
-	s, err := Parse(strings.NewReader(in), ParseOptions{})
+	s, err := Parse(strings.NewReader(in), prom.ParseOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(s.Warnings) != 0 {
 		t.Errorf("warnings: %q", s.Warnings)
 	}
-	checkSignals(t, s, map[string]float64{SignalPreemptionsTotal: 3})
-	checkHists(t, s, map[string]wantHist{HistE2E: {count: 2, sum: 3.5, buckets: 2}})
+	checkSignals(t, s, map[string]float64{prom.SignalPreemptionsTotal: 3})
+	checkHists(t, s, map[string]wantHist{prom.HistE2E: {count: 2, sum: 3.5, buckets: 2}})
 }
 
 func TestValues(t *testing.T) {
@@ -343,13 +345,13 @@ func TestValues(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tc.warn != "" {
-				if len(e.Series["x"]) != 0 || !slices.Equal(e.Warnings, []string{tc.warn}) {
-					t.Errorf("series %v, warnings %q; want none and %q", e.Series["x"], e.Warnings, tc.warn)
+				if len(e.Series["x"]) != 0 || !slices.Equal(e.Warnings(), []string{tc.warn}) {
+					t.Errorf("series %v, warnings %q; want none and %q", e.Series["x"], e.Warnings(), tc.warn)
 				}
 				return
 			}
-			if len(e.Warnings) != 0 || len(e.Series["x"]) != 1 {
-				t.Fatalf("series %v, warnings %q", e.Series["x"], e.Warnings)
+			if len(e.Warnings()) != 0 || len(e.Series["x"]) != 1 {
+				t.Fatalf("series %v, warnings %q", e.Series["x"], e.Warnings())
 			}
 			got := e.Series["x"][0].Value
 			if math.IsNaN(tc.want) != math.IsNaN(got) || (!math.IsNaN(tc.want) && got != tc.want) {
@@ -404,14 +406,14 @@ func TestSampleLine(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tc.warn != "" {
-				if len(e.Series) != 0 || !slices.Equal(e.Warnings, []string{tc.warn}) {
-					t.Errorf("series %v, warnings %q; want none and %q", e.Series, e.Warnings, tc.warn)
+				if len(e.Series) != 0 || !slices.Equal(e.Warnings(), []string{tc.warn}) {
+					t.Errorf("series %v, warnings %q; want none and %q", e.Series, e.Warnings(), tc.warn)
 				}
 				return
 			}
 			ss := e.Series[tc.name]
-			if len(e.Warnings) != 0 || len(e.Series) != 1 || len(ss) != 1 {
-				t.Fatalf("series %v, warnings %q", e.Series, e.Warnings)
+			if len(e.Warnings()) != 0 || len(e.Series) != 1 || len(ss) != 1 {
+				t.Fatalf("series %v, warnings %q", e.Series, e.Warnings())
 			}
 			if s := ss[0]; s.Line != 1 || s.Value != 1 || !maps.Equal(s.Labels, tc.labels) {
 				t.Errorf("got %+v, want labels %v", s, tc.labels)
@@ -430,17 +432,17 @@ func TestTooManyLabels(t *testing.T) {
 		t.Errorf("%d series kept, want the one with %d labels", n, maxEquals)
 	}
 	want := fmt.Sprintf("line 2: %d '=' signs, more labels than the %d accepted, skipped", maxEquals+1, maxEquals)
-	if !slices.Equal(e.Warnings, []string{want}) {
-		t.Errorf("warnings = %q, want %q", e.Warnings, want)
+	if !slices.Equal(e.Warnings(), []string{want}) {
+		t.Errorf("warnings = %q, want %q", e.Warnings(), want)
 	}
 }
 
 func TestMaxBytes(t *testing.T) {
 	body := strings.Repeat("vllm:num_requests_waiting 1\n", 100)
-	if _, err := Parse(strings.NewReader(body), ParseOptions{MaxBytes: int64(len(body))}); err != nil {
+	if _, err := Parse(strings.NewReader(body), prom.ParseOptions{MaxBytes: int64(len(body))}); err != nil {
 		t.Fatalf("body of exactly MaxBytes rejected: %v", err)
 	}
-	_, err := Parse(strings.NewReader(body), ParseOptions{MaxBytes: int64(len(body) - 1)})
+	_, err := Parse(strings.NewReader(body), prom.ParseOptions{MaxBytes: int64(len(body) - 1)})
 	if !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("err = %v, want ErrTooLarge", err)
 	}
@@ -448,28 +450,28 @@ func TestMaxBytes(t *testing.T) {
 
 func TestWarningsBounded(t *testing.T) {
 	body := strings.Repeat("garbage {\n", 1000)
-	s, err := Parse(strings.NewReader(body), ParseOptions{})
+	s, err := Parse(strings.NewReader(body), prom.ParseOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(s.Warnings) > maxWarnings+1 {
-		t.Errorf("%d warnings, want at most %d", len(s.Warnings), maxWarnings+1)
+	if len(s.Warnings) > prom.MaxWarnings+1 {
+		t.Errorf("%d warnings, want at most %d", len(s.Warnings), prom.MaxWarnings+1)
 	}
-	if !hasWarning(s, "980 more warnings") {
+	if !hasWarning(s.Warnings, "980 more warnings") {
 		t.Errorf("no summary warning: %q", s.Warnings[len(s.Warnings)-1])
 	}
-	if s.Profile != ProfileUnknown {
+	if s.Profile != prom.ProfileUnknown {
 		t.Errorf("profile = %s", s.Profile)
 	}
 
 	// Parse warnings and mapping warnings share one budget and one count:
 	// 30 bad lines and 10 NaN queue series are 40 warnings, 20 shown.
 	body = strings.Repeat("garbage {\n", 30) + seriesFlood(10, "NaN")
-	s, err = Parse(strings.NewReader(body), ParseOptions{})
+	s, err = Parse(strings.NewReader(body), prom.ParseOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(s.Warnings) != maxWarnings+1 || s.Warnings[maxWarnings] != "20 more warnings not shown" {
+	if len(s.Warnings) != prom.MaxWarnings+1 || s.Warnings[prom.MaxWarnings] != "20 more warnings not shown" {
 		t.Errorf("warnings = %q", s.Warnings)
 	}
 }
@@ -525,16 +527,16 @@ vllm:e2e_request_latency_seconds_sum{engine="1"} 1`,
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := Parse(strings.NewReader(tc.in), ParseOptions{})
+			s, err := Parse(strings.NewReader(tc.in), prom.ParseOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			want := map[string]wantHist{}
 			if tc.want != nil {
-				want[HistE2E] = *tc.want
+				want[prom.HistE2E] = *tc.want
 			}
 			checkHists(t, s, want)
-			if tc.warn != "" && !hasWarning(s, tc.warn) {
+			if tc.warn != "" && !hasWarning(s.Warnings, tc.warn) {
 				t.Errorf("no warning %q in %q", tc.warn, s.Warnings)
 			}
 		})
@@ -553,11 +555,11 @@ DCGM_FI_DEV_MEM_COPY_UTIL{gpu="1",UUID="b"} 30
 DCGM_FI_DEV_POWER_USAGE{gpu="1",UUID="b"} 140737488355328
 DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="a",GPU_I_ID="1",GPU_I_PROFILE="1g.10gb"} 5
 DCGM_FI_DEV_SM_CLOCK{UUID="c"} 1400`
-	s, err := Parse(strings.NewReader(in), ParseOptions{})
+	s, err := Parse(strings.NewReader(in), prom.ParseOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Profile != ProfileDCGM {
+	if s.Profile != prom.ProfileDCGM {
 		t.Errorf("profile = %s", s.Profile)
 	}
 	checkSignals(t, s, map[string]float64{
@@ -568,7 +570,7 @@ DCGM_FI_DEV_SM_CLOCK{UUID="c"} 1400`
 		"gpu.1.mem_bw_util":     0.30, // fallback MEM_COPY_UTIL
 		// gpu 1 util and power are DCGM blanks: absent.
 	})
-	if !hasWarning(s, "without a usable gpu label") {
+	if !hasWarning(s.Warnings, "without a usable gpu label") {
 		t.Errorf("warnings = %q", s.Warnings)
 	}
 }
@@ -591,8 +593,8 @@ trtllm_kv_cache_hit_rate{model_name="m",engine_type="trtllm"} 0.9
 trtllm_time_per_output_token_seconds_bucket{model_name="m",engine_type="trtllm",le="+Inf"} 1
 trtllm_time_per_output_token_seconds_sum{model_name="m",engine_type="trtllm"} 0.02`,
 			profile: "trtllm-serve",
-			signals: map[string]float64{SignalQueueDepth: 2, SignalRunning: 3, SignalKVUsage: 0.62, SignalPrefixCacheHitRate: 30.0 / (30 + 90)},
-			hists:   []string{HistITL},
+			signals: map[string]float64{prom.SignalQueueDepth: 2, prom.SignalRunning: 3, prom.SignalKVUsage: 0.62, prom.SignalPrefixCacheHitRate: 30.0 / (30 + 90)},
+			hists:   []string{prom.HistITL},
 		},
 		{
 			name: "lmdeploy",
@@ -603,8 +605,8 @@ lmdeploy:gpu_cache_usage_perc{model_name="m",engine="1"} 0.3
 lmdeploy:iter_token_latency_bucket{model_name="m",engine="0",le="+Inf"} 1
 lmdeploy:iter_token_latency_sum{model_name="m",engine="0"} 0.01`,
 			profile: "lmdeploy",
-			signals: map[string]float64{SignalQueueDepth: 3, SignalKVUsage: 0.3},
-			hists:   []string{HistITL},
+			signals: map[string]float64{prom.SignalQueueDepth: 3, prom.SignalKVUsage: 0.3},
+			hists:   []string{prom.HistITL},
 		},
 		{
 			name: "nim",
@@ -613,7 +615,7 @@ num_requests_waiting{model_name="meta/llama"} 0
 gpu_cache_usage_perc{model_name="meta/llama"} 0.05
 prompt_tokens_total{model_name="meta/llama"} 1000`,
 			profile: "nim",
-			signals: map[string]float64{SignalRunning: 4, SignalQueueDepth: 0, SignalKVUsage: 0.05, SignalPromptTokensTotal: 1000},
+			signals: map[string]float64{prom.SignalRunning: 4, prom.SignalQueueDepth: 0, prom.SignalKVUsage: 0.05, prom.SignalPromptTokensTotal: 1000},
 		},
 		{
 			name: "llama.cpp with KV metrics",
@@ -621,7 +623,7 @@ prompt_tokens_total{model_name="meta/llama"} 1000`,
 llamacpp:requests_processing 1
 llamacpp:requests_deferred 2`,
 			profile: "llamacpp", variant: "kv",
-			signals: map[string]float64{SignalKVUsage: 0.125, SignalRunning: 1, SignalQueueDepth: 2},
+			signals: map[string]float64{prom.SignalKVUsage: 0.125, prom.SignalRunning: 1, prom.SignalQueueDepth: 2},
 		},
 		{
 			name: "tgi batch histograms",
@@ -633,8 +635,8 @@ tgi_batch_inference_duration_sum{method="prefill"} 0.5
 tgi_batch_inference_duration_bucket{method="decode",le="+Inf"} 9
 tgi_batch_inference_duration_sum{method="decode"} 0.9`,
 			profile: "tgi",
-			signals: map[string]float64{SignalQueueDepth: 3, SignalRunning: 7, SignalGenerationTokens: 500},
-			hists:   []string{HistPrefill, HistDecode},
+			signals: map[string]float64{prom.SignalQueueDepth: 3, prom.SignalRunning: 7, prom.SignalGenerationTokens: 500},
+			hists:   []string{prom.HistPrefill, prom.HistDecode},
 		},
 		{
 			name: "triton first-response histogram in ms",
@@ -647,13 +649,13 @@ nv_inference_first_response_histogram_ms_sum{model="tensorrt_llm",version="1"} 3
 			profile: "triton-trtllm", variant: "trtllm",
 			// Only the TRT-LLM model's pending requests: the ensemble holds
 			// the same requests.
-			signals: map[string]float64{SignalRunning: 5, SignalQueueDepth: 2},
-			hists:   []string{HistTTFT},
+			signals: map[string]float64{prom.SignalRunning: 5, prom.SignalQueueDepth: 2},
+			hists:   []string{prom.HistTTFT},
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := Parse(strings.NewReader(tc.in), ParseOptions{})
+			s, err := Parse(strings.NewReader(tc.in), prom.ParseOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -679,11 +681,11 @@ func TestTritonMillisecondsScaled(t *testing.T) {
 	in := `nv_inference_first_response_histogram_ms_bucket{model="m",version="1",le="100"} 1
 nv_inference_first_response_histogram_ms_bucket{model="m",version="1",le="+Inf"} 2
 nv_inference_first_response_histogram_ms_sum{model="m",version="1"} 350`
-	s, err := Parse(strings.NewReader(in), ParseOptions{})
+	s, err := Parse(strings.NewReader(in), prom.ParseOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkHists(t, s, map[string]wantHist{
-		HistTTFT: {count: 2, sum: 0.350, buckets: 2, quantiles: map[float64]float64{0.25: 0.100 * 0.5 / 1}},
+		prom.HistTTFT: {count: 2, sum: 0.350, buckets: 2, quantiles: map[float64]float64{0.25: 0.100 * 0.5 / 1}},
 	})
 }

@@ -1,4 +1,4 @@
-package prom
+package scrape
 
 import (
 	"bufio"
@@ -7,24 +7,21 @@ import (
 	"fmt"
 	"hash/maphash"
 	"io"
-	"sort"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/tokentop/tokentop/metrics/prom"
 )
 
-// DefaultMaxBytes caps a /metrics body when ParseOptions.MaxBytes is zero.
+// DefaultMaxBytes caps a /metrics body when prom.ParseOptions.MaxBytes is 0.
 // The largest real expositions seen (TGI with 1024-bucket histograms, DCGM on
 // 8-GPU hosts) are a few hundred KiB; 16 MiB leaves room without letting a
 // misbehaving endpoint exhaust memory.
 const DefaultMaxBytes int64 = 16 << 20
-
-// maxWarnings bounds Sample.Warnings so that a garbage body cannot produce
-// an unbounded list; the last entry says how many were left out.
-const maxWarnings = 20
 
 // maxEquals bounds the '=' signs (so the labels) of one sample line.
 // expfmt's TextParser checks every new label against all earlier ones of
@@ -55,96 +52,19 @@ const (
 // ErrTooLarge is returned when a body exceeds the byte cap.
 var ErrTooLarge = errors.New("metrics body too large")
 
-// ErrNotExposition is returned for a body that is plainly something else
-// (an HTML page, JSON), so that the user reads what the endpoint answered
-// instead of a page of parse warnings.
-var ErrNotExposition = errors.New("not a Prometheus exposition")
-
-// Series is one sample line of a text exposition.
-type Series struct {
-	Name   string // full sample name, e.g. "vllm:e2e_request_latency_seconds_bucket"
-	Labels map[string]string
-	Value  float64
-	Line   int
-}
-
-// Exposition is a parsed Prometheus text exposition (format 0.0.4), before
-// any server-specific mapping. Lines that cannot be parsed are skipped and
-// reported in Warnings instead of failing the whole scrape, because one odd
-// line from a server should not blind the console to every other signal.
-//
-// Sample lines are parsed by prometheus/common/expfmt's TextParser, one line
-// at a time: expfmt stops at the first bad line of its input, so feeding it
-// single lines confines a failure to that line, and it ties every sample to
-// its line number for the warnings the mapping reports. TYPE lines are not
-// given to expfmt, so every sample comes back as an untyped value with its
-// own name and labels ("le" and "quantile" included), which is what the
-// mapping reads; expfmt's histogram and summary assembly would lose the line
-// numbers, drop buckets without "le" silently and truncate a summary's
-// _count to an integer. HELP and TYPE comments are read here instead, since
-// expfmt discards a family that has no samples and rejects the OpenMetrics
-// types (unknown, info, stateset).
-type Exposition struct {
-	// Types maps a family name to its declared TYPE ("counter", "gauge",
-	// "histogram", "summary", "untyped").
-	Types map[string]string
-	// Series maps a sample name to its samples in input order. Families whose
-	// name ends in "_created" are dropped: they are timestamps, not values.
-	Series   map[string][]Series
-	Warnings []string
-
-	helped   map[string]bool // families with a HELP line
-	warnings []string        // at most maxWarnings
-	dropped  int             // warnings beyond maxWarnings
-	// limits are the warnings that a limit was reached, shown before the
-	// others and never dropped; there is at most one per limit.
-	limits []string
-
-	// Reading state, counted against the limits.
-	lineNo          int
-	nSeries         int
-	nPairs          int
-	nFamilies       int
-	skipped         int            // sample lines past maxSeries or maxLabelPairs
-	skippedFrom     int            // the first of them
-	familiesRefused int            // lines of names past maxFamilies
-	seen            map[uint64]int // series identity hash -> line, to report duplicates
-	p               *lineParser
-}
-
-func (e *Exposition) warnf(format string, args ...any) {
-	if len(e.warnings) >= maxWarnings {
-		e.dropped++
-		return
+// Parse reads one text exposition and maps it with prom.Map: the server
+// detected, its families as canonical signals and histograms for o.Model
+// (see prom.Map for the aggregation rules), each model's own when there are
+// several and none was selected. Only an unreadable, oversized or plainly
+// foreign body is an error (see ParseExposition); malformed lines, unknown
+// families and odd values become Sample.Warnings. A signal the server does
+// not expose is absent from Sample.Signals (nil), never 0.
+func Parse(r io.Reader, o prom.ParseOptions) (*prom.Sample, error) {
+	e, err := ParseExposition(r, o.MaxBytes)
+	if err != nil {
+		return nil, err
 	}
-	e.warnings = append(e.warnings, fmt.Sprintf(format, args...))
-}
-
-// withSummary appends "N more warnings not shown" when some were dropped.
-func withSummary(ws []string, dropped int) []string {
-	out := append([]string(nil), ws...)
-	if dropped > 0 {
-		out = append(out, fmt.Sprintf("%d more warnings not shown", dropped))
-	}
-	return out
-}
-
-// HasFamily reports whether the exposition declares or contains the family
-// name: a TYPE/HELP line, a sample with that exact name, or histogram/summary
-// parts (_bucket, _sum, _count) of it.
-func (e *Exposition) HasFamily(name string) bool {
-	if _, ok := e.Types[name]; ok {
-		return true
-	}
-	if e.helped[name] {
-		return true
-	}
-	for _, suffix := range []string{"", "_bucket", "_sum", "_count"} {
-		if len(e.Series[name+suffix]) > 0 {
-			return true
-		}
-	}
-	return false
+	return prom.Map(e, o.Model), nil
 }
 
 // ParseExposition reads a text exposition of at most maxBytes bytes
@@ -157,7 +77,7 @@ func (e *Exposition) HasFamily(name string) bool {
 //
 // The body is read as it is parsed, never held whole: memory grows with the
 // series kept (bounded by maxSeries and maxLabelPairs), not with the body.
-func ParseExposition(r io.Reader, maxBytes int64) (*Exposition, error) {
+func ParseExposition(r io.Reader, maxBytes int64) (*prom.Exposition, error) {
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxBytes
 	}
@@ -169,18 +89,18 @@ func ParseExposition(r io.Reader, maxBytes int64) (*Exposition, error) {
 	if kind := Sniff(head); kind != "" {
 		return nil, fmt.Errorf("%w: the body is %s", ErrNotExposition, kind)
 	}
-	e := newExposition()
+	rd := &reader{e: prom.NewExposition(), seen: make(map[uint64]int), p: newLineParser()}
 	for {
 		line, err := br.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
-			e.lineNo++
+			rd.lineNo++
 			for errors.Is(err, bufio.ErrBufferFull) {
 				_, err = br.ReadSlice('\n')
 			}
-			e.warnf("line %d: longer than %d bytes, skipped", e.lineNo, maxLineBytes)
+			rd.e.Warnf("line %d: longer than %d bytes, skipped", rd.lineNo, maxLineBytes)
 		} else if len(line) > 0 {
-			e.lineNo++
-			e.line(line)
+			rd.lineNo++
+			rd.line(line)
 		}
 		if cr.n > maxBytes {
 			return nil, fmt.Errorf("%w: more than %d bytes", ErrTooLarge, maxBytes)
@@ -192,8 +112,8 @@ func ParseExposition(r io.Reader, maxBytes int64) (*Exposition, error) {
 			return nil, fmt.Errorf("read metrics: %w", err)
 		}
 	}
-	e.finish()
-	return e, nil
+	rd.finish()
+	return rd.e, nil
 }
 
 // countingReader counts the bytes read through it, so that a body over the
@@ -209,18 +129,36 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func newExposition() *Exposition {
-	return &Exposition{
-		Types:  make(map[string]string),
-		Series: make(map[string][]Series),
-		helped: make(map[string]bool),
-		seen:   make(map[uint64]int),
-		p:      newLineParser(),
-	}
+// reader parses one text exposition into a prom.Exposition, one line at a
+// time, and counts what it kept against the limits.
+//
+// Sample lines that the fast path (fast.go) does not take are parsed by
+// prometheus/common/expfmt's TextParser, one line at a time: expfmt stops
+// at the first bad line of its input, so feeding it single lines confines a
+// failure to that line, and it ties every sample to its line number for the
+// warnings the mapping reports. TYPE lines are not given to expfmt, so every
+// sample comes back as an untyped value with its own name and labels ("le"
+// and "quantile" included), which is what prom.Map reads; expfmt's histogram
+// and summary assembly would lose the line numbers, drop buckets without
+// "le" silently and truncate a summary's _count to an integer. HELP and TYPE
+// comments are read here instead, since expfmt discards a family that has no
+// samples and rejects the OpenMetrics types (unknown, info, stateset).
+type reader struct {
+	e *prom.Exposition
+
+	lineNo          int
+	nSeries         int
+	nPairs          int
+	nFamilies       int
+	skipped         int            // sample lines past maxSeries or maxLabelPairs
+	skippedFrom     int            // the first of them
+	familiesRefused int            // lines of names past maxFamilies
+	seen            map[uint64]int // series identity hash -> line, to report duplicates
+	p               *lineParser
 }
 
 // line parses one line of the body, its newline included.
-func (e *Exposition) line(line []byte) {
+func (rd *reader) line(line []byte) {
 	// expfmt wants "\n" line ends and nothing after the value or
 	// timestamp; CRLF bodies and trailing blanks are common enough.
 	line = bytes.Trim(line, " \t\r\n")
@@ -228,77 +166,74 @@ func (e *Exposition) line(line []byte) {
 		return
 	}
 	if line[0] == '#' {
-		e.parseComment(string(line), e.lineNo)
+		rd.parseComment(string(line), rd.lineNo)
 		return
 	}
-	if e.nSeries >= maxSeries || e.nPairs >= maxLabelPairs {
+	if rd.nSeries >= maxSeries || rd.nPairs >= maxLabelPairs {
 		// Past the limit lines are counted, not parsed: what is left
 		// of a body this large costs a scan, no more.
-		if e.skippedFrom == 0 {
-			e.skippedFrom = e.lineNo
+		if rd.skippedFrom == 0 {
+			rd.skippedFrom = rd.lineNo
 		}
-		e.skipped++
+		rd.skipped++
 		return
 	}
-	s, err := e.p.sample(line)
+	s, err := rd.p.sample(line)
 	if err != nil {
-		e.warnf("line %d: %v", e.lineNo, err)
+		rd.e.Warnf("line %d: %v", rd.lineNo, err)
 		return
 	}
 	if strings.HasSuffix(s.Name, "_created") {
 		return
 	}
-	s.Line = e.lineNo
-	id := e.p.seriesHash(s.Name, s.Labels)
-	if first, dup := e.seen[id]; dup {
-		e.warnf("line %d: duplicate series %s (first on line %d), ignored", e.lineNo, truncate(s.Name, 80), first)
+	s.Line = rd.lineNo
+	id := rd.p.seriesHash(s.Name, s.Labels)
+	if first, dup := rd.seen[id]; dup {
+		rd.e.Warnf("line %d: duplicate series %s (first on line %d), ignored", rd.lineNo, truncate(s.Name, 80), first)
 		return
 	}
-	if !e.family(s.Name) {
+	if !rd.family(s.Name) {
 		return
 	}
-	e.seen[id] = e.lineNo
-	e.nSeries++
-	e.nPairs += len(s.Labels)
-	e.Series[s.Name] = append(e.Series[s.Name], s)
+	rd.seen[id] = rd.lineNo
+	rd.nSeries++
+	rd.nPairs += len(s.Labels)
+	rd.e.Series[s.Name] = append(rd.e.Series[s.Name], s)
 }
 
 // family reports whether name is a known metric name or may become one
 // under maxFamilies; a name refused is counted for the summary warning.
-func (e *Exposition) family(name string) bool {
-	if _, ok := e.Series[name]; ok {
+func (rd *reader) family(name string) bool {
+	if _, ok := rd.e.Series[name]; ok {
 		return true
 	}
-	if _, ok := e.Types[name]; ok {
+	if _, ok := rd.e.Types[name]; ok {
 		return true
 	}
-	if e.helped[name] {
+	if rd.e.Helped[name] {
 		return true
 	}
-	if e.nFamilies >= maxFamilies {
-		e.familiesRefused++
+	if rd.nFamilies >= maxFamilies {
+		rd.familiesRefused++
 		return false
 	}
-	e.nFamilies++
+	rd.nFamilies++
 	return true
 }
 
 // finish writes the limit warnings, which are never dropped for the warning
 // budget: they say that what follows may be incomplete.
-func (e *Exposition) finish() {
-	if e.skipped > 0 {
-		e.limits = append(e.limits, fmt.Sprintf(
+func (rd *reader) finish() {
+	if rd.skipped > 0 {
+		rd.e.AddLimit(fmt.Sprintf(
 			"limit reached at line %d: at most %d series and %d labels are read, %d later sample lines skipped (some signals may be missing)",
-			e.skippedFrom, maxSeries, maxLabelPairs, e.skipped))
+			rd.skippedFrom, maxSeries, maxLabelPairs, rd.skipped))
 	}
-	if e.familiesRefused > 0 {
-		e.limits = append(e.limits, fmt.Sprintf(
+	if rd.familiesRefused > 0 {
+		rd.e.AddLimit(fmt.Sprintf(
 			"more than %d metric names: %d lines of further names skipped (some signals may be missing)",
-			maxFamilies, e.familiesRefused))
+			maxFamilies, rd.familiesRefused))
 	}
-	e.Warnings = append(append([]string(nil), e.limits...), withSummary(e.warnings, e.dropped)...)
-	e.seen = nil // only needed while reading
-	e.p = nil
 }
 
 // lineParser runs expfmt's TextParser over one sample line at a time,
@@ -324,9 +259,9 @@ func newLineParser() *lineParser {
 
 // sample parses one trimmed, non-comment line. The error says why the line
 // was skipped.
-func (p *lineParser) sample(line []byte) (Series, error) {
+func (p *lineParser) sample(line []byte) (prom.Series, error) {
 	if n := bytes.Count(line, []byte{'='}); n > maxEquals {
-		return Series{}, fmt.Errorf("%d '=' signs, more labels than the %d accepted, skipped", n, maxEquals)
+		return prom.Series{}, fmt.Errorf("%d '=' signs, more labels than the %d accepted, skipped", n, maxEquals)
 	}
 	if s, _, ok := p.fast(line); ok {
 		return s, nil
@@ -340,12 +275,12 @@ func (p *lineParser) sample(line []byte) (Series, error) {
 			return s, nil
 		}
 	}
-	return Series{}, err
+	return prom.Series{}, err
 }
 
 // lenient parses line with expfmt, then tries the OpenMetrics forms, then
 // explains a C-runtime non-finite value.
-func (p *lineParser) lenient(line []byte) (Series, error) {
+func (p *lineParser) lenient(line []byte) (prom.Series, error) {
 	s, _, err := p.parse(line)
 	if err == nil {
 		return s, nil
@@ -354,26 +289,26 @@ func (p *lineParser) lenient(line []byte) (Series, error) {
 		return s, nil
 	}
 	if err := p.cNonFinite(line); err != nil {
-		return Series{}, err
+		return prom.Series{}, err
 	}
-	return Series{}, describe(err, s.Name, line)
+	return prom.Series{}, describe(err, s.Name, line)
 }
 
 // parse runs expfmt on one line. It reports whether the sample carried a
 // timestamp; on error, Series.Name is the metric name when expfmt got that
 // far.
-func (p *lineParser) parse(line []byte) (Series, bool, error) {
+func (p *lineParser) parse(line []byte) (prom.Series, bool, error) {
 	p.buf = append(append(p.buf[:0], line...), '\n')
 	p.in.Reset(p.buf)
 	fams, err := p.tp.TextToMetricFamilies(&p.in)
 	for name, mf := range fams {
 		if err != nil {
-			return Series{Name: name}, false, err
+			return prom.Series{Name: name}, false, err
 		}
 		// Without a TYPE line every family is untyped, and one line holds
 		// one sample.
 		for _, m := range mf.GetMetric() {
-			s := Series{Name: name, Value: m.GetUntyped().GetValue()}
+			s := prom.Series{Name: name, Value: m.GetUntyped().GetValue()}
 			if pairs := m.GetLabel(); len(pairs) > 0 {
 				s.Labels = make(map[string]string, len(pairs))
 				for _, l := range pairs {
@@ -386,13 +321,13 @@ func (p *lineParser) parse(line []byte) (Series, bool, error) {
 	if err == nil {
 		err = errors.New("no sample")
 	}
-	return Series{}, false, err
+	return prom.Series{}, false, err
 }
 
 // openMetrics retries a rejected line without what OpenMetrics adds to a
 // sample and the 0.0.4 grammar lacks: an exemplar after " # ", and a
 // timestamp in (fractional) seconds. Neither is used here.
-func (p *lineParser) openMetrics(line []byte) (Series, bool) {
+func (p *lineParser) openMetrics(line []byte) (prom.Series, bool) {
 	forms := [][]byte{line}
 	for off, n := 0, 0; n < maxExemplarCuts; n++ {
 		i := bytes.Index(line[off:], []byte(" # "))
@@ -416,7 +351,7 @@ func (p *lineParser) openMetrics(line []byte) (Series, bool) {
 			}
 		}
 	}
-	return Series{}, false
+	return prom.Series{}, false
 }
 
 // withoutFloatField drops the last field of line if it is a number.
@@ -520,7 +455,7 @@ func describe(err error, name string, line []byte) error {
 	return fmt.Errorf("%s in %q", msg, truncate(string(line), 40))
 }
 
-func (e *Exposition) parseComment(line string, lineNo int) {
+func (rd *reader) parseComment(line string, lineNo int) {
 	fields := strings.Fields(line[1:])
 	if len(fields) < 2 {
 		return // a plain comment, "# EOF", or an empty "#"
@@ -528,33 +463,33 @@ func (e *Exposition) parseComment(line string, lineNo int) {
 	switch fields[0] {
 	case "TYPE":
 		name := unquoteName(fields[1])
-		if strings.HasSuffix(name, "_created") || !e.family(name) {
+		if strings.HasSuffix(name, "_created") || !rd.family(name) {
 			return
 		}
 		if len(fields) < 3 {
-			e.warnf("line %d: TYPE without a type for %s", lineNo, name)
+			rd.e.Warnf("line %d: TYPE without a type for %s", lineNo, name)
 			return
 		}
 		typ := strings.ToLower(fields[2])
 		switch typ {
 		case "counter", "gauge", "histogram", "summary", "untyped", "unknown", "gaugehistogram", "info", "stateset":
 		default:
-			e.warnf("line %d: unknown TYPE %q for %s", lineNo, truncate(fields[2], 40), name)
+			rd.e.Warnf("line %d: unknown TYPE %q for %s", lineNo, truncate(fields[2], 40), name)
 			return
 		}
-		if prev, ok := e.Types[name]; ok && prev != typ {
-			e.warnf("line %d: second TYPE for %s (%s, was %s), ignored", lineNo, name, typ, prev)
+		if prev, ok := rd.e.Types[name]; ok && prev != typ {
+			rd.e.Warnf("line %d: second TYPE for %s (%s, was %s), ignored", lineNo, name, typ, prev)
 			return
 		}
-		e.Types[name] = typ
+		rd.e.Types[name] = typ
 	case "HELP":
 		// HELP text is not needed for mapping; a HELP line only proves the
 		// family exists, which matters for detection on partial scrapes.
 		name := unquoteName(fields[1])
-		if strings.HasSuffix(name, "_created") || !e.family(name) {
+		if strings.HasSuffix(name, "_created") || !rd.family(name) {
 			return
 		}
-		e.helped[name] = true
+		rd.e.Helped[name] = true
 	}
 }
 
@@ -568,18 +503,6 @@ func unquoteName(s string) string {
 	return s
 }
 
-func seriesID(name string, labels map[string]string) string {
-	var b strings.Builder
-	b.WriteString(name)
-	for _, k := range sortedKeys(labels) {
-		b.WriteByte(0)
-		b.WriteString(k)
-		b.WriteByte(0)
-		b.WriteString(labels[k])
-	}
-	return b.String()
-}
-
 // truncate shortens s to about n bytes for a message, at a rune boundary.
 func truncate(s string, n int) string {
 	if len(s) <= n {
@@ -589,23 +512,4 @@ func truncate(s string, n int) string {
 		n--
 	}
 	return s[:n] + "..."
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
-func withoutLabel(m map[string]string, drop string) map[string]string {
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		if k != drop {
-			out[k] = v
-		}
-	}
-	return out
 }

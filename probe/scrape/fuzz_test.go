@@ -1,4 +1,4 @@
-package prom
+package scrape
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tokentop/tokentop/metrics/prom"
 )
 
 // FuzzParse feeds arbitrary bodies through the whole scrape path (parse,
@@ -19,9 +21,9 @@ import (
 // null exactly where the Sample has no value. MaxBytes keeps each input,
 // and so memory, bounded. CI runs:
 //
-//	go test ./metrics/prom -run '^$' -fuzz '^FuzzParse$' -fuzztime 20s
+//	go test ./probe/scrape -run '^$' -fuzz '^FuzzParse$' -fuzztime 20s
 func FuzzParse(f *testing.F) {
-	files, err := filepath.Glob(filepath.Join("testdata", "*.txt"))
+	files, err := filepath.Glob(filepath.Join(samplesDir, "*.txt"))
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -67,10 +69,10 @@ func FuzzParse(f *testing.F) {
 	} {
 		f.Add([]byte(seed), "")
 	}
-	f.Add([]byte(seriesFlood(maxModels+3, "1")), "auto")
+	f.Add([]byte(seriesFlood(prom.MaxModels+3, "1")), "auto")
 	f.Fuzz(func(t *testing.T, body []byte, model string) {
 		checkFastPath(t, body)
-		s, err := Parse(bytes.NewReader(body), ParseOptions{Model: model, MaxBytes: 1 << 20})
+		s, err := Parse(bytes.NewReader(body), prom.ParseOptions{Model: model, MaxBytes: 1 << 20})
 		if errors.Is(err, ErrNotExposition) {
 			return
 		}
@@ -101,20 +103,20 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 		// The budget, its summary, and one warning per limit.
-		if len(s.Warnings) > maxWarnings+1+3 {
+		if len(s.Warnings) > prom.MaxWarnings+1+3 {
 			t.Fatalf("%d warnings", len(s.Warnings))
 		}
-		if len(s.Models) > maxModels || len(s.PerModel) > maxModels {
+		if len(s.Models) > prom.MaxModels || len(s.PerModel) > prom.MaxModels {
 			t.Fatalf("%d models, %d per model", len(s.Models), len(s.PerModel))
 		}
 		for name := range s.Signals {
 			v, _ := s.Signal(name)
-			if lo, hi := signalRange(name); v < lo || v > hi {
+			if lo, hi := prom.SignalRange(name); v < lo || v > hi {
 				t.Fatalf("signal %s = %g, outside [%g, %g]", name, v, lo, hi)
 			}
 		}
 		var js bytes.Buffer
-		if err := WriteJSON(&js, s); err != nil {
+		if err := prom.WriteJSON(&js, s); err != nil {
 			t.Fatal(err)
 		}
 		var obj struct {
@@ -130,7 +132,7 @@ func FuzzParse(f *testing.F) {
 		if obj.Profile != s.Profile {
 			t.Fatalf("JSON profile %q, sample %q", obj.Profile, s.Profile)
 		}
-		for _, name := range SignalNames() {
+		for _, name := range prom.SignalNames() {
 			got, ok := obj.Signals[name]
 			if !ok {
 				t.Fatalf("JSON lacks signal key %s", name)
@@ -140,7 +142,7 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("JSON %s = %v, sample %g (present %v)", name, got, want, has)
 			}
 		}
-		for _, name := range HistogramNames() {
+		for _, name := range prom.HistogramNames() {
 			got, ok := obj.Histograms[name]
 			if !ok {
 				t.Fatalf("JSON lacks histogram key %s", name)
@@ -149,7 +151,7 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("JSON histogram %s null=%v, sample has it=%v", name, got == nil, has)
 			}
 		}
-		if err := WriteText(&bytes.Buffer{}, s); err != nil {
+		if err := prom.WriteText(&bytes.Buffer{}, s); err != nil {
 			t.Fatal(err)
 		}
 	})

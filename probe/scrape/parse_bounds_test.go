@@ -1,4 +1,4 @@
-package prom
+package scrape
 
 import (
 	"bytes"
@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/tokentop/tokentop/metrics/prom"
 )
 
 // TestSignalBounds: every value a server hands over is checked against what
@@ -22,13 +24,13 @@ func TestSignalBounds(t *testing.T) {
 		{
 			name: "negative queue depth on one engine",
 			in:   "vllm:num_requests_waiting{engine=\"0\"} -3\nvllm:num_requests_waiting{engine=\"1\"} 5\n",
-			want: map[string]float64{SignalQueueDepth: 5},
+			want: map[string]float64{prom.SignalQueueDepth: 5},
 			warn: "line 1: vllm:num_requests_waiting is -3, a count cannot be negative, ignored",
 		},
 		{
 			name: "queue depth 1e300",
 			in:   "vllm:num_requests_waiting 1e300\nvllm:num_requests_running 2\n",
-			want: map[string]float64{SignalRunning: 2},
+			want: map[string]float64{prom.SignalRunning: 2},
 			warn: "queue_depth: 1e+300 is outside [0, 1e+07], treated as absent",
 		},
 		{
@@ -46,19 +48,19 @@ func TestSignalBounds(t *testing.T) {
 		{
 			name: "kv usage as a percent",
 			in:   "vllm:kv_cache_usage_perc{engine=\"0\"} 87\n",
-			want: map[string]float64{SignalKVUsage: 0.87},
+			want: map[string]float64{prom.SignalKVUsage: 0.87},
 			warn: "kv_usage: 87 is above 1, read as a percent (0.87)",
 		},
 		{
 			name: "kv usage of 100 percent",
 			in:   "vllm:kv_cache_usage_perc 100\n",
-			want: map[string]float64{SignalKVUsage: 1},
+			want: map[string]float64{prom.SignalKVUsage: 1},
 			warn: "read as a percent (1)",
 		},
 		{
 			name: "kv usage 1 is full, not 1 percent",
 			in:   "vllm:kv_cache_usage_perc 1\n",
-			want: map[string]float64{SignalKVUsage: 1},
+			want: map[string]float64{prom.SignalKVUsage: 1},
 		},
 		{
 			name: "kv usage above 100",
@@ -81,7 +83,7 @@ func TestSignalBounds(t *testing.T) {
 		{
 			name: "counter past 2^53",
 			in:   "vllm:generation_tokens_total 1e17\nvllm:prompt_tokens_total 9007199254740992\n",
-			want: map[string]float64{SignalPromptTokensTotal: 1 << 53},
+			want: map[string]float64{prom.SignalPromptTokensTotal: 1 << 53},
 			warn: "generation_tokens_total: 1e+17 is outside [0, 9.007199254740992e+15]",
 		},
 		{
@@ -92,7 +94,7 @@ func TestSignalBounds(t *testing.T) {
 		{
 			name: "triton negative pending",
 			in:   "nv_inference_pending_request_count{model=\"a\"} -2\nnv_inference_pending_request_count{model=\"b\"} 3\n",
-			want: map[string]float64{SignalQueueDepth: 3},
+			want: map[string]float64{prom.SignalQueueDepth: 3},
 			warn: "nv_inference_pending_request_count is -2, a count cannot be negative",
 		},
 		{
@@ -104,7 +106,7 @@ func TestSignalBounds(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := Parse(strings.NewReader(tc.in), ParseOptions{})
+			s, err := Parse(strings.NewReader(tc.in), prom.ParseOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -112,7 +114,7 @@ func TestSignalBounds(t *testing.T) {
 			if tc.warn == "" && len(s.Warnings) > 0 {
 				t.Errorf("warnings %q, want none", s.Warnings)
 			}
-			if tc.warn != "" && !hasWarning(s, tc.warn) {
+			if tc.warn != "" && !hasWarning(s.Warnings, tc.warn) {
 				t.Errorf("no warning %q in %q", tc.warn, s.Warnings)
 			}
 		})
@@ -202,30 +204,30 @@ func TestHistogramBounds(t *testing.T) {
 		},
 		{
 			name: "too many buckets",
-			in:   manyBuckets(h, maxBuckets+1),
-			warn: fmt.Sprintf("%d buckets, more than the %d accepted, ignored", maxBuckets+1, maxBuckets),
+			in:   manyBuckets(h, prom.MaxBuckets+1),
+			warn: fmt.Sprintf("%d buckets, more than the %d accepted, ignored", prom.MaxBuckets+1, prom.MaxBuckets),
 		},
 		{
 			name: "as many buckets as accepted",
-			in:   manyBuckets(h, maxBuckets),
-			want: &wantHist{count: maxBuckets - 1, sum: 1, buckets: maxBuckets},
+			in:   manyBuckets(h, prom.MaxBuckets),
+			want: &wantHist{count: prom.MaxBuckets - 1, sum: 1, buckets: prom.MaxBuckets},
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := Parse(strings.NewReader(tc.in), ParseOptions{})
+			s, err := Parse(strings.NewReader(tc.in), prom.ParseOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			want := map[string]wantHist{}
 			if tc.want != nil {
-				want[HistE2E] = *tc.want
+				want[prom.HistE2E] = *tc.want
 			}
 			checkHists(t, s, want)
 			if tc.warn == "" && len(s.Warnings) > 0 {
 				t.Errorf("warnings %q, want none", s.Warnings)
 			}
-			if tc.warn != "" && !hasWarning(s, tc.warn) {
+			if tc.warn != "" && !hasWarning(s.Warnings, tc.warn) {
 				t.Errorf("no warning %q in %q", tc.warn, s.Warnings)
 			}
 		})
@@ -253,7 +255,7 @@ func TestExpositionLimits(t *testing.T) {
 	queue := "vllm:num_requests_waiting 7\n"
 	// Garbage first, where the limit's warning must survive a full
 	// warning budget.
-	garbage := strings.Repeat("{{{\n", 2*maxWarnings)
+	garbage := strings.Repeat("{{{\n", 2*prom.MaxWarnings)
 	tests := []struct {
 		name   string
 		in     string
@@ -273,7 +275,7 @@ func TestExpositionLimits(t *testing.T) {
 			in:     garbage + queue + seriesFlood(maxSeries+10, "1"),
 			series: maxSeries,
 			warn: fmt.Sprintf("limit reached at line %d: at most %d series and %d labels are read, 11 later sample lines skipped",
-				2*maxWarnings+maxSeries+1, maxSeries, maxLabelPairs),
+				2*prom.MaxWarnings+maxSeries+1, maxSeries, maxLabelPairs),
 			queue: true,
 		},
 		{
@@ -303,14 +305,14 @@ func TestExpositionLimits(t *testing.T) {
 			if n != tc.series {
 				t.Errorf("%d series kept, want %d", n, tc.series)
 			}
-			if tc.warn != "" && (len(e.Warnings) == 0 || !strings.Contains(strings.Join(e.Warnings, "\n"), tc.warn)) {
-				t.Errorf("no warning %q in %q", tc.warn, e.Warnings)
+			if tc.warn != "" && (len(e.Warnings()) == 0 || !strings.Contains(strings.Join(e.Warnings(), "\n"), tc.warn)) {
+				t.Errorf("no warning %q in %q", tc.warn, e.Warnings())
 			}
-			s := Map(e, "")
-			if _, ok := s.Signal(SignalQueueDepth); ok != tc.queue {
+			s := prom.Map(e, "")
+			if _, ok := s.Signal(prom.SignalQueueDepth); ok != tc.queue {
 				t.Errorf("queue_depth present %v, want %v", ok, tc.queue)
 			}
-			if tc.warn != "" && !hasWarning(s, tc.warn) {
+			if tc.warn != "" && !hasWarning(s.Warnings, tc.warn) {
 				t.Errorf("Map dropped the limit warning: %q", s.Warnings)
 			}
 		})
@@ -331,8 +333,8 @@ func TestLabelPairLimit(t *testing.T) {
 	if n := len(e.Series["x"]); n != maxLabelPairs/100 {
 		t.Errorf("%d series kept, want %d", n, maxLabelPairs/100)
 	}
-	if !strings.Contains(strings.Join(e.Warnings, "\n"), "5 later sample lines skipped") {
-		t.Errorf("warnings %q", e.Warnings)
+	if !strings.Contains(strings.Join(e.Warnings(), "\n"), "5 later sample lines skipped") {
+		t.Errorf("warnings %q", e.Warnings())
 	}
 }
 
@@ -368,35 +370,35 @@ func TestModelLimits(t *testing.T) {
 	for i := range n {
 		fmt.Fprintf(&sb, "vllm:num_requests_waiting{model_name=\"m%05d\"} 1\n", i)
 	}
-	long := strings.Repeat("x", maxModelNameBytes+1)
+	long := strings.Repeat("x", prom.MaxModelNameBytes+1)
 	fmt.Fprintf(&sb, "vllm:num_requests_running{model_name=%q} 3\n", long)
-	s, err := Parse(strings.NewReader(sb.String()), ParseOptions{})
+	s, err := Parse(strings.NewReader(sb.String()), prom.ParseOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(s.Models) != maxModels || s.Models[0] != "m00000" || len(s.PerModel) != maxModels {
-		t.Errorf("%d models (first %q), %d per model; want %d", len(s.Models), s.Models[0], len(s.PerModel), maxModels)
+	if len(s.Models) != prom.MaxModels || s.Models[0] != "m00000" || len(s.PerModel) != prom.MaxModels {
+		t.Errorf("%d models (first %q), %d per model; want %d", len(s.Models), s.Models[0], len(s.PerModel), prom.MaxModels)
 	}
-	checkSignals(t, s, map[string]float64{SignalQueueDepth: n})
+	checkSignals(t, s, map[string]float64{prom.SignalQueueDepth: n})
 	for _, w := range []string{
 		"10000 models: only the first 64 by name are listed and shown per model; signals are summed over all of them",
 		"model names longer than 256 bytes",
 	} {
-		if !hasWarning(s, w) {
+		if !hasWarning(s.Warnings, w) {
 			t.Errorf("no warning %q in %q", w, s.Warnings)
 		}
 	}
 	// A model past the first 64 can still be chosen.
-	one, err := Parse(strings.NewReader(sb.String()), ParseOptions{Model: "m09999"})
+	one, err := Parse(strings.NewReader(sb.String()), prom.ParseOptions{Model: "m09999"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkSignals(t, one, map[string]float64{SignalQueueDepth: 1})
-	if hasWarning(one, "not found") {
+	checkSignals(t, one, map[string]float64{prom.SignalQueueDepth: 1})
+	if hasWarning(one.Warnings, "not found") {
 		t.Errorf("m09999 reported not found: %q", one.Warnings)
 	}
-	none, _ := Parse(strings.NewReader(sb.String()), ParseOptions{Model: "nope"})
-	if !hasWarning(none, `model "nope" not found; the server has m00000, m00001, m00002, m00003, m00004, m00005, m00006, m00007 and 56 more`) {
+	none, _ := Parse(strings.NewReader(sb.String()), prom.ParseOptions{Model: "nope"})
+	if !hasWarning(none.Warnings, `model "nope" not found; the server has m00000, m00001, m00002, m00003, m00004, m00005, m00006, m00007 and 56 more`) {
 		t.Errorf("warnings %q", none.Warnings)
 	}
 }
@@ -426,7 +428,7 @@ func TestNotExposition(t *testing.T) {
 			if got := Sniff([]byte(tc.in)); got != tc.kind {
 				t.Errorf("Sniff = %q, want %q", got, tc.kind)
 			}
-			_, err := Parse(strings.NewReader(tc.in), ParseOptions{})
+			_, err := Parse(strings.NewReader(tc.in), prom.ParseOptions{})
 			switch {
 			case tc.kind == "" && err != nil:
 				t.Errorf("Parse: %v", err)

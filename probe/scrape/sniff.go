@@ -1,9 +1,15 @@
-package prom
+package scrape
 
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 )
+
+// ErrNotExposition is returned for a body that is plainly something else
+// (an HTML page, JSON), so that the user reads what the endpoint answered
+// instead of a page of parse warnings.
+var ErrNotExposition = errors.New("not a Prometheus exposition")
 
 // sniffBytes is how much of a body Sniff needs to see.
 const sniffBytes = 512

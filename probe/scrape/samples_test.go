@@ -1,4 +1,4 @@
-package prom
+package scrape
 
 import (
 	"bufio"
@@ -9,9 +9,15 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/tokentop/tokentop/metrics/prom"
 )
 
 const mibBytes = 1024 * 1024
+
+// samplesDir holds the captures: a copy of shared/metrics-samples, apart
+// from this package's own test bodies in testdata/.
+var samplesDir = filepath.Join("testdata", "samples")
 
 // wantHist is what a test knows about one canonical histogram, read off the
 // capture by hand.
@@ -35,7 +41,7 @@ type sampleCase struct {
 	warn []string
 }
 
-// sampleCases covers every capture in testdata/ (the copy of
+// sampleCases covers every capture in testdata/samples/ (the copy of
 // shared/metrics-samples). Values are transcribed from the files; derived
 // values are written as the arithmetic that produces them.
 func sampleCases() []sampleCase {
@@ -44,24 +50,24 @@ func sampleCases() []sampleCase {
 			file: "vllm-v0-datadog-opt125m.txt", profile: "vllm", variant: "v0",
 			models: []string{"facebook/opt-125m"},
 			signals: map[string]float64{
-				SignalQueueDepth: 0, SignalRunning: 0, SignalKVUsage: 0, SignalPreemptionsTotal: 0,
-				SignalPromptTokensTotal: 5, SignalGenerationTokens: 7, SignalRequestSuccessTotal: 1,
+				prom.SignalQueueDepth: 0, prom.SignalRunning: 0, prom.SignalKVUsage: 0, prom.SignalPreemptionsTotal: 0,
+				prom.SignalPromptTokensTotal: 5, prom.SignalGenerationTokens: 7, prom.SignalRequestSuccessTotal: 1,
 			},
 			hists: map[string]wantHist{
 				// 0 below le=0.25, 1 at le=0.5: p50 = 0.25 + 0.25*(0.5-0)/1.
-				HistTTFT: {count: 1, sum: 0.31326723098754883, buckets: 17, quantiles: map[float64]float64{0.5: 0.25 + 0.25*0.5}},
+				prom.HistTTFT: {count: 1, sum: 0.31326723098754883, buckets: 17, quantiles: map[float64]float64{0.5: 0.25 + 0.25*0.5}},
 				// time_per_output_token (V0 name): 6 in (0.025, 0.05]; p50 rank 3.
-				HistITL: {count: 6, sum: 0.19016313552856445, buckets: 14, quantiles: map[float64]float64{0.5: 0.025 + 0.025*3/6}},
+				prom.HistITL: {count: 6, sum: 0.19016313552856445, buckets: 14, quantiles: map[float64]float64{0.5: 0.025 + 0.025*3/6}},
 				// one request in the first bucket (0, 1]: p99 = 0.99.
-				HistE2E: {count: 1, sum: 0.5034303665161133, buckets: 11, quantiles: map[float64]float64{0.99: 0.99}},
+				prom.HistE2E: {count: 1, sum: 0.5034303665161133, buckets: 11, quantiles: map[float64]float64{0.99: 0.99}},
 			},
 		},
 		{
 			file: "vllm-v0-0.6.x-aibrix-runtime-docs-PARTIAL.txt", profile: "vllm", variant: "v0",
 			models: []string{"Qwen/Qwen2.5-Coder-1.5B-Instruct"},
 			signals: map[string]float64{
-				SignalQueueDepth: 0, SignalRunning: 0, SignalKVUsage: 0, SignalPreemptionsTotal: 0,
-				SignalPromptTokensTotal: 148, SignalGenerationTokens: 955, SignalRequestSuccessTotal: 4,
+				prom.SignalQueueDepth: 0, prom.SignalRunning: 0, prom.SignalKVUsage: 0, prom.SignalPreemptionsTotal: 0,
+				prom.SignalPromptTokensTotal: 148, prom.SignalGenerationTokens: 955, prom.SignalRequestSuccessTotal: 4,
 				// gpu_prefix_cache_hit_rate is -1 ("no lookups yet"): absent.
 			},
 		},
@@ -69,37 +75,37 @@ func sampleCases() []sampleCase {
 			file: "vllm-v1-0.7.x-production-stack-issue318-PARTIAL.txt", profile: "vllm", variant: "v1",
 			models: []string{"Qwen/Qwen2.5-Coder-32B-Instruct"},
 			// V1 0.7 still used the V0 name gpu_cache_usage_perc.
-			signals: map[string]float64{SignalQueueDepth: 0, SignalRunning: 0, SignalKVUsage: 0},
+			signals: map[string]float64{prom.SignalQueueDepth: 0, prom.SignalRunning: 0, prom.SignalKVUsage: 0},
 		},
 		{
 			file: "vllm-v1-0.10.0-production-stack-issue617-PARTIAL-a.txt", profile: "vllm", variant: "v1",
 			models: []string{"zai-org/GLM-4.5"},
 			// Hit rate needs hits and queries under the same name: the
 			// excerpt has new-name queries but only old-name hits.
-			signals: map[string]float64{SignalKVUsage: 9.75010481363281e-06},
+			signals: map[string]float64{prom.SignalKVUsage: 9.75010481363281e-06},
 		},
 		{
 			file: "sglang-docs-production_metrics-early2025.txt", profile: "sglang", variant: "",
 			models: []string{"meta-llama/Llama-3.1-8B-Instruct"},
 			signals: map[string]float64{
-				SignalQueueDepth: 2826, SignalRunning: 162, SignalKVUsage: 0.28,
-				SignalPromptTokensTotal: 8.128902e+06, SignalGenerationTokens: 7.557572e+06,
-				SignalPrefixCacheHitRate: 0.007507552643049313,
+				prom.SignalQueueDepth: 2826, prom.SignalRunning: 162, prom.SignalKVUsage: 0.28,
+				prom.SignalPromptTokensTotal: 8.128902e+06, prom.SignalGenerationTokens: 7.557572e+06,
+				prom.SignalPrefixCacheHitRate: 0.007507552643049313,
 			},
 			hists: map[string]wantHist{
 				// 8495 of 11008 above 30 s: p50 and p95 fall in +Inf and
 				// report the largest finite bound.
-				HistTTFT: {count: 11008, sum: 2.3518979474117756e+06, buckets: 21, quantiles: map[float64]float64{0.5: 30, 0.1: 7.5 + 2.5*(1100.8-941)/(1330-941)}},
-				HistITL: {count: 7.400757e+06, sum: 866964.5791549598, buckets: 19, quantiles: map[float64]float64{
+				prom.HistTTFT: {count: 11008, sum: 2.3518979474117756e+06, buckets: 21, quantiles: map[float64]float64{0.5: 30, 0.1: 7.5 + 2.5*(1100.8-941)/(1330-941)}},
+				prom.HistITL: {count: 7.400757e+06, sum: 866964.5791549598, buckets: 19, quantiles: map[float64]float64{
 					0.5: 0.075 + 0.025*(0.5*7.400757e+06-433413)/(4.950195e+06-433413),
 				}},
-				HistE2E: {count: 11228, sum: 3.116093850019932e+06, buckets: 16},
+				prom.HistE2E: {count: 11228, sum: 3.116093850019932e+06, buckets: 16},
 			},
 		},
 		{
 			file: "sglang-2024-11-pr1853-PARTIAL.txt", profile: "sglang", variant: "name-label",
 			models:  []string{"/shared/public/elr-models/meta-llama/Llama-3.2-3B/5cc0ffe09ee49f7be6ca7c794ee6bd7245e84e60/"},
-			signals: map[string]float64{SignalPromptTokensTotal: 230794},
+			signals: map[string]float64{prom.SignalPromptTokensTotal: 230794},
 		},
 		{
 			file: "sglang-2024-11-pr1853-ttft-PARTIAL.txt", profile: "sglang", variant: "name-label",
@@ -108,50 +114,50 @@ func sampleCases() []sampleCase {
 			hists: map[string]wantHist{
 				// Only buckets from le=5 on, no TYPE, no _sum/_count: the
 				// count comes from +Inf, and all 1029 sit in (0, 5].
-				HistTTFT: {count: 1029, noSum: true, buckets: 8, quantiles: map[float64]float64{0.5: 5 * 0.5}},
+				prom.HistTTFT: {count: 1029, noSum: true, buckets: 8, quantiles: map[float64]float64{0.5: 5 * 0.5}},
 			},
 		},
 		{
 			file: "tgi-datadog-payload-TRUNCATED.txt", profile: "tgi",
 			signals: map[string]float64{
-				SignalQueueDepth: 0, SignalRunning: 0,
-				SignalPromptTokensTotal:   662, // tgi_request_input_length_sum
-				SignalRequestSuccessTotal: 109,
+				prom.SignalQueueDepth: 0, prom.SignalRunning: 0,
+				prom.SignalPromptTokensTotal:   662, // tgi_request_input_length_sum
+				prom.SignalRequestSuccessTotal: 109,
 			},
 		},
 		{
 			file: "llamacpp-b6134-maruel-genai-cassette.txt", profile: "llamacpp",
-			signals: map[string]float64{SignalQueueDepth: 0, SignalRunning: 0, SignalPromptTokensTotal: 5147, SignalGenerationTokens: 425},
+			signals: map[string]float64{prom.SignalQueueDepth: 0, prom.SignalRunning: 0, prom.SignalPromptTokensTotal: 5147, prom.SignalGenerationTokens: 425},
 		},
 		{
 			file: "llamacpp-b8180-maruel-genai-cassette.txt", profile: "llamacpp",
-			signals: map[string]float64{SignalQueueDepth: 0, SignalRunning: 0, SignalPromptTokensTotal: 86, SignalGenerationTokens: 109},
+			signals: map[string]float64{prom.SignalQueueDepth: 0, prom.SignalRunning: 0, prom.SignalPromptTokensTotal: 86, prom.SignalGenerationTokens: 109},
 		},
 		{
 			file: "llamacpp-b9383-maruel-genai-cassette.txt", profile: "llamacpp",
-			signals: map[string]float64{SignalQueueDepth: 0, SignalRunning: 0, SignalPromptTokensTotal: 2088, SignalGenerationTokens: 11982},
+			signals: map[string]float64{prom.SignalQueueDepth: 0, prom.SignalRunning: 0, prom.SignalPromptTokensTotal: 2088, prom.SignalGenerationTokens: 11982},
 		},
 		{
 			file: "triton-core-datadog-TRUNCATED.txt", profile: "triton-trtllm", variant: "core",
 			models: []string{"densenet_onnx", "inception_graphdef", "simple", "simple_dyna_sequence", "simple_identity", "simple_int8", "simple_sequence", "simple_string"},
 			signals: map[string]float64{
-				SignalQueueDepth:          0,
-				SignalRequestSuccessTotal: 3, // densenet_onnx only
+				prom.SignalQueueDepth:          0,
+				prom.SignalRequestSuccessTotal: 3, // densenet_onnx only
 			},
 		},
 		{
 			file: "trtllm-triton-tensorrtllm_backend-README-inflight.txt", profile: "triton-trtllm", variant: "trtllm",
 			models: []string{"tensorrt_llm"},
 			signals: map[string]float64{
-				SignalQueueDepth: 1,      // request_type="waiting"
-				SignalRunning:    0,      // request_type="active"
-				SignalKVUsage:    0.4875, // kv_cache_block_type="fraction"
+				prom.SignalQueueDepth: 1,      // request_type="waiting"
+				prom.SignalRunning:    0,      // request_type="active"
+				prom.SignalKVUsage:    0.4875, // kv_cache_block_type="fraction"
 			},
 		},
 		{
 			file: "trtllm-triton-tensorrtllm_backend-README-nv_inference.txt", profile: "triton-trtllm", variant: "core",
 			models:  []string{"tensorrt_llm"},
-			signals: map[string]float64{SignalQueueDepth: 0, SignalRequestSuccessTotal: 0},
+			signals: map[string]float64{prom.SignalQueueDepth: 0, prom.SignalRequestSuccessTotal: 0},
 		},
 		{
 			file: "trtllm-triton-tensorrtllm_backend-README-v1model.txt", profile: "triton-trtllm", variant: "trtllm",
@@ -163,7 +169,7 @@ func sampleCases() []sampleCase {
 			signals: map[string]float64{},
 			hists: map[string]wantHist{
 				// _count but no _sum in the excerpt; both requests in (0, 2.5].
-				HistTTFT: {count: 2, noSum: true, buckets: 11, quantiles: map[float64]float64{0.5: 2.5 * 1 / 2}},
+				prom.HistTTFT: {count: 2, noSum: true, buckets: 11, quantiles: map[float64]float64{0.5: 2.5 * 1 / 2}},
 			},
 		},
 		{
@@ -203,7 +209,7 @@ func TestSamples(t *testing.T) {
 	for _, tc := range cases {
 		covered[tc.file] = true
 		t.Run(tc.file, func(t *testing.T) {
-			s := parseFile(t, tc.file, ParseOptions{})
+			s := parseFile(t, tc.file, prom.ParseOptions{})
 			if s.Profile != tc.profile || s.Variant != tc.variant {
 				t.Errorf("profile = %q/%q, want %q/%q", s.Profile, s.Variant, tc.profile, tc.variant)
 			}
@@ -213,19 +219,19 @@ func TestSamples(t *testing.T) {
 			checkSignals(t, s, tc.signals)
 			checkHists(t, s, tc.hists)
 			for _, w := range tc.warn {
-				if !hasWarning(s, w) {
+				if !hasWarning(s.Warnings, w) {
 					t.Errorf("no warning containing %q in %q", w, s.Warnings)
 				}
 			}
 		})
 	}
-	files, err := filepath.Glob(filepath.Join("testdata", "*.txt"))
+	files, err := filepath.Glob(filepath.Join(samplesDir, "*.txt"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range files {
 		if !covered[filepath.Base(f)] {
-			t.Errorf("testdata/%s has no case in sampleCases", filepath.Base(f))
+			t.Errorf("%s has no case in sampleCases", f)
 		}
 	}
 }
@@ -240,8 +246,8 @@ func TestDetectNameInventories(t *testing.T) {
 		// show (the mapping must look for exactly these names).
 		wantHists []string
 	}{
-		{"vllm-llmkube-NAMES-ONLY.txt", "vllm", "v1", []string{HistTTFT, HistITL, HistE2E, HistQueue, HistPrefill, HistDecode}},
-		{"sglang-llmkube-NAMES-ONLY.txt", "sglang", "", []string{HistTTFT, HistITL, HistE2E, HistQueue}},
+		{"vllm-llmkube-NAMES-ONLY.txt", "vllm", "v1", []string{prom.HistTTFT, prom.HistITL, prom.HistE2E, prom.HistQueue, prom.HistPrefill, prom.HistDecode}},
+		{"sglang-llmkube-NAMES-ONLY.txt", "sglang", "", []string{prom.HistTTFT, prom.HistITL, prom.HistE2E, prom.HistQueue}},
 		{"llamacpp-llmkube-NAMES-ONLY.txt", "llamacpp", "", nil},
 	}
 	for _, tc := range tests {
@@ -254,7 +260,7 @@ func TestDetectNameInventories(t *testing.T) {
 				}
 				b.WriteString(name + " 1\n")
 			}
-			s, err := Parse(strings.NewReader(b.String()), ParseOptions{})
+			s, err := Parse(strings.NewReader(b.String()), prom.ParseOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -272,7 +278,7 @@ func TestDetectNameInventories(t *testing.T) {
 				t.Errorf("histograms = %v, want %v", got, want)
 			}
 			// Every signal family these servers have must be found.
-			for _, sig := range []string{SignalQueueDepth, SignalRunning, SignalPromptTokensTotal, SignalGenerationTokens} {
+			for _, sig := range []string{prom.SignalQueueDepth, prom.SignalRunning, prom.SignalPromptTokensTotal, prom.SignalGenerationTokens} {
 				if _, ok := s.Signal(sig); !ok {
 					t.Errorf("%s not mapped from %s", sig, tc.file)
 				}
@@ -283,7 +289,7 @@ func TestDetectNameInventories(t *testing.T) {
 
 func readLines(t *testing.T, file string) []string {
 	t.Helper()
-	f, err := os.Open(filepath.Join("testdata", file))
+	f, err := os.Open(filepath.Join(samplesDir, file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,9 +304,9 @@ func readLines(t *testing.T, file string) []string {
 	return out
 }
 
-func parseFile(t *testing.T, file string, o ParseOptions) *Sample {
+func parseFile(t *testing.T, file string, o prom.ParseOptions) *prom.Sample {
 	t.Helper()
-	f, err := os.Open(filepath.Join("testdata", file))
+	f, err := os.Open(filepath.Join(samplesDir, file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +325,7 @@ func approx(a, b float64) bool {
 	return math.Abs(a-b) <= 1e-9*math.Max(math.Abs(a), math.Abs(b))
 }
 
-func checkSignals(t *testing.T, s *Sample, want map[string]float64) {
+func checkSignals(t *testing.T, s *prom.Sample, want map[string]float64) {
 	t.Helper()
 	for name, w := range want {
 		got, ok := s.Signal(name)
@@ -338,7 +344,7 @@ func checkSignals(t *testing.T, s *Sample, want map[string]float64) {
 	}
 }
 
-func checkHists(t *testing.T, s *Sample, want map[string]wantHist) {
+func checkHists(t *testing.T, s *prom.Sample, want map[string]wantHist) {
 	t.Helper()
 	for name, w := range want {
 		h, ok := s.Histograms[name]
@@ -370,13 +376,4 @@ func checkHists(t *testing.T, s *Sample, want map[string]wantHist) {
 			t.Errorf("histogram %s present, want absent", name)
 		}
 	}
-}
-
-func hasWarning(s *Sample, sub string) bool {
-	for _, w := range s.Warnings {
-		if strings.Contains(w, sub) {
-			return true
-		}
-	}
-	return false
 }
