@@ -7,9 +7,11 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/tokentop/tokentop/config"
+	"github.com/tokentop/tokentop/metrics/prom"
 	"github.com/tokentop/tokentop/observe"
 	"github.com/tokentop/tokentop/probe"
 	"github.com/tokentop/tokentop/probe/capacity"
@@ -140,8 +142,27 @@ func (s *session) prepare(ctx context.Context) (int, error) {
 // become the load it measures, and its prompts must fit.
 func (s *session) fitToServer(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(ctx, capacityTimeout)
+	defer cancel()
 	c, warnings := capacity.Discover(cctx, s.client, s.cfg.Target)
-	cancel()
+	// /metrics may say more (vLLM's KV cache size, SGLang's context): one
+	// scrape, with the same TLS and key policy as the scrape loop.
+	var hints capacity.Capacity
+	var hintWarnings []string
+	scraper := s.newScraper(func(e *prom.Exposition) {
+		series := map[string][]capacity.Sample{}
+		for _, name := range capacity.MetricNames() {
+			for _, ser := range e.Series[name] {
+				series[name] = append(series[name], capacity.Sample{Labels: ser.Labels, Value: ser.Value})
+			}
+		}
+		hints, hintWarnings = capacity.FromMetrics(series)
+	})
+	if _, err := scraper.Scrape(cctx); err == nil && hints.Known() {
+		// Discover's "capacity unknown" is no longer true.
+		warnings = slices.DeleteFunc(warnings, func(w string) bool { return !c.Known() && strings.HasPrefix(w, "server capacity unknown") })
+		c = c.Merge(hints)
+		warnings = append(warnings, hintWarnings...)
+	}
 	for _, w := range warnings {
 		s.notices = append(s.notices, notice{"probe", w})
 	}

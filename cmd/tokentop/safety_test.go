@@ -355,6 +355,24 @@ func TestSafetyAgainstServersThatMisbehave(t *testing.T) {
 			},
 		},
 		{
+			// A vLLM whose /metrics says its KV cache holds 1,024 tokens:
+			// tokentop sizes its load and prompts to it.
+			name: "a KV cache of 1024 tokens, from /metrics",
+			fake: &fakeLLM{tokenGap: 2 * time.Millisecond, metrics: func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+				fmt.Fprint(w, "# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"64\"} 1\n"+
+					"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name=\"fake-model\"} 0\n")
+			}},
+			check: func(t *testing.T, r *safetyReport, code int, f *fakeLLM) {
+				if !strings.Contains(r.text(), "KV") {
+					t.Errorf("the report does not say the load was sized to the KV cache: %s", r.text())
+				}
+				if f.maxBody.Load() > 16<<10 {
+					t.Errorf("a request body of %d bytes against a 1024-token KV cache", f.maxBody.Load())
+				}
+			},
+		},
+		{
 			name: "12 MB of /metrics",
 			fake: &fakeLLM{metrics: hugeMetrics},
 			check: func(t *testing.T, r *safetyReport, code int, f *fakeLLM) {

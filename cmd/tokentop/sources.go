@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tokentop/tokentop/gpu"
+	"github.com/tokentop/tokentop/metrics/prom"
 	"github.com/tokentop/tokentop/observe"
 	"github.com/tokentop/tokentop/probe"
 	"github.com/tokentop/tokentop/probe/scrape"
@@ -126,15 +127,19 @@ func (s *session) countInFlight(ctx context.Context) error {
 	}
 }
 
-func (s *session) scrapeLoop(ctx context.Context) error {
+// newScraper reads the server's /metrics with the same TLS settings as the
+// probes, and the API key only when /metrics is on the target's origin.
+func (s *session) newScraper(onExposition func(*prom.Exposition)) *scrape.Scraper {
 	url := s.cfg.Metrics
 	if url == "" {
 		url = strings.TrimSuffix(s.cfg.Target, "/") + "/metrics"
 	}
-	// The same TLS settings as the probes; the API key only when /metrics
-	// is on the target's origin.
-	scraper := scrape.NewWithOptions(url, scrape.Options{Parse: promOptions(s.model), Insecure: s.spec.common.insecure,
-		APIKey: s.spec.apiKey, Target: s.cfg.Target})
+	return scrape.NewWithOptions(url, scrape.Options{Parse: promOptions(s.model), Insecure: s.spec.common.insecure,
+		APIKey: s.spec.apiKey, Target: s.cfg.Target, OnExposition: onExposition})
+}
+
+func (s *session) scrapeLoop(ctx context.Context) error {
+	scraper := s.newScraper(nil)
 	first, slowNoted := true, false
 	for {
 		started := time.Now()

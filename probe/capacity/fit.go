@@ -98,6 +98,9 @@ func fitTokens(cl *config.Class, c Capacity, adjust bool) []string {
 		// limit, which then also bounds prompt plus output.
 		ctx = c.MaxPrompt
 	}
+	// No request can be longer than the whole KV cache: where that is
+	// smaller than the context, it is the context that matters.
+	ctx = ctx.min(c.KVTokens)
 	if !ctx.Known() {
 		return nil
 	}

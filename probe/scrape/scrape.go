@@ -80,6 +80,10 @@ type Options struct {
 	// Timeout bounds one Scrape when the context has no earlier deadline;
 	// DefaultTimeout when zero.
 	Timeout time.Duration
+	// OnExposition, when set, sees each parsed exposition before it is
+	// mapped to canonical signals, for a caller that reads more of it (the
+	// capacity hints a server publishes). It must not keep e.
+	OnExposition func(e *prom.Exposition)
 }
 
 // Scraper fetches and parses one /metrics endpoint. It is safe for
@@ -90,6 +94,7 @@ type Options struct {
 type Scraper struct {
 	client  *http.Client
 	opts    prom.ParseOptions
+	onExpo  func(*prom.Exposition)
 	key     string // for redaction; the transport sends it
 	timeout time.Duration
 
@@ -124,7 +129,7 @@ func NewWithOptions(metricsURL string, o Options) *Scraper {
 		o.Timeout = DefaultTimeout
 	}
 	return &Scraper{
-		url: metricsURL, client: client, opts: o.Parse, key: o.APIKey, timeout: o.Timeout,
+		url: metricsURL, client: client, opts: o.Parse, onExpo: o.OnExposition, key: o.APIKey, timeout: o.Timeout,
 		fallback: fallbackURL(metricsURL),
 	}
 }
@@ -252,7 +257,14 @@ func (s *Scraper) fetch(ctx context.Context, target string, cost *Cost) (*prom.S
 	}
 	parseStart := time.Now()
 	waitBefore := body.wait
-	sample, err := Parse(br, s.opts)
+	var sample *prom.Sample
+	e, err := ParseExposition(br, s.opts.MaxBytes)
+	if err == nil {
+		if s.onExpo != nil {
+			s.onExpo(e)
+		}
+		sample = prom.Map(e, s.opts.Model)
+	}
 	cost.Parse += time.Since(parseStart) - (body.wait - waitBefore)
 	cost.Bytes += body.n
 	if err != nil {
