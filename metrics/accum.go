@@ -1,8 +1,9 @@
 package metrics
 
 import (
-	"github.com/tokentop/tokentop/observe"
 	"time"
+
+	"github.com/tokentop/tokentop/observe"
 
 	"github.com/DataDog/sketches-go/ddsketch/mapping"
 

@@ -1,10 +1,11 @@
 package metrics
 
 import (
-	"github.com/tokentop/tokentop/observe"
 	"math"
 	"sort"
 	"time"
+
+	"github.com/tokentop/tokentop/observe"
 
 	"github.com/DataDog/sketches-go/ddsketch/mapping"
 

@@ -1,8 +1,9 @@
 package metrics
 
 import (
-	"github.com/tokentop/tokentop/observe"
 	"time"
+
+	"github.com/tokentop/tokentop/observe"
 )
 
 // Snapshot is an immutable picture of everything tokentop knows at one

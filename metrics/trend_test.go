@@ -1,10 +1,11 @@
 package metrics
 
 import (
-	"github.com/tokentop/tokentop/observe"
 	"math"
 	"testing"
 	"time"
+
+	"github.com/tokentop/tokentop/observe"
 )
 
 func TestQueueTrendIsLeastSquaresSlope(t *testing.T) {

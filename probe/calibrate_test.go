@@ -3,7 +3,6 @@ package probe
 import (
 	"context"
 	"encoding/json"
-	"github.com/tokentop/tokentop/observe"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +10,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/tokentop/tokentop/observe"
 
 	"github.com/tokentop/tokentop/config"
 )

@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+
 	"github.com/tokentop/tokentop/observe"
 
 	"github.com/tokentop/tokentop/config"

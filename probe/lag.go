@@ -3,9 +3,10 @@ package probe
 import (
 	"context"
 	"errors"
-	"github.com/tokentop/tokentop/observe"
 	"runtime"
 	"time"
+
+	"github.com/tokentop/tokentop/observe"
 )
 
 // LagMonitor measures how late its own timer fires, and how much CPU the

@@ -1,13 +1,14 @@
 package probe
 
 import (
-	"github.com/tokentop/tokentop/observe"
 	"os"
 	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/tokentop/tokentop/observe"
 
 	"github.com/tokentop/tokentop/config"
 )

@@ -6,13 +6,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/tokentop/tokentop/observe"
 	"math"
 	"math/rand/v2"
 	"os"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tokentop/tokentop/observe"
 
 	"github.com/tokentop/tokentop/config"
 )
@@ -401,15 +402,6 @@ func (r *Runner) replay(ctx context.Context, wg *sync.WaitGroup) {
 	}
 }
 
-// throttled accounts an arrival not sent because the server asked the
-// class to pause: it counts as throttled, not as a request.
-func (r *Runner) throttled(intended time.Time) {
-	seq := r.seq.Load()
-	r.sink(observe.Trace{Class: r.cl.Name, Kind: r.cl.Kind, Path: r.o.Targets[seq%uint64(len(r.o.Targets))].Path, API: r.cl.API, Model: r.o.Model,
-		IntendedStart: intended, End: r.clock.Now(), MaxTokens: r.cl.MaxTokens, PreambleBytes: -1,
-		Err: &observe.Error{Kind: observe.ErrThrottled, Msg: "not sent: the server asked with Retry-After to pause"}})
-}
-
 func (r *Runner) closedLoop(ctx context.Context) {
 	var backoff time.Duration
 	for ctx.Err() == nil {
@@ -437,73 +429,6 @@ func (r *Runner) closedLoop(ctx context.Context) {
 			backoff = 0
 		}
 	}
-}
-
-// work is one request to send.
-type work struct {
-	prompt       string
-	promptTokens int
-	promptWords  int
-	maxTokens    int // 0: the class's
-	jobID        string
-	jobSize      int
-	jobIndex     int
-	deadline     time.Time
-	attempt      int
-	single       bool // RunOnce's: never retried
-}
-
-// newPrompt builds a prompt of n tokens, or of a length drawn from the
-// class's distribution when n ≤ 0, and says how many tokens it aims for and
-// how many words it has (MakePrompt writes exactly the words asked for).
-func (r *Runner) newPrompt(n int) (prompt string, tokens, words int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if n <= 0 {
-		n = r.sizer.Next(r.rng)
-	}
-	unique := fmt.Sprintf("tt%016x", r.rng.Uint64())
-	if p := min(r.o.sharedPrefixTokens, n-1); p > 0 {
-		if r.shared == "" || r.sharedLen != p {
-			// Built from its own seed so every request (and every run with
-			// the same seed) shares exactly the same prefix.
-			r.sharedWds = min(max(r.words(p), 1), r.maxWords/2)
-			r.shared = MakePrompt(rand.New(rand.NewPCG(uint64(r.o.Seed), 0x736861726564)), r.sharedWds, "")
-			r.sharedLen = p
-		}
-		rest := min(max(r.words(n)-r.sharedWds, 1), max(r.maxWords-r.sharedWds, 1))
-		return r.shared + " " + MakePrompt(r.rng, rest, unique), n, r.sharedWds + rest
-	}
-	w := min(max(r.words(n), 1), r.maxWords)
-	return MakePrompt(r.rng, w, unique), n, w
-}
-
-// words converts a prompt length in tokens to MakePrompt words.
-func (r *Runner) words(tokens int) int {
-	if c := r.o.Calibration; c != nil && c.Source != "" {
-		return c.Words(tokens, r.cl.API)
-	}
-	if ratio, ok := r.learned.ratioOK(); ok {
-		return Calibration{TokensPerWord: ratio, ChatOverhead: max(int(r.learned.overhead), 0)}.Words(tokens, r.cl.API)
-	}
-	return tokens
-}
-
-func (r *Runner) nextWork(now time.Time) work { return r.nextWorkSized(now, 0, 0) }
-
-// nextWorkSized returns a pending retry or a fresh request with a prompt of
-// promptTokens (drawn when 0) and maxTokens (the class's when 0).
-func (r *Runner) nextWorkSized(now time.Time, promptTokens, maxTokens int) work {
-	if r.jobs == nil {
-		p, n, words := r.newPrompt(promptTokens)
-		return work{prompt: p, promptTokens: n, promptWords: words, maxTokens: maxTokens}
-	}
-	if w, ok := r.jobs.retry(now); ok {
-		return w
-	}
-	jobID, index, deadline := r.jobs.fresh(now)
-	p, n, words := r.newPrompt(promptTokens)
-	return work{prompt: p, promptTokens: n, promptWords: words, maxTokens: maxTokens, jobID: jobID, jobSize: r.jobs.size, jobIndex: index, deadline: deadline}
 }
 
 func (r *Runner) do(ctx context.Context, w work, intended time.Time) observe.Trace {
@@ -559,151 +484,4 @@ func (r *Runner) do(ctx context.Context, w work, intended time.Time) observe.Tra
 	}
 	r.sink(tr)
 	return tr
-}
-
-func retryable(tr observe.Trace) bool {
-	e := tr.Err
-	if e == nil {
-		return true // ended without error but invalid (empty, unfinished)
-	}
-	switch e.Kind {
-	case observe.ErrCancelled:
-		return false
-	case observe.ErrHTTP:
-		// Client errors other than throttling will fail the same way again.
-		return e.Status == 0 || e.Status == 408 || e.Status == 429 || e.Status >= 500 || e.Status < 400
-	}
-	return true
-}
-
-func (r *Runner) backoff(attempt int, retryAfter time.Duration) time.Duration {
-	d := retryBaseBackoff << attempt
-	d = min(d, retryMaxBackoff)
-	r.mu.Lock()
-	jitter := 0.8 + 0.4*r.rng.Float64()
-	r.mu.Unlock()
-	return max(time.Duration(float64(d)*jitter), retryAfter)
-}
-
-func (r *Runner) pause(till time.Time) {
-	r.mu.Lock()
-	if till.After(r.pauseTill) {
-		r.pauseTill = till
-	}
-	r.mu.Unlock()
-}
-
-func (r *Runner) pausedUntil() time.Time {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.pauseTill
-}
-
-func (r *Runner) paused(t time.Time) bool { return t.Before(r.pausedUntil()) }
-
-// jobQueue hands out the requests of batch jobs: retries whose backoff has
-// elapsed first, then fresh requests of the current job; a new job is
-// submitted as soon as every request of the current one has been sent, so
-// concurrency stays steady.
-type jobQueue struct {
-	class    string
-	size     int
-	deadline time.Duration
-
-	mu      sync.Mutex
-	seq     int
-	id      string
-	due     time.Time
-	left    int
-	pending []pendingRetry
-}
-
-type pendingRetry struct {
-	w     work
-	ready time.Time
-}
-
-func (q *jobQueue) retry(now time.Time) (work, bool) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for i, p := range q.pending {
-		if !p.ready.After(now) {
-			q.pending = append(q.pending[:i], q.pending[i+1:]...)
-			return p.w, true
-		}
-	}
-	return work{}, false
-}
-
-// fresh returns the job and index of the next new request.
-func (q *jobQueue) fresh(now time.Time) (id string, index int, due time.Time) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.left == 0 {
-		q.seq++
-		q.id = fmt.Sprintf("%s-%d", q.class, q.seq)
-		q.left = q.size
-		q.due = time.Time{}
-		if q.deadline > 0 {
-			q.due = now.Add(q.deadline)
-		}
-	}
-	index = q.size - q.left
-	q.left--
-	return q.id, index, q.due
-}
-
-func (q *jobQueue) push(w work, ready time.Time) {
-	q.mu.Lock()
-	q.pending = append(q.pending, pendingRetry{w: w, ready: ready})
-	q.mu.Unlock()
-}
-
-// rateLimiter is a GCRA token bucket: at most rate units per second, with
-// a burst of burst's worth.
-type rateLimiter struct {
-	mu    sync.Mutex
-	per   float64 // nanoseconds per unit
-	burst time.Duration
-	tat   time.Time // theoretical arrival time
-}
-
-func newRateLimiter(rate float64, burst time.Duration) *rateLimiter {
-	return &rateLimiter{per: float64(time.Second) / rate, burst: burst}
-}
-
-// reserve books one unit and returns when it may be used.
-func (l *rateLimiter) reserve(now time.Time) time.Time { return l.reserveN(now, 1) }
-
-// reserveN books n units (at most a burst's worth) and returns when they
-// may be used.
-func (l *rateLimiter) reserveN(now time.Time, n int) time.Time {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	cost := min(time.Duration(float64(n)*l.per), l.burst)
-	if l.tat.Before(now) {
-		l.tat = now
-	}
-	l.tat = l.tat.Add(cost)
-	at := l.tat.Add(-l.burst)
-	if at.Before(now) {
-		return now
-	}
-	return at
-}
-
-// sleepUntil waits for t on clock; false when ctx ended first.
-func sleepUntil(ctx context.Context, c Clock, t time.Time) bool {
-	d := t.Sub(c.Now())
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	tm := c.NewTimer(d)
-	select {
-	case <-tm.C():
-		return true
-	case <-ctx.Done():
-		tm.Stop()
-		return false
-	}
 }

@@ -1,7 +1,6 @@
 package probe
 
 import (
-	"github.com/tokentop/tokentop/observe"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +8,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/tokentop/tokentop/observe"
 
 	"github.com/tokentop/tokentop/config"
 )

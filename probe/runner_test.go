@@ -2,13 +2,14 @@ package probe
 
 import (
 	"context"
-	"github.com/tokentop/tokentop/observe"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/tokentop/tokentop/observe"
 
 	"github.com/tokentop/tokentop/config"
 )

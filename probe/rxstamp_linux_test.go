@@ -6,13 +6,14 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"github.com/tokentop/tokentop/observe"
 	"io"
 	"net"
 	"os"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tokentop/tokentop/observe"
 )
 
 func cmsg(level, typ int32, data []byte) []byte {

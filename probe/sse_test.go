@@ -3,9 +3,10 @@ package probe
 import (
 	"bytes"
 	"errors"
-	"github.com/tokentop/tokentop/observe"
 	"strings"
 	"testing"
+
+	"github.com/tokentop/tokentop/observe"
 )
 
 // parseAll feeds in to a fresh parser in pieces cut at the given sizes

@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"github.com/tokentop/tokentop/observe"
 	"io"
 	"net/http"
 	"testing"
+
+	"github.com/tokentop/tokentop/observe"
 )
 
 // pieceReader returns its data in pieces of the given sizes, as a network

@@ -3,10 +3,11 @@ package probe
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/tokentop/tokentop/observe"
 	"io"
 	"math"
 	"time"
+
+	"github.com/tokentop/tokentop/observe"
 )
 
 // traceLine is the --trace-out record of one request. Times are in

@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
-	"github.com/tokentop/tokentop/observe"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/tokentop/tokentop/observe"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")

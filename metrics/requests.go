@@ -1,0 +1,181 @@
+package metrics
+
+import (
+	"time"
+
+	"github.com/tokentop/tokentop/config"
+	"github.com/tokentop/tokentop/observe"
+)
+
+type pendingRequest struct {
+	class      int
+	path       string
+	sent       time.Time
+	firstToken bool
+}
+
+// maxPending bounds the requests tracked in flight: far above the probe's
+// own caps (config.MaxConcurrencyPerClass per class), it only guards
+// against a recording that starts requests and never ends them.
+const maxPending = 1 << 16
+
+type jobState struct {
+	size     int
+	deadline time.Time
+	valid    map[int]bool
+	onTime   bool
+	class    int
+}
+
+// maxTrackedJobs bounds memory when jobs never complete.
+const maxTrackedJobs = 10000
+
+// addStarted notes a request just sent: until its first token (or its
+// Trace) arrives, each snapshot counts its age as a lower bound of its TTFT.
+func (a *Aggregator) addStarted(s *observe.Started) {
+	ci, ok := a.classIx[s.Class]
+	if !ok || s.ID == "" || s.Sent.IsZero() || len(a.pending) >= maxPending {
+		return
+	}
+	a.pending[s.ID] = &pendingRequest{class: ci, path: pathName(s.Path), sent: s.Sent}
+}
+
+// addTrace accounts one finished request. Traces of unknown classes are
+// ignored: the config is the set of classes.
+func (a *Aggregator) addTrace(t *observe.Trace) {
+	delete(a.pending, t.ID)
+	ci, ok := a.classIx[t.Class]
+	if !ok {
+		return
+	}
+	if t.Err != nil && t.Err.Kind == observe.ErrThrottled {
+		a.addThrottled(t, ci)
+		return
+	}
+	cl := &a.opts.Classes[ci]
+	rm := measure(t, cl, a.opts.GoodRequest)
+	stall := a.stallGapMs(ci)
+	at := t.End
+	if at.IsZero() {
+		at = t.Sent
+	}
+	a.run.classes[ci].add(a.mapping, t, &rm, stall)
+	live := a.slotFor(at)
+	if live != nil {
+		live.classes[ci].add(a.mapping, t, &rm, stall)
+	}
+	a.trackJob(t, ci, live)
+
+	src := a.source("probe")
+	if t.UsageIgnored != "" && !a.usageIgnoredNoted {
+		// Once: every stream of such a server says the same.
+		a.usageIgnoredNoted = true
+		a.addNotice(at, "probe", "server's usage ignored ("+t.UsageIgnored+"): token counts come from the stream")
+	}
+	if t.Err == nil {
+		src.LastSuccess = laterOf(src.LastSuccess, at)
+	} else if t.Err.Kind != observe.ErrCancelled {
+		src.LastError, src.LastErrorAt = t.Err.Error(), at
+	}
+}
+
+// addThrottled counts an arrival not sent while the class honoured the
+// server's Retry-After.
+func (a *Aggregator) addThrottled(t *observe.Trace, ci int) {
+	at := t.End
+	if at.IsZero() {
+		at = t.IntendedStart
+	}
+	for _, s := range []*slot{a.run, a.slotFor(at)} {
+		if s != nil {
+			c := s.classes[ci]
+			c.throttled++
+			// A batch class asked for these tokens too: not sending them
+			// is not the same as the server producing them.
+			c.expected += int64(max(t.MaxTokens, 0))
+		}
+	}
+}
+
+// addFirstToken accounts the TTFT of a request still streaming, so the
+// console shows TTFT within seconds even when streams take minutes. The
+// finished Trace (FirstTokenReported set) then skips it.
+func (a *Aggregator) addFirstToken(ft *observe.FirstToken) {
+	ci, ok := a.classIx[ft.Class]
+	if !ok {
+		return
+	}
+	if p := a.pending[ft.ID]; p != nil {
+		p.firstToken = true
+	}
+	ttft, fromIntended := msBetween(ft.Sent, ft.At), msBetween(ft.IntendedStart, ft.At)
+	path := pathName(ft.Path)
+	for _, s := range []*slot{a.run, a.slotFor(ft.At)} {
+		if s != nil {
+			c := s.classes[ci]
+			c.addFirstToken(c.path(a.mapping, path), ttft, fromIntended)
+		}
+	}
+}
+
+// addGaps accounts chunk gaps of a stream still running (see
+// observe.GapReport); the finished Trace's GapsReported skips them.
+func (a *Aggregator) addGaps(r *observe.GapReport) {
+	ci, ok := a.classIx[r.Class]
+	if !ok {
+		return
+	}
+	stall := a.stallGapMs(ci)
+	path := pathName(r.Path)
+	for _, s := range []*slot{a.run, a.slotFor(r.At)} {
+		if s == nil {
+			continue
+		}
+		c := s.classes[ci]
+		p := c.path(a.mapping, path)
+		for _, g := range r.GapsMs {
+			c.addGap(p, g, stall)
+		}
+	}
+}
+
+func (a *Aggregator) stallGapMs(ci int) float64 {
+	if ms := durMs(a.opts.Classes[ci].SLO.StallGap.Duration); ms > 0 {
+		return ms
+	}
+	return durMs(config.DefaultStallGap)
+}
+
+func (a *Aggregator) trackJob(t *observe.Trace, ci int, live *slot) {
+	if t.JobID == "" || t.JobSize <= 0 {
+		return
+	}
+	j := a.jobs[t.JobID]
+	if j == nil {
+		if len(a.jobs) >= maxTrackedJobs {
+			return
+		}
+		j = &jobState{size: t.JobSize, deadline: t.Deadline, valid: map[int]bool{}, onTime: true, class: ci}
+		a.jobs[t.JobID] = j
+	}
+	if !t.Valid {
+		return
+	}
+	j.valid[t.JobIndex] = true
+	if !t.Deadline.IsZero() && t.End.After(t.Deadline) {
+		j.onTime = false
+	}
+	if len(j.valid) < j.size {
+		return
+	}
+	delete(a.jobs, t.JobID)
+	for _, s := range []*slot{a.run, live} {
+		if s == nil {
+			continue
+		}
+		s.classes[ci].jobs++
+		if j.onTime {
+			s.classes[ci].jobsOnTime++
+		}
+	}
+}

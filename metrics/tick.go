@@ -1,0 +1,160 @@
+package metrics
+
+import (
+	"math"
+	"slices"
+	"time"
+
+	"github.com/tokentop/tokentop/metrics/prom"
+)
+
+// Tick builds the Snapshot for now and advances the live series by one
+// point. Call it at a fixed rate (every 250 ms).
+func (a *Aggregator) Tick(now time.Time) *Snapshot {
+	a.expire(now)
+	liveAcc := a.newSlot(now)
+	for _, s := range a.slots {
+		for i := range liveAcc.classes {
+			liveAcc.classes[i].merge(s.classes[i])
+		}
+		liveAcc.server.merge(s.server)
+		liveAcc.gpu.merge(a.mapping, s.gpu)
+		liveAcc.lag.lag.merge(s.lag.lag)
+		liveAcc.lag.cpu.merge(s.lag.cpu)
+	}
+	elapsed := now.Sub(a.opts.Started)
+	liveSpan := min(a.opts.Window, max(elapsed, 0))
+	inFlight := a.inFlightAges(now)
+	snap := &Snapshot{
+		At:      now,
+		Started: a.opts.Started,
+		Window:  a.opts.Window,
+		Live:    a.view(liveAcc, liveSpan, inFlight),
+		Run:     a.view(a.run, max(elapsed, 0), inFlight),
+	}
+	a.appendSeries(&snap.Live, now)
+	snap.Series = a.copySeries()
+	snap.Sources = a.sourceStatuses(now)
+	snap.KnobChanges = slices.Clone(a.knobs)
+	return snap
+}
+
+// inFlightAges returns, per class, the ages at now of the requests still in
+// flight.
+func (a *Aggregator) inFlightAges(now time.Time) []inFlightAges {
+	out := make([]inFlightAges, len(a.opts.Classes))
+	for _, p := range a.pending {
+		age := msBetween(p.sent, now)
+		if age <= 0 {
+			continue
+		}
+		f := &out[p.class]
+		if p.firstToken {
+			f.e2e = append(f.e2e, age)
+			continue
+		}
+		f.ttft = append(f.ttft, age)
+		if f.ttftByPath == nil {
+			f.ttftByPath = map[string][]float64{}
+		}
+		f.ttftByPath[p.path] = append(f.ttftByPath[p.path], age)
+	}
+	return out
+}
+
+func (a *Aggregator) view(s *slot, span time.Duration, inFlight []inFlightAges) View {
+	v := View{Span: span}
+	for i, c := range a.opts.Classes {
+		cs := s.classes[i].stats(c.Name, c.Kind, span, a.opts.Paths, &inFlight[i])
+		cs.InFlight = a.inFlight[i]
+		v.Classes = append(v.Classes, cs)
+	}
+	v.Server = s.server.stats(a.profile, a.variant, a.scrapeOK, a.lastScrape)
+	v.GPU = s.gpu.stats(a.lastGPU)
+	v.Probe = s.lag.stats(durMs(a.opts.ReliableLagP99))
+	for i := range v.Classes {
+		v.Classes[i].TTFTBreakdown = breakdown(&v.Classes[i], &v.Server)
+	}
+	return v
+}
+
+// breakdown fills the server-side parts of a class's TTFT breakdown: queue
+// and prefill medians from the server's own histograms (over all of the
+// server's traffic, not only the probe's: a server does not say which request
+// was whose). The network part, median time to response headers, is the
+// class's own and set by the class accumulator.
+func breakdown(c *ClassStats, s *ServerStats) TTFTBreakdown {
+	b := c.TTFTBreakdown
+	if s.Queue.Count > 0 {
+		b.Queue = ptrf(s.Queue.P50)
+	}
+	if s.Prefill.Count > 0 {
+		b.Prefill = ptrf(s.Prefill.P50)
+	}
+	return b
+}
+
+func ptrf(v float64) *float64 { return &v }
+
+func (a *Aggregator) appendSeries(live *View, now time.Time) {
+	fresh := a.lastScrape != nil && a.scrapeOK && now.Sub(a.lastScrape.At) <= a.opts.StaleAfter
+	point := func(name string) float64 {
+		if !fresh {
+			return math.NaN()
+		}
+		if v, ok := a.lastScrape.Signal(name); ok {
+			return v
+		}
+		return math.NaN()
+	}
+	push := func(s []float64, v float64) []float64 {
+		s = append(s, v)
+		if len(s) > SeriesLen {
+			s = s[len(s)-SeriesLen:]
+		}
+		return s
+	}
+	a.series.QueueDepth = push(a.series.QueueDepth, point(prom.SignalQueueDepth))
+	a.series.Running = push(a.series.Running, point(prom.SignalRunning))
+	a.series.KVUsage = push(a.series.KVUsage, point(prom.SignalKVUsage))
+	for _, c := range live.Classes {
+		v := math.NaN()
+		if c.TTFT.Count > 0 {
+			v = c.TTFT.P95
+		}
+		a.series.TTFTP95[c.Name] = push(a.series.TTFTP95[c.Name], v)
+		a.series.OutputTokensPerS[c.Name] = push(a.series.OutputTokensPerS[c.Name], c.Throughput.OutputTokensPerS)
+	}
+}
+
+func (a *Aggregator) copySeries() Series {
+	out := Series{
+		QueueDepth:       append([]float64(nil), a.series.QueueDepth...),
+		Running:          append([]float64(nil), a.series.Running...),
+		KVUsage:          append([]float64(nil), a.series.KVUsage...),
+		TTFTP95:          make(map[string][]float64, len(a.series.TTFTP95)),
+		OutputTokensPerS: make(map[string][]float64, len(a.series.OutputTokensPerS)),
+	}
+	for k, v := range a.series.TTFTP95 {
+		out.TTFTP95[k] = append([]float64(nil), v...)
+	}
+	for k, v := range a.series.OutputTokensPerS {
+		out.OutputTokensPerS[k] = append([]float64(nil), v...)
+	}
+	return out
+}
+
+func (a *Aggregator) sourceStatuses(now time.Time) []SourceStatus {
+	out := make([]SourceStatus, 0, len(a.sourceOrder))
+	for _, name := range a.sourceOrder {
+		s := *a.sources[name]
+		s.Warnings = slices.Clone(s.Warnings)
+		s.Stale = s.LastSuccess.IsZero() || now.Sub(s.LastSuccess) > a.opts.StaleAfter
+		if name == "probe" {
+			// The probe only reports when requests end; long streams are not staleness.
+			s.Stale = s.LastSuccess.IsZero() && !s.LastErrorAt.IsZero()
+		}
+		out = append(out, s)
+	}
+	return out
+}
