@@ -121,8 +121,8 @@ func seriesID(name string, labels map[string]string) string {
 	return b.String()
 }
 
-// truncate shortens s to about n bytes for a message, at a rune boundary.
-func truncate(s string, n int) string {
+// Truncate shortens s to about n bytes for a message, at a rune boundary.
+func Truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

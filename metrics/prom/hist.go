@@ -196,7 +196,7 @@ func collectHistograms(e *Exposition, base string, warn func(string, ...any)) []
 		}
 		ub, err := strconv.ParseFloat(strings.TrimSpace(le), 64)
 		if err != nil || math.IsNaN(ub) || math.IsInf(ub, -1) {
-			warn("line %d: %s_bucket has invalid le=%q, ignored", s.Line, base, truncate(le, 20))
+			warn("line %d: %s_bucket has invalid le=%q, ignored", s.Line, base, Truncate(le, 20))
 			continue
 		}
 		h := get(s.Labels)
@@ -311,7 +311,7 @@ func sumHistograms(base string, hs []*histSeries, warn func(string, ...any)) (Hi
 			continue
 		}
 		if !sameLayout(out.Buckets, h.buckets) {
-			warn("%s: series %s has a different bucket layout, not summed", base, truncate(fmt.Sprint(h.labels), 120))
+			warn("%s: series %s has a different bucket layout, not summed", base, Truncate(fmt.Sprint(h.labels), 120))
 			continue
 		}
 		for i := range out.Buckets {

@@ -118,10 +118,10 @@ func mapWith(e *Exposition, model string, hc histCache, models []string) *Sample
 		s.Models = s.Models[:MaxModels:MaxModels]
 	}
 	if m.longModel != "" {
-		m.warnf("model names longer than %d bytes (%q), series ignored", MaxModelNameBytes, truncate(m.longModel, 40))
+		m.warnf("model names longer than %d bytes (%q), series ignored", MaxModelNameBytes, Truncate(m.longModel, 40))
 	}
 	if model != "" && len(s.Models) > 0 && !m.models[model] {
-		m.warnf("model %q not found; the server has %s", truncate(model, 80), listNames(s.Models, 8))
+		m.warnf("model %q not found; the server has %s", Truncate(model, 80), listNames(s.Models, 8))
 	}
 	s.Warnings = append(append(append([]string(nil), e.limits...), limits...), withSummary(m.warnings, m.dropped)...)
 	return s

@@ -9,7 +9,6 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -189,7 +188,7 @@ func (rd *reader) line(line []byte) {
 	s.Line = rd.lineNo
 	id := rd.p.seriesHash(s.Name, s.Labels)
 	if first, dup := rd.seen[id]; dup {
-		rd.e.Warnf("line %d: duplicate series %s (first on line %d), ignored", rd.lineNo, truncate(s.Name, 80), first)
+		rd.e.Warnf("line %d: duplicate series %s (first on line %d), ignored", rd.lineNo, prom.Truncate(s.Name, 80), first)
 		return
 	}
 	if !rd.family(s.Name) {
@@ -413,7 +412,7 @@ func (p *lineParser) cNonFinite(line []byte) error {
 		i := bytes.LastIndex(line, f)
 		fixed := append(append(append([]byte(nil), line[:i]...), "NaN"...), line[i+len(f):]...)
 		if s, _, err := p.parse(fixed); err == nil {
-			return fmt.Errorf("%s: value %q is %s, sample skipped", s.Name, truncate(string(f), 40), kind)
+			return fmt.Errorf("%s: value %q is %s, sample skipped", s.Name, prom.Truncate(string(f), 40), kind)
 		}
 	}
 	return nil
@@ -448,11 +447,11 @@ func describe(err error, name string, line []byte) error {
 			msg = "missing value"
 		}
 	}
-	msg = truncate(msg, 120)
+	msg = prom.Truncate(msg, 120)
 	if name != "" {
-		return fmt.Errorf("%s: %s", truncate(name, 80), msg)
+		return fmt.Errorf("%s: %s", prom.Truncate(name, 80), msg)
 	}
-	return fmt.Errorf("%s in %q", msg, truncate(string(line), 40))
+	return fmt.Errorf("%s in %q", msg, prom.Truncate(string(line), 40))
 }
 
 func (rd *reader) parseComment(line string, lineNo int) {
@@ -474,7 +473,7 @@ func (rd *reader) parseComment(line string, lineNo int) {
 		switch typ {
 		case "counter", "gauge", "histogram", "summary", "untyped", "unknown", "gaugehistogram", "info", "stateset":
 		default:
-			rd.e.Warnf("line %d: unknown TYPE %q for %s", lineNo, truncate(fields[2], 40), name)
+			rd.e.Warnf("line %d: unknown TYPE %q for %s", lineNo, prom.Truncate(fields[2], 40), name)
 			return
 		}
 		if prev, ok := rd.e.Types[name]; ok && prev != typ {
@@ -501,15 +500,4 @@ func unquoteName(s string) string {
 		}
 	}
 	return s
-}
-
-// truncate shortens s to about n bytes for a message, at a rune boundary.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "..."
 }
