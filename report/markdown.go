@@ -85,7 +85,9 @@ func writeHeader(b *strings.Builder, r *Report) {
 		}
 	}
 	for _, c := range r.Classes {
-		if n := c.TTFTMs.Censored + c.E2EMs.Censored; n > 0 {
+		// Requests cut short at the end of every run are censored too; the
+		// note is for when they bound a reported percentile.
+		if n := c.TTFTMs.Censored + c.E2EMs.Censored; n > 0 && (c.TTFTMs.LowerBound || c.E2EMs.LowerBound) {
 			fmt.Fprintf(b, "\n> **%s:** %d latency samples are lower bounds (requests still waiting when the run ended, or cut short by a timeout while waiting); figures marked ≥ are at least that.\n", inline(c.Name), n)
 		}
 		if c.Throttled > 0 {

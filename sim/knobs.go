@@ -249,13 +249,22 @@ func ScenarioNames() []string {
 
 // Scenario returns the knobs of a named scenario.
 func Scenario(name string) (Knobs, error) {
+	k := DefaultKnobs()
+	if err := ApplyScenario(&k, name); err != nil {
+		return Knobs{}, err
+	}
+	return k, nil
+}
+
+// ApplyScenario sets the named scenario's knobs on k, leaving the others
+// (a hardware preset's cost model, say) as they are.
+func ApplyScenario(k *Knobs, name string) error {
 	mod, ok := scenarioTable()[name]
 	if !ok {
-		return Knobs{}, fmt.Errorf("unknown scenario %q (valid: %s)", name, strings.Join(ScenarioNames(), ", "))
+		return fmt.Errorf("unknown scenario %q (valid: %s)", name, strings.Join(ScenarioNames(), ", "))
 	}
-	k := DefaultKnobs()
-	mod(&k)
-	return k, nil
+	mod(k)
+	return nil
 }
 
 // RegisterFlags registers every knob as a --kebab-case flag whose default is

@@ -22,19 +22,25 @@ import (
 // command line overrides the scenario's preset, whatever the flag order.
 type simFlags struct {
 	scenario string
+	hardware string
 	knobs    sim.Knobs
 }
 
 func (s *simFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.scenario, "scenario", "healthy", "simulator scenario: "+fmt.Sprint(sim.ScenarioNames()))
+	fs.StringVar(&s.hardware, "hardware", "default", "calibration preset of the simulated model and GPU: "+fmt.Sprint(sim.HardwareNames()))
 	s.knobs = sim.DefaultKnobs()
 	s.knobs.RegisterFlags(fs)
 }
 
-// resolve applies the scenario, then the knobs set explicitly on fs.
+// resolve applies the hardware preset, then the scenario, then the knobs
+// set explicitly on fs.
 func (s *simFlags) resolve(fs *flag.FlagSet) (sim.Knobs, error) {
-	k, err := sim.Scenario(s.scenario)
-	if err != nil {
+	k := sim.DefaultKnobs()
+	if err := sim.ApplyHardware(&k, s.hardware); err != nil {
+		return sim.Knobs{}, usageError{err}
+	}
+	if err := sim.ApplyScenario(&k, s.scenario); err != nil {
 		return sim.Knobs{}, usageError{err}
 	}
 	apply := flag.NewFlagSet("knobs", flag.ContinueOnError)
