@@ -70,6 +70,10 @@ type Aggregator struct {
 
 	usageIgnoredNoted bool
 	knobs             []observe.KnobChange
+	// cur gathers the client's side of the scrape interval in progress;
+	// intervals are the last MaxIntervals closed ones.
+	cur       intervalAccum
+	intervals []Interval
 }
 
 type slot struct {
@@ -115,6 +119,7 @@ func NewAggregator(o Options) *Aggregator {
 		a.classIx[c.Name] = i
 	}
 	a.run = a.newSlot(o.Started)
+	a.cur = newIntervalAccum(a.mapping)
 	return a
 }
 
@@ -265,6 +270,7 @@ func (a *Aggregator) addScrape(e *observe.Scrape) {
 	if live := a.slotFor(at); live != nil {
 		live.server.addScrape(a.lastScrape, s)
 	}
+	a.closeInterval(a.lastScrape, s)
 	a.lastScrape = s
 }
 

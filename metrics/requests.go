@@ -60,6 +60,16 @@ func (a *Aggregator) addTrace(t *observe.Trace) {
 		at = t.Sent
 	}
 	a.run.classes[ci].add(a.mapping, t, &rm, stall)
+	if pathName(t.Path) == observe.PathDirect {
+		if rm.hasTTFT && !t.FirstTokenReported {
+			a.cur.ttft.add(rm.ttftMs)
+		}
+		for i, g := range rm.chunkGapsMs {
+			if i >= t.GapsReported {
+				a.cur.gaps.add(g)
+			}
+		}
+	}
 	live := a.slotFor(at)
 	if live != nil {
 		live.classes[ci].add(a.mapping, t, &rm, stall)
@@ -110,6 +120,9 @@ func (a *Aggregator) addFirstToken(ft *observe.FirstToken) {
 	}
 	ttft, fromIntended := msBetween(ft.Sent, ft.At), msBetween(ft.IntendedStart, ft.At)
 	path := pathName(ft.Path)
+	if path == observe.PathDirect {
+		a.cur.ttft.add(ttft)
+	}
 	for _, s := range []*slot{a.run, a.slotFor(ft.At)} {
 		if s != nil {
 			c := s.classes[ci]
@@ -127,6 +140,11 @@ func (a *Aggregator) addGaps(r *observe.GapReport) {
 	}
 	stall := a.stallGapMs(ci)
 	path := pathName(r.Path)
+	if path == observe.PathDirect {
+		for _, g := range r.GapsMs {
+			a.cur.gaps.add(g)
+		}
+	}
 	for _, s := range []*slot{a.run, a.slotFor(r.At)} {
 		if s == nil {
 			continue

@@ -25,6 +25,9 @@ type Snapshot struct {
 	Sources []SourceStatus
 	// KnobChanges are the demo's knob changes, oldest first (the last 64).
 	KnobChanges []observe.KnobChange
+	// Intervals are the last scrape intervals, oldest first (see
+	// Interval): the series the diagnosis attributes step time from.
+	Intervals []Interval
 }
 
 // View is the statistics over one span of time.

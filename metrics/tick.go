@@ -36,6 +36,7 @@ func (a *Aggregator) Tick(now time.Time) *Snapshot {
 	snap.Series = a.copySeries()
 	snap.Sources = a.sourceStatuses(now)
 	snap.KnobChanges = slices.Clone(a.knobs)
+	snap.Intervals = slices.Clone(a.intervals)
 	return snap
 }
 

@@ -1,0 +1,107 @@
+package metrics
+
+import (
+	"slices"
+	"time"
+
+	"github.com/DataDog/sketches-go/ddsketch/mapping"
+
+	"github.com/tokentop/tokentop/metrics/prom"
+)
+
+// MaxIntervals is how many scrape intervals a Snapshot keeps: two minutes
+// at one scrape a second, enough for a least-squares fit over the live
+// window and more.
+const MaxIntervals = 120
+
+// Interval is what happened between two consecutive successful scrapes:
+// the client's chunk gaps and first tokens that arrived in it (direct path
+// only: a gateway's buffering would blur them), and the server's counter
+// deltas, gauges and histogram means. A continuous-batching step costs
+// about a + b·(prefill tokens in the step) + c·(sequences in the step);
+// how these move together over the intervals tells prefill from batch size
+// (diagnose.Attribute). A pointer is nil where the server does not say.
+type Interval struct {
+	Start, End time.Time
+
+	Gaps               int64 // client chunk gaps that ended in the interval
+	GapP50Ms, GapP99Ms float64
+	FirstTokens        int64 // client first tokens in the interval
+	TTFTP50Ms          float64
+
+	PromptTokensPerS     *float64
+	GenerationTokensPerS *float64
+	PreemptionsPerS      *float64
+	Running              *float64 // at the interval's end
+	Waiting              *float64
+	KVUsage              *float64
+	// Means of the server's own histograms over the interval, ms (the
+	// sums' delta over the counts' delta); nil with no observation.
+	ServerITLMs     *float64
+	ServerTTFTMs    *float64
+	ServerQueueMs   *float64
+	ServerPrefillMs *float64
+	ServerDecodeMs  *float64
+}
+
+// intervalAccum gathers the client side of the interval in progress.
+type intervalAccum struct {
+	gaps, ttft *sketch
+}
+
+func newIntervalAccum(m mapping.IndexMapping) intervalAccum {
+	return intervalAccum{gaps: newSketch(m), ttft: newSketch(m)}
+}
+
+// closeInterval turns the client measurements gathered since prev and the
+// scrape cur into an Interval, and starts the next one.
+func (a *Aggregator) closeInterval(prev, cur *prom.Sample) {
+	if prev == nil || !cur.At.After(prev.At) {
+		return
+	}
+	dt := cur.At.Sub(prev.At).Seconds()
+	iv := Interval{Start: prev.At, End: cur.At, Gaps: a.cur.gaps.count(), FirstTokens: a.cur.ttft.count()}
+	if iv.Gaps > 0 {
+		iv.GapP50Ms, iv.GapP99Ms = a.cur.gaps.quantile(0.5), a.cur.gaps.quantile(0.99)
+	}
+	if iv.FirstTokens > 0 {
+		iv.TTFTP50Ms = a.cur.ttft.quantile(0.5)
+	}
+	rate := func(name string) *float64 {
+		p, ok1 := prev.Signal(name)
+		c, ok2 := cur.Signal(name)
+		if !ok1 || !ok2 {
+			return nil
+		}
+		return ptrf(counterIncrease(p, c) / dt)
+	}
+	gauge := func(name string) *float64 {
+		if v, ok := cur.Signal(name); ok {
+			return ptrf(v)
+		}
+		return nil
+	}
+	meanMs := func(name string) *float64 {
+		c, ok1 := cur.Histograms[name]
+		p, ok2 := prev.Histograms[name]
+		if !ok1 || !ok2 || c.NoSum || p.NoSum {
+			return nil
+		}
+		d, ok := prom.Delta(p, c)
+		if !ok || d.Count <= 0 || d.Sum < 0 {
+			return nil
+		}
+		return ptrf(1000 * d.Sum / d.Count)
+	}
+	iv.PromptTokensPerS = rate(prom.SignalPromptTokensTotal)
+	iv.GenerationTokensPerS = rate(prom.SignalGenerationTokens)
+	iv.PreemptionsPerS = rate(prom.SignalPreemptionsTotal)
+	iv.Running, iv.Waiting, iv.KVUsage = gauge(prom.SignalRunning), gauge(prom.SignalQueueDepth), gauge(prom.SignalKVUsage)
+	iv.ServerITLMs, iv.ServerTTFTMs, iv.ServerQueueMs = meanMs(prom.HistITL), meanMs(prom.HistTTFT), meanMs(prom.HistQueue)
+	iv.ServerPrefillMs, iv.ServerDecodeMs = meanMs(prom.HistPrefill), meanMs(prom.HistDecode)
+	a.intervals = append(a.intervals, iv)
+	if len(a.intervals) > MaxIntervals {
+		a.intervals = slices.Delete(a.intervals, 0, len(a.intervals)-MaxIntervals)
+	}
+	a.cur = newIntervalAccum(a.mapping)
+}

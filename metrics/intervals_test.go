@@ -1,0 +1,46 @@
+package metrics
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/tokentop/tokentop/metrics/prom"
+	"github.com/tokentop/tokentop/observe"
+)
+
+// Between two scrapes an Interval holds the client's gaps and first tokens
+// of the direct path and the server's rates, gauges and histogram means.
+func TestIntervalsPairClientAndServer(t *testing.T) {
+	a := newTestAggregator()
+	scrape := func(sec int, prompt, gen, running, itlSum, itlCount float64) {
+		at := t0.Add(time.Duration(sec) * time.Second)
+		s := &prom.Sample{At: at, Signals: map[string]*float64{
+			prom.SignalPromptTokensTotal: f64(prompt), prom.SignalGenerationTokens: f64(gen), prom.SignalRunning: f64(running)},
+			Histograms: map[string]prom.Histogram{prom.HistITL: {Count: itlCount, Sum: itlSum,
+				Buckets: []prom.Bucket{{UpperBound: 0.05, CumulativeCount: itlCount}, {UpperBound: math.Inf(1), CumulativeCount: itlCount}}}}}
+		a.addScrape(&observe.Scrape{At: at, Sample: s})
+	}
+	scrape(1, 1000, 5000, 10, 100, 5000)
+	a.addGaps(&observe.GapReport{Class: "interactive", Path: observe.PathDirect, At: t0.Add(1500 * time.Millisecond), GapsMs: []float64{20, 22, 24}})
+	a.addGaps(&observe.GapReport{Class: "interactive", Path: observe.PathGateway, At: t0.Add(1500 * time.Millisecond), GapsMs: []float64{0, 0, 900}})
+	a.addFirstToken(&observe.FirstToken{Class: "interactive", Path: observe.PathDirect, Sent: t0, IntendedStart: t0, At: t0.Add(1200 * time.Millisecond)})
+	scrape(2, 3000, 5500, 12, 112.5, 5500) // 2000 prompt and 500 generated tokens in 1 s; 500 steps of 25 ms
+	snap := a.Tick(t0.Add(2 * time.Second))
+	if len(snap.Intervals) != 1 {
+		t.Fatalf("%d intervals, want 1", len(snap.Intervals))
+	}
+	iv := snap.Intervals[0]
+	if iv.Gaps != 3 || !near(iv.GapP50Ms, 22) || iv.FirstTokens != 1 || !near(iv.TTFTP50Ms, 1200) {
+		t.Errorf("client side: %+v (the gateway's gaps must be left out)", iv)
+	}
+	if iv.PromptTokensPerS == nil || *iv.PromptTokensPerS != 2000 || iv.GenerationTokensPerS == nil || *iv.GenerationTokensPerS != 500 {
+		t.Errorf("rates: prompt %v, generation %v", iv.PromptTokensPerS, iv.GenerationTokensPerS)
+	}
+	if iv.Running == nil || *iv.Running != 12 || iv.ServerITLMs == nil || !near(*iv.ServerITLMs, 25) {
+		t.Errorf("running %v, server ITL mean %v ms, want 12 and 25", iv.Running, iv.ServerITLMs)
+	}
+	if iv.ServerTTFTMs != nil || iv.KVUsage != nil {
+		t.Error("a signal the server does not expose must stay nil")
+	}
+}
