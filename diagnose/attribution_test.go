@@ -9,7 +9,6 @@ import (
 	"github.com/tokentop/tokentop/metrics"
 )
 
-
 // synthetic builds n intervals of a server whose step costs
 // a + b·prefill + c·running ms, with the load varying as given and the
 // step time perturbed by noise (a fraction).
