@@ -26,19 +26,36 @@ func synthetic(n int, a, b, c float64, prefill, running func(i int) float64, noi
 	return out
 }
 
+// wave varies between lo and hi with the given period, in intervals.
+func wave(lo, hi float64, period int) func(int) float64 {
+	return func(i int) float64 { return lo + (hi-lo)*(0.5+0.5*math.Sin(2*math.Pi*float64(i)/float64(period))) }
+}
+
+// bursts is size for the first half of every period, 0 for the rest.
+func bursts(size float64, every int) func(int) float64 {
+	return func(i int) float64 {
+		if i%every < every/2 {
+			return size
+		}
+		return 0
+	}
+}
+
+// Step-time series of the shapes the rule tests need (30 intervals).
+func healthySteps() []metrics.Interval {
+	return synthetic(30, 10, 0.01, 0.1, wave(0, 200, 7), wave(20, 30, 11), 0, rand.New(rand.NewPCG(9, 9)))
+}
+
+func prefillSteps() []metrics.Interval {
+	return synthetic(30, 10, 0.05, 0.2, bursts(1024, 6), wave(40, 60, 13), 0, rand.New(rand.NewPCG(9, 9)))
+}
+
+func decodeSteps() []metrics.Interval {
+	return synthetic(30, 10, 0.001, 0.2, wave(0, 50, 7), wave(380, 440, 11), 0, rand.New(rand.NewPCG(9, 9)))
+}
+
 func TestAttributeRecoversTheCostModel(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	wave := func(lo, hi float64, period int) func(int) float64 {
-		return func(i int) float64 { return lo + (hi-lo)*(0.5+0.5*math.Sin(2*math.Pi*float64(i)/float64(period))) }
-	}
-	bursts := func(size float64, every int) func(int) float64 {
-		return func(i int) float64 {
-			if i%every < every/2 {
-				return size
-			}
-			return 0
-		}
-	}
 	tests := []struct {
 		name             string
 		a, b, c          float64

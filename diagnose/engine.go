@@ -22,14 +22,21 @@ func Evaluate(v *metrics.View, classes []config.Class) Diagnosis {
 			failing[vd.Class] = true
 		}
 	}
-	in := ruleInput{view: v, failing: failing, verdicts: d.Verdicts}
+	in := ruleInput{view: v, failing: failing, verdicts: d.Verdicts, classes: classes}
+	if v != nil {
+		in.attr, in.attrOK = Attribute(v.Intervals)
+	}
 	for _, r := range rules {
+		if r.eval == nil && r.perClass == nil {
+			continue // listed for its ordering only; added below
+		}
 		if f, ok := r.evaluate(&in); ok {
 			f.Rule = r.id
 			f.Confidence = clamp01(f.Confidence)
 			d.Findings = append(d.Findings, f)
 		}
 	}
+	d.Findings = append(d.Findings, in.unexplained(d.Findings)...)
 	sortFindings(d.Findings)
 	return d
 }
@@ -65,6 +72,11 @@ type ruleInput struct {
 	view     *metrics.View
 	failing  map[string]bool // classes failing their SLO
 	verdicts []Verdict
+	classes  []config.Class
+	// attr is the step-time attribution over the view's intervals;
+	// attrOK is false when the server's series do not allow one.
+	attr   Attribution
+	attrOK bool
 }
 
 func (in *ruleInput) verdict(class string) *Verdict {
@@ -82,11 +94,14 @@ var rules = []rule{
 	{id: RuleProxyBuffering, perClass: proxyBuffering},
 	{id: RulePrefillContention, perClass: prefillContention},
 	{id: RuleDecodePressure, perClass: decodePressure},
+	{id: RuleSlowTokens, perClass: slowTokens},
+	{id: RuleBatchCapacity, perClass: batchCapacity},
 	{id: RuleKVCachePressure, eval: kvCachePressure},
 	{id: RuleQueueSaturation, eval: queueSaturation},
 	{id: RuleBatchInterference, eval: batchInterference},
 	{id: RuleAverageHidesTail, symptom: true, eval: averageHidesTail},
 	{id: RuleStreamStutter, symptom: true, perClass: streamStutter},
+	{id: RuleUnexplained, symptom: true},
 }
 
 func sortFindings(fs []Finding) {

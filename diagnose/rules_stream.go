@@ -26,94 +26,67 @@ func streamGaps(c *metrics.ClassStats) metrics.Dist {
 	return c.ChunkGap
 }
 
-// prefillContention: long prompts being prefilled stall every running
-// decode for the length of the prefill step, so running streams see gaps that
-// are mostly normal with large spikes, while the server spends much of its
-// work on prompt tokens.
-func prefillContention(in *ruleInput, c *metrics.ClassStats) (Finding, bool) {
-	srv := &in.view.Server
-	g := streamGaps(c)
-	if g.Count < minGapsForRule || g.P50 < burstGapP50Ms || directEventsPerRead(c) > smoothEventsPerRead {
-		return Finding{}, false
+// risk is how a class's streams stand against its own ITL objectives.
+type risk int
+
+const (
+	riskNone    risk = iota // within the objectives, with room to spare
+	riskAtRisk              // a gap percentile at atRiskShare of its objective or more
+	riskFailing             // an ITL objective fails
+)
+
+// atRiskShare: a percentile at 60% of its objective has little room left
+// for a burst of load; a cause that puts it there is worth a warning.
+const atRiskShare = 0.6
+
+// severity maps a risk to the severity of the cause behind it: critical
+// only when it explains a failing objective.
+func (r risk) severity() string {
+	switch r {
+	case riskFailing:
+		return SeverityCritical
+	case riskAtRisk:
+		return SeverityWarning
 	}
-	ratio := g.P99 / g.P50
-	if ratio < prefillSpikeRatio || g.P99 < prefillSpikeMinMs || g.P50 > prefillMaxP50Ms {
-		return Finding{}, false
-	}
-	f := Finding{
-		Severity:   SeverityWarning,
-		Confidence: 0.45 + 0.05*math.Min(ratio-prefillSpikeRatio, 4),
-		Summary: fmt.Sprintf("%s streams stall: gap p99 %.0f ms is %.1f× the p50 of %.0f ms — long prefills are pausing running decodes",
-			c.Name, g.P99, ratio, g.P50),
-		Evidence: []Evidence{
-			{Signal: c.Name + ".gap_p99_over_p50", Value: ratio, Threshold: prefillSpikeRatio, Unit: "x"},
-			{Signal: c.Name + ".gap_p99_ms", Value: g.P99, Threshold: prefillSpikeMinMs, Unit: "ms"},
-		},
-		Advice: "Enable chunked prefill (vLLM --enable-chunked-prefill with a smaller --max-num-batched-tokens), cap prompt length for interactive traffic, or move long-prompt work to a separate replica (disaggregated prefill).",
-	}
-	if srv.PromptTokensPerS != nil && srv.GenerationTokensPerS != nil {
-		total := *srv.PromptTokensPerS + *srv.GenerationTokensPerS
-		if total > 0 {
-			share := *srv.PromptTokensPerS / total
-			f.Evidence = append(f.Evidence, Evidence{Signal: "server.prompt_token_share", Value: share, Threshold: prefillPromptShare, Unit: "ratio"})
-			if share >= prefillPromptShare {
-				f.Confidence += 0.25
-			} else {
-				f.Confidence -= 0.15
-			}
-		}
-	}
-	if srv.Prefill.Count > 0 && srv.Prefill.P95 >= prefillSpikeMinMs {
-		f.Evidence = append(f.Evidence, Evidence{Signal: "server.prefill_p95_ms", Value: srv.Prefill.P95, Threshold: prefillSpikeMinMs, Unit: "ms"})
-		f.Confidence += 0.1
-	}
-	if srv.PreemptionsPerS != nil && *srv.PreemptionsPerS > 0 {
-		// Preempted sequences are prefilled again when readmitted: the
-		// spikes may be the KV cache's doing rather than new prompts'.
-		f.Evidence = append(f.Evidence, Evidence{Signal: "server.preemptions_per_s", Value: *srv.PreemptionsPerS, Threshold: 0, Unit: "per_s"})
-		f.Confidence -= 0.3
-	}
-	if in.failing[c.Name] {
-		f.Severity = SeverityCritical
-	}
-	return f, true
+	return SeverityInfo
 }
 
-// decodePressure: each decode step costs more as the running batch grows,
-// so every gap of every stream is slow, evenly.
-func decodePressure(in *ruleInput, c *metrics.ClassStats) (Finding, bool) {
-	srv := &in.view.Server
-	g := streamGaps(c)
-	if g.Count < minGapsForRule || g.P50 < decodeSlowP50Ms || directEventsPerRead(c) > smoothEventsPerRead {
-		return Finding{}, false
+// itlRisk reads the class's ITL objectives against its stream gaps g and
+// returns the most telling comparison as evidence.
+func (in *ruleInput) itlRisk(c *metrics.ClassStats, g metrics.Dist) (risk, *Evidence) {
+	v := in.verdict(c.Name)
+	if v == nil {
+		return riskNone, nil
 	}
-	ratio := g.P99 / g.P50
-	if ratio > decodeMaxSpikeRatio {
-		return Finding{}, false
-	}
-	f := Finding{
-		Severity:   SeverityWarning,
-		Confidence: 0.45 + 0.1*math.Min(g.P50/decodeSlowP50Ms-1, 2),
-		Summary: fmt.Sprintf("%s tokens arrive slowly and evenly: gap p50 %.0f ms (p99 %.0f ms) — the running batch is too large for the decode step",
-			c.Name, g.P50, g.P99),
-		Evidence: []Evidence{
-			{Signal: c.Name + ".gap_p50_ms", Value: g.P50, Threshold: decodeSlowP50Ms, Unit: "ms"},
-			{Signal: c.Name + ".gap_p99_over_p50", Value: ratio, Threshold: decodeMaxSpikeRatio, Unit: "x"},
-		},
-		Advice: "Lower the running batch (vLLM --max-num-seqs) to trade tokens/s for per-stream speed, give interactive traffic priority, or add replicas.",
-	}
-	if srv.Running.Count > 0 {
-		f.Evidence = append(f.Evidence, Evidence{Signal: "server.running_p50", Value: srv.Running.P50, Threshold: decodeBusyRunning})
-		if srv.Running.P50 >= decodeBusyRunning {
-			f.Confidence += 0.3
-		} else {
-			f.Confidence -= 0.2
+	level := riskNone
+	var ev *Evidence
+	for _, o := range v.Objectives {
+		var got float64
+		switch o.Name {
+		case ObjITLP50:
+			got = g.P50
+		case ObjITLP95:
+			got = g.P95
+		case ObjITLP99:
+			got = g.P99
+		default:
+			continue
+		}
+		e := Evidence{Signal: c.Name + ".gap_" + strings.TrimSuffix(strings.TrimPrefix(o.Name, "itl_"), "_ms") + "_ms", Value: got, Threshold: o.Target, Unit: "ms"}
+		switch {
+		case o.Actual != nil && !o.Pass:
+			if level < riskFailing {
+				level, ev = riskFailing, &e
+			}
+		case got >= atRiskShare*o.Target:
+			if level < riskAtRisk {
+				level, ev = riskAtRisk, &e
+			}
+		case ev == nil:
+			ev = &e
 		}
 	}
-	if in.failing[c.Name] {
-		f.Severity = SeverityCritical
-	}
-	return f, true
+	return level, ev
 }
 
 // failsObjective reports whether a measured objective whose name starts

@@ -23,7 +23,7 @@ func healthyView() metrics.View {
 			Name: name, Kind: kind, Requests: 100, Judged: 100, Completed: 100, Valid: 100, GoodRequests: 100,
 			TTFT: dist(100, 120, 300, 400), ITL: gaps, ITLBasis: metrics.BasisToken, ChunkGap: gaps,
 			E2E: dist(100, 4000, 5000, 5500), Gaps: 5000, StallGaps: 2, StallFraction: 0.0004, EventsPerRead: 1.0,
-			ValidOutputTokens: 20000, ExpectedTokens: 20000, DeadlineRequests: 100, DeadlineMet: 100,
+			ValidOutputTokens: 100000, ExpectedTokens: 100000, DeadlineRequests: 100, DeadlineMet: 100,
 			Throughput: metrics.Throughput{OutputTokensPerS: 5000},
 			Paths:      []metrics.PathStats{{Path: "direct", Requests: 100, TTFT: dist(100, 120, 300, 400), ChunkGap: gaps, EventsPerRead: 1.0}},
 		}
@@ -39,7 +39,8 @@ func healthyView() metrics.View {
 			PreemptionsPerS: fp(0), PromptTokensPerS: fp(3000), GenerationTokensPerS: fp(2000),
 			Queue: dist(500, 2, 10, 20), Prefill: dist(500, 30, 60, 90),
 		},
-		Probe: metrics.ProbeStats{SelfLagP99Ms: 1, SelfLagMaxMs: 3, Samples: 600, Reliable: true},
+		Probe:     metrics.ProbeStats{SelfLagP99Ms: 1, SelfLagMaxMs: 3, Samples: 600, Reliable: true},
+		Intervals: healthySteps(),
 	}
 }
 
@@ -58,6 +59,7 @@ func TestRules(t *testing.T) {
 				v.Classes[0].ITL, v.Classes[0].ChunkGap, v.Classes[0].Paths[0].ChunkGap = g, g, g
 				v.Server.PromptTokensPerS = fp(40000)
 				v.Server.Prefill = dist(500, 120, 300, 400)
+				v.Intervals = prefillSteps()
 			},
 			first:  RulePrefillContention,
 			absent: []string{RuleDecodePressure, RuleProxyBuffering},
@@ -70,6 +72,7 @@ func TestRules(t *testing.T) {
 					v.Classes[i].ITL, v.Classes[i].ChunkGap, v.Classes[i].Paths[0].ChunkGap = g, g, g
 				}
 				v.Server.Running = metrics.GaugeStats{Count: 30, P50: 400, P95: 440, Max: 450}
+				v.Intervals = decodeSteps()
 			},
 			first:  RuleDecodePressure,
 			absent: []string{RulePrefillContention, RuleProxyBuffering},
@@ -166,6 +169,7 @@ func TestRules(t *testing.T) {
 				g := dist(5000, 20, 180, 400)
 				v.Classes[0].ITL, v.Classes[0].ChunkGap, v.Classes[0].Paths[0].ChunkGap = g, g, g
 				v.Classes[0].StallGaps, v.Classes[0].StallFraction = 150, 0.03
+				v.Intervals = prefillSteps()
 			},
 			first: RulePrefillContention,
 		},
@@ -217,6 +221,7 @@ func TestRulesIgnoreServerIdentity(t *testing.T) {
 	g := dist(5000, 95, 140, 200)
 	v.Classes[0].ITL, v.Classes[0].ChunkGap, v.Classes[0].Paths[0].ChunkGap = g, g, g
 	v.Server.Running.P50 = 400
+	v.Intervals = decodeSteps()
 	classes := config.Default().Classes
 	a := Evaluate(&v, classes)
 	v.Server.Profile, v.Server.Variant = "tokentop-sim", "vllm-v1"

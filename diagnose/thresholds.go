@@ -2,24 +2,16 @@ package diagnose
 
 // The rules' thresholds, in one place.
 
-// Thresholds. Each is a property of LLM streaming, not of any one server:
-// a decode step of a mid-size model on a data-centre GPU takes 10–30 ms, so
-// smooth streams have gaps in that range and p99 within ~2× of p50.
+// Thresholds of the stream and path rules. The step-time rules' triggers
+// are relative (a share of the server's own step time, a share of the
+// class's objective: rules_step.go); these few are properties of SSE
+// delivery, not of any server's speed.
 const (
 	minGapsForRule = 50 // fewer gaps than this say nothing about a tail
 
-	// prefill contention: gaps mostly normal, with spikes.
-	prefillSpikeRatio  = 4.0   // gap p99 / p50
-	prefillSpikeMinMs  = 150.0 // and the spike must be visible: a reader notices a 150 ms pause
-	prefillMaxP50Ms    = 60.0  // above this every gap is slow: decode pressure
-	prefillPromptShare = 0.5   // server prompt tokens / all tokens processed
-
-	// decode pressure: every gap slow, uniformly.
-	decodeSlowP50Ms       = 45.0
-	decodeMaxSpikeRatio   = 3.0
-	decodeBusyRunning     = 48.0 // running sequences (median) that make a step slow
-	smoothEventsPerRead   = 1.5  // at or below: the path delivers events one by one
-	bufferedEventsPerRead = 2.5  // at or above: something holds bytes and releases them in bursts
+	prefillSpikeRatio     = 4.0 // gap p99 / p50 at or above: spikes, not an even slowdown (wording only)
+	smoothEventsPerRead   = 1.5 // at or below: the path delivers events one by one
+	bufferedEventsPerRead = 2.5 // at or above: something holds bytes and releases them in bursts
 
 	// proxy buffering
 	bufferedExtraTTFTMs = 50.0 // gateway TTFT p50 above direct
@@ -28,10 +20,14 @@ const (
 
 // Thresholds of the server-side and symptom rules.
 const (
-	kvHighUsage        = 0.90 // KV cache p95 at or above this leaves no room for new sequences
-	queueDeepP50       = 4.0  // requests waiting (median scrape)
-	queueDeepMax       = 20.0
-	queueWaitP50Ms     = 250.0 // server-side queue time that users feel in TTFT
+	kvHighUsage = 0.90 // KV cache p95 at or above this leaves no room for new sequences
+	// kvPreemptionHorizonS: a running sequence evicted more often than
+	// once in this many seconds is recomputing more than it generates.
+	kvPreemptionHorizonS = 60.0
+	// queueShareOfTTFT: a server-side queue time of a quarter of the
+	// tightest TTFT objective leaves little of it for prefill and the
+	// network.
+	queueShareOfTTFT   = 0.25
 	errorShareWarn     = 0.02
 	errorShareCritical = 0.10
 	minRequestsForRate = 20

@@ -12,6 +12,10 @@ const (
 	RuleStreamStutter     = "stream_stutter"
 	RuleErrorBurst        = "error_burst"
 	RuleProbeOverload     = "probe_overload"
+	// Added by issue 11 (README, "Diagnosis rules").
+	RuleSlowTokens    = "slow_tokens"     // the client sees slow tokens; without server series, no cause
+	RuleBatchCapacity = "batch_capacity"  // a batch objective beyond what its concurrency can reach
+	RuleUnexplained   = "slo_unexplained" // a failed objective no rule explains, and what was checked
 )
 
 // Severities.

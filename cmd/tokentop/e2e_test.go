@@ -108,6 +108,16 @@ func runDemoJSON(t *testing.T, d time.Duration, v any, allowed []int, args ...st
 	return code
 }
 
+// firstNonInfo is the rule of the first finding above info, or "".
+func firstNonInfo(r reportView) string {
+	for _, f := range r.Findings {
+		if f.Severity != "info" {
+			return f.Rule
+		}
+	}
+	return ""
+}
+
 func rules(r reportView) []string {
 	var out []string
 	for _, f := range r.Findings {
@@ -132,7 +142,6 @@ func scenarioDuration(t *testing.T) time.Duration {
 	return 30 * time.Second
 }
 
-var causeRules = []string{"prefill_contention", "decode_pressure", "proxy_buffering"}
 
 func TestDemoHealthy(t *testing.T) {
 	t.Parallel()
@@ -155,14 +164,11 @@ func TestDemoHealthy(t *testing.T) {
 			}
 		}
 	}
+	// A cause may be noted (info) on a healthy server; none may put an
+	// objective at risk.
 	for _, f := range r.Findings {
-		if f.Severity == "critical" {
-			t.Errorf("critical finding on healthy: %s: %s", f.Rule, f.Summary)
-		}
-		for _, c := range causeRules {
-			if f.Rule == c {
-				t.Errorf("%s fired on healthy: %s", f.Rule, f.Summary)
-			}
+		if f.Severity != "info" {
+			t.Errorf("%s finding on healthy: %s: %s", f.Severity, f.Rule, f.Summary)
 		}
 	}
 }
@@ -182,8 +188,8 @@ func TestDemoScenariosNameTheirCause(t *testing.T) {
 		t.Run(tc.scenario, func(t *testing.T) {
 			t.Parallel()
 			r, _ := runDemoReport(t, d, append([]string{"--scenario", tc.scenario}, tc.extra...)...)
-			if len(r.Findings) == 0 || r.Findings[0].Rule != tc.want {
-				t.Fatalf("findings = %v, want %s first", rules(r), tc.want)
+			if got := firstNonInfo(r); got != tc.want {
+				t.Fatalf("findings = %v, want %s first above info", rules(r), tc.want)
 			}
 		})
 	}
@@ -208,12 +214,12 @@ func TestDiagnosisFollowsKnobsNotScenarioNames(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			r, _ := runDemoReport(t, d, tc.args...)
-			if tc.want != "" && (len(r.Findings) == 0 || r.Findings[0].Rule != tc.want) {
-				t.Errorf("findings = %v, want %s first", rules(r), tc.want)
+			if tc.want != "" && firstNonInfo(r) != tc.want {
+				t.Errorf("findings = %v, want %s first above info", rules(r), tc.want)
 			}
 			for _, f := range r.Findings {
-				if f.Rule == tc.notWant {
-					t.Errorf("%s fired: %s", f.Rule, f.Summary)
+				if f.Rule == tc.notWant && f.Severity != "info" {
+					t.Errorf("%s fired (%s): %s", f.Rule, f.Severity, f.Summary)
 				}
 			}
 		})

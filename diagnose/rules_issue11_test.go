@@ -1,0 +1,112 @@
+package diagnose
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/tokentop/tokentop/config"
+	"github.com/tokentop/tokentop/metrics"
+)
+
+func findingOf(d Diagnosis, rule string) *Finding {
+	for i := range d.Findings {
+		if d.Findings[i].Rule == rule {
+			return &d.Findings[i]
+		}
+	}
+	return nil
+}
+
+// A server without /metrics that streams every token 50 ms apart (a 70B
+// model's ordinary pace) has no batch and no prefill to blame: no cause is
+// claimed, and 50 ms is a third of the 150 ms objective, so nothing at all.
+func TestEvenPaceWithoutMetricsClaimsNoCause(t *testing.T) {
+	v := healthyView()
+	g := dist(5000, 50, 50, 51)
+	for i := range v.Classes {
+		v.Classes[i].ITL, v.Classes[i].ChunkGap, v.Classes[i].Paths[0].ChunkGap = g, g, g
+	}
+	v.Server = metrics.ServerStats{}
+	v.Intervals = nil
+	d := Evaluate(&v, config.Default().Classes)
+	for _, f := range d.Findings {
+		if f.Rule == RuleDecodePressure || f.Rule == RulePrefillContention || f.Severity == SeverityCritical {
+			t.Errorf("%s (%s) without server evidence: %s", f.Rule, f.Severity, f.Summary)
+		}
+	}
+	// At 120 ms the objective is at risk: the client says what it sees,
+	// and that it cannot tell why.
+	g = dist(5000, 110, 120, 130)
+	v.Classes[0].ITL, v.Classes[0].ChunkGap, v.Classes[0].Paths[0].ChunkGap = g, g, g
+	d = Evaluate(&v, config.Default().Classes)
+	f := findingOf(d, RuleSlowTokens)
+	if f == nil || f.Severity != SeverityWarning || !strings.Contains(f.Summary, "cannot tell") {
+		t.Fatalf("findings %v, want slow_tokens (warning) saying it cannot tell why", rulesOf(d.Findings))
+	}
+	if findingOf(d, RuleDecodePressure) != nil {
+		t.Error("decode_pressure without server evidence")
+	}
+}
+
+// Chunked prefill: every gap evenly slower because each step carries a
+// prefill chunk. The step time moves with the prompt tokens, not the
+// batch: prefill contention, not decode pressure.
+func TestEvenGapsFromChunkedPrefillArePrefillContention(t *testing.T) {
+	v := healthyView()
+	g := dist(5000, 70, 95, 110) // p95 at 63% of the 150 ms objective: at risk
+	for i := range v.Classes {
+		v.Classes[i].ITL, v.Classes[i].ChunkGap, v.Classes[i].Paths[0].ChunkGap = g, g, g
+	}
+	v.Intervals = prefillSteps()
+	d := Evaluate(&v, config.Default().Classes)
+	if len(d.Findings) == 0 || d.Findings[0].Rule != RulePrefillContention || d.Findings[0].Severity != SeverityWarning {
+		t.Fatalf("findings %v, want prefill_contention (warning) first", rulesOf(d.Findings))
+	}
+	if findingOf(d, RuleDecodePressure) != nil {
+		t.Error("decode_pressure on prefill-bound steps")
+	}
+	for _, e := range d.Findings[0].Evidence {
+		if e.Threshold == 0 {
+			t.Errorf("evidence %s has no reference (threshold 0)", e.Signal)
+		}
+	}
+}
+
+// A batch class of 4 streams at ~42 ms a token cannot reach 120 tokens/s:
+// the failed objective is explained by the class's own concurrency.
+func TestBatchObjectiveBeyondItsConcurrency(t *testing.T) {
+	classes := config.Default().Classes
+	classes[1].Arrival.N = 4
+	target := 120.0
+	classes[1].SLO.OutputTokensPerS = &target
+	v := healthyView()
+	b := &v.Classes[1]
+	b.ValidOutputTokens = 96 * 30 // 96 tokens/s over the 30 s span
+	b.E2EPerOutputToken = dist(200, 41.7, 45, 48)
+	d := Evaluate(&v, classes)
+	f := findingOf(d, RuleBatchCapacity)
+	if f == nil || f.Severity != SeverityCritical || d.Findings[0].Rule != RuleBatchCapacity {
+		t.Fatalf("findings %v, want batch_capacity (critical) first", rulesOf(d.Findings))
+	}
+	if e := f.Evidence[0]; e.Threshold != target || e.Value > 97 || e.Value < 95 {
+		t.Errorf("evidence %+v, want ~96 reachable against 120", e)
+	}
+	if findingOf(d, RuleUnexplained) != nil {
+		t.Error("an explained objective also reported as unexplained")
+	}
+}
+
+// Every failed objective is explained, or a finding says no cause was
+// found and what was checked.
+func TestFailedObjectiveWithoutCauseIsSaidSo(t *testing.T) {
+	v := healthyView()
+	v.Classes[0].E2E = dist(100, 15000, 25000, 30000) // over the 20 s E2E objective, nothing else wrong
+	d := Evaluate(&v, config.Default().Classes)
+	f := findingOf(d, RuleUnexplained)
+	if f == nil || !strings.Contains(f.Summary, "e2e_p95_ms") || !strings.Contains(f.Summary, "checked:") {
+		t.Fatalf("findings %v, want slo_unexplained naming e2e_p95_ms and what was checked", rulesOf(d.Findings))
+	}
+	if f.Severity == SeverityCritical {
+		t.Error("an unexplained miss is not a cause: not critical")
+	}
+}

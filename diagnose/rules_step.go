@@ -1,0 +1,129 @@
+package diagnose
+
+// Rules that attribute slow tokens: how the server's step time moves with
+// its prefill work and its running batch over the scrape intervals
+// (Attribute) says which of the two makes the gaps what they are, on any
+// hardware. Without the server's series, the client alone can only say the
+// tokens are slow (slow_tokens), not why.
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/tokentop/tokentop/metrics"
+)
+
+// A share of the step time is a cause when it is at least causeShare: at
+// a third of every step, removing it is the largest single gain.
+const causeShare = 1.0 / 3
+
+// stepEvidence is the attribution as evidence rows.
+func stepEvidence(at *Attribution) []Evidence {
+	return []Evidence{
+		{Signal: "server.step_prefill_share", Value: at.PrefillShare, Threshold: causeShare, Unit: "ratio"},
+		{Signal: "server.step_batch_share", Value: at.BatchShare, Threshold: causeShare, Unit: "ratio"},
+		{Signal: "server.step_ms", Value: at.MeanStepMs, Threshold: at.BaseMs, Unit: "ms"}, // against the fixed cost: what an idle server's step takes
+	}
+}
+
+// stepClaim is a cause the attribution supports for class c.
+func (in *ruleInput) stepClaim(c *metrics.ClassStats) (metrics.Dist, risk, *Evidence, bool) {
+	g := streamGaps(c)
+	if g.Count < minGapsForRule || directEventsPerRead(c) > smoothEventsPerRead || !in.attrOK {
+		return g, riskNone, nil, false
+	}
+	r, ev := in.itlRisk(c, g)
+	return g, r, ev, true
+}
+
+// prefillContention: prompts prefilled in the same steps as running
+// decodes stretch every one of those steps. Whole-prompt prefill shows as
+// spikes in the gaps; chunked prefill as every gap evenly slower. Either
+// way the step time moves with the prompt tokens in it.
+func prefillContention(in *ruleInput, c *metrics.ClassStats) (Finding, bool) {
+	g, r, ev, ok := in.stepClaim(c)
+	at := &in.attr
+	if !ok || at.PrefillShare < causeShare || at.PrefillShare < at.BatchShare {
+		return Finding{}, false
+	}
+	shape := "evenly (prefill chunks in every step)"
+	if g.P50 > 0 && g.P99/g.P50 >= prefillSpikeRatio {
+		shape = fmt.Sprintf("with spikes (p99 %.1f× the p50)", g.P99/g.P50)
+	}
+	f := Finding{
+		Severity: r.severity(),
+		// The fit's own quality and the share's margin over the threshold.
+		Confidence: 0.45 + 0.3*at.R2 + 0.25*math.Min((at.PrefillShare-causeShare)/causeShare, 1),
+		Summary: fmt.Sprintf("%s tokens wait for prefill: %.0f%% of each %.0f ms step is prompt work (%.0f prompt tokens a step), so gaps stretch %s",
+			c.Name, 100*at.PrefillShare, at.MeanStepMs, at.MeanPrefillTokens, shape),
+		Evidence: stepEvidence(at),
+		Advice:   "Enable chunked prefill with a smaller --max-num-batched-tokens (smaller chunks, shorter steps), cap prompt length for interactive traffic, or move long-prompt work to separate replicas (disaggregated prefill).",
+	}
+	if at.Interference > 0 {
+		f.Evidence = append(f.Evidence, Evidence{Signal: "server.step_with_prefill_over_without", Value: at.Interference, Threshold: 1, Unit: "x"})
+	}
+	if ev != nil {
+		f.Evidence = append(f.Evidence, *ev)
+	}
+	if p := in.view.Server.PreemptionsPerS; p != nil && *p > 0 {
+		// Preempted sequences are prefilled again when readmitted: some
+		// of the prompt work may be the KV cache's doing.
+		f.Confidence -= 0.2
+	}
+	return f, true
+}
+
+// decodePressure: each step costs more with every sequence in the batch,
+// so a large running batch makes every gap of every stream slower, evenly.
+func decodePressure(in *ruleInput, c *metrics.ClassStats) (Finding, bool) {
+	_, r, ev, ok := in.stepClaim(c)
+	at := &in.attr
+	if !ok || at.BatchShare < causeShare || at.BatchShare < at.PrefillShare {
+		return Finding{}, false
+	}
+	f := Finding{
+		Severity:   r.severity(),
+		Confidence: 0.45 + 0.3*at.R2 + 0.25*math.Min((at.BatchShare-causeShare)/causeShare, 1),
+		Summary: fmt.Sprintf("%s tokens wait for the batch: %.0f%% of each %.0f ms step is per-sequence work (%.0f sequences running, %.2f ms each)",
+			c.Name, 100*at.BatchShare, at.MeanStepMs, at.MeanRunning, at.PerSequenceMs),
+		Evidence: stepEvidence(at),
+		Advice:   "Lower the running batch (vLLM --max-num-seqs) to trade tokens/s for per-stream speed, give interactive traffic priority, or add replicas.",
+	}
+	if ev != nil {
+		f.Evidence = append(f.Evidence, *ev)
+	}
+	return f, true
+}
+
+// slowTokens is what the client alone can say: the gaps put an ITL
+// objective at risk or fail it, and no server series tells why.
+func slowTokens(in *ruleInput, c *metrics.ClassStats) (Finding, bool) {
+	g := streamGaps(c)
+	if g.Count < minGapsForRule || directEventsPerRead(c) > smoothEventsPerRead {
+		return Finding{}, false
+	}
+	r, ev := in.itlRisk(c, g)
+	if r == riskNone || ev == nil {
+		return Finding{}, false
+	}
+	if in.attrOK && math.Max(in.attr.PrefillShare, in.attr.BatchShare) >= causeShare {
+		return Finding{}, false // a cause rule explains it
+	}
+	why := "the server publishes no /metrics series tokentop can attribute step time from (prompt tokens, running, time per token): it cannot tell prefill work from a large batch or a slow model"
+	if in.attrOK {
+		why = fmt.Sprintf("the server's steps take %.0f ms, %.0f%% of it fixed cost: the model or the GPU is slow for this objective, not the batch (%.0f%%) or prefill (%.0f%%)",
+			in.attr.MeanStepMs, 100*in.attr.BaseShare, 100*in.attr.BatchShare, 100*in.attr.PrefillShare)
+	}
+	f := Finding{
+		Severity:   r.severity(),
+		Confidence: 0.5,
+		Summary:    fmt.Sprintf("%s tokens arrive slowly: gap p50 %.0f ms, p95 %.0f ms; %s", c.Name, g.P50, g.P95, why),
+		Evidence:   []Evidence{*ev},
+		Advice:     "Expose the server's /metrics to tokentop (--metrics URL) to see why; a smaller or quantized model, faster GPUs or speculative decoding shorten every step.",
+	}
+	if in.attrOK {
+		f.Confidence = 0.4 + 0.3*in.attr.R2
+		f.Evidence = append(f.Evidence, stepEvidence(&in.attr)...)
+	}
+	return f, true
+}
