@@ -142,7 +142,6 @@ func scenarioDuration(t *testing.T) time.Duration {
 	return 30 * time.Second
 }
 
-
 func TestDemoHealthy(t *testing.T) {
 	t.Parallel()
 	d := scenarioDuration(t)
