@@ -110,3 +110,34 @@ func TestFailedObjectiveWithoutCauseIsSaidSo(t *testing.T) {
 		t.Error("an unexplained miss is not a cause: not critical")
 	}
 }
+
+// Slow decode steps overload the server: no probe gets a first token, but
+// the server's own ITL histogram and its series show the cause.
+func TestOverloadByDecodeUsesTheServersITL(t *testing.T) {
+	v := healthyView()
+	for i := range v.Classes {
+		c := &v.Classes[i]
+		c.ITL, c.ChunkGap, c.Paths[0].ChunkGap = metrics.Dist{}, metrics.Dist{}, metrics.Dist{}
+		c.TTFT = metrics.Dist{Count: 20, Censored: 20, P50: 20000, P95: 29000, P99: 29500, Max: 29900,
+			Lower: metrics.LowerBounds{P50: true, P95: true, P99: true, Mean: true, Max: true}}
+	}
+	v.Server.ITL = dist(20000, 440, 470, 500)
+	v.Server.Running = metrics.GaugeStats{Count: 30, P50: 256, P95: 256, Max: 256}
+	v.Server.QueueDepth = metrics.GaugeStats{Count: 30, P50: 300, P95: 500, Max: 600}
+	v.Intervals = decodeSteps()
+	d := Evaluate(&v, config.Default().Classes)
+	f := findingOf(d, RuleDecodePressure)
+	if f == nil {
+		t.Fatalf("findings %v, want decode_pressure from the server's ITL", rulesOf(d.Findings))
+	}
+	found := false
+	for _, e := range f.Evidence {
+		found = found || strings.Contains(e.Signal, "server histogram")
+	}
+	if !found || f.Severity == SeverityInfo {
+		t.Errorf("decode_pressure %+v: want the server's ITL as evidence, above info", f)
+	}
+	if findingOf(d, RuleQueueSaturation) == nil {
+		t.Error("the queue is saturated too")
+	}
+}

@@ -9,6 +9,7 @@ package diagnose
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/tokentop/tokentop/metrics"
 )
@@ -26,11 +27,25 @@ func stepEvidence(at *Attribution) []Evidence {
 	}
 }
 
-// stepClaim is a cause the attribution supports for class c.
+// stepClaim is a cause the attribution supports for class c, and how the
+// class's gaps stand against its ITL objectives. When the probes saw too
+// few gaps (nothing got a first token in an overload) the server's own ITL
+// histogram stands in, and the evidence says so.
 func (in *ruleInput) stepClaim(c *metrics.ClassStats) (metrics.Dist, risk, *Evidence, bool) {
 	g := streamGaps(c)
-	if g.Count < minGapsForRule || directEventsPerRead(c) > smoothEventsPerRead || !in.attrOK {
+	if !in.attrOK || directEventsPerRead(c) > smoothEventsPerRead {
 		return g, riskNone, nil, false
+	}
+	if g.Count < minGapsForRule {
+		srv := in.view.Server.ITL
+		if srv.Count < minGapsForRule {
+			return g, riskNone, nil, false
+		}
+		r, ev := in.itlRisk(c, srv)
+		if ev != nil {
+			ev.Signal = "server.itl" + strings.TrimPrefix(ev.Signal, c.Name+".gap") + " (server histogram)"
+		}
+		return srv, r, ev, true
 	}
 	r, ev := in.itlRisk(c, g)
 	return g, r, ev, true

@@ -74,7 +74,7 @@ func (in *ruleInput) itlRisk(c *metrics.ClassStats, g metrics.Dist) (risk, *Evid
 		}
 		e := Evidence{Signal: c.Name + ".gap_" + strings.TrimSuffix(strings.TrimPrefix(o.Name, "itl_"), "_ms") + "_ms", Value: got, Threshold: o.Target, Unit: "ms"}
 		switch {
-		case o.Actual != nil && !o.Pass:
+		case (o.Actual != nil && !o.Pass) || got > o.Target:
 			if level < riskFailing {
 				level, ev = riskFailing, &e
 			}
