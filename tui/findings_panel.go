@@ -4,6 +4,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tokentop/tokentop/diagnose"
 )
@@ -54,7 +55,15 @@ func (r *renderer) findingLines(w, n int) []string {
 			break
 		}
 		head := sevTag(r.t, f.Severity) + " " + r.t.title(f.Rule) + " " +
-			strconv.FormatFloat(math.Round(f.Confidence*100), 'f', 0, 64) + "% · " + f.Summary
+			strconv.FormatFloat(math.Round(f.Confidence*100), 'f', 0, 64) + "%"
+		if h, ok := r.st.Held[f.Rule]; ok && !r.st.RunView {
+			if h.Fading {
+				head += " " + r.t.dim("(fading)")
+			} else if h.For >= time.Second {
+				head += " " + r.t.dim("for "+fmtDur(h.For))
+			}
+		}
+		head += " · " + f.Summary
 		out = append(out, fit(head, w))
 		ev := evidence(f, 3)
 		if ev != "" && (two || (i == 0 && n-len(out) >= len(fs))) && len(out) < n {

@@ -57,6 +57,7 @@ type Model struct {
 	width   int
 	height  int
 	st      UIState
+	hold    *findingHold
 }
 
 var _ tea.Model = Model{}
@@ -86,6 +87,12 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case SnapshotMsg:
 		m.snap = msg.Snap
 		m.diag = msg.Diag
+		if msg.Snap != nil {
+			if m.hold == nil {
+				m.hold = &findingHold{}
+			}
+			m.diag, m.st.Held = m.hold.update(msg.Diag, msg.Snap.At)
+		}
 		m.runDiag = msg.RunDiag
 		if m.st.ShowKnobs {
 			m.refreshKnobs()

@@ -42,6 +42,10 @@ type UIState struct {
 	KnobCursor     int
 	// Message is a one-line notice, e.g. the last knob adjustment error.
 	Message string
+	// Held is each live finding's history, by rule: how long it has held,
+	// and whether it is fading (no longer raised, still listed a while so
+	// it does not blink).
+	Held map[string]Held
 
 	// renderer overrides lipgloss's default renderer (tests force colour).
 	renderer *lipgloss.Renderer
