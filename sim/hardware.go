@@ -15,6 +15,10 @@ type hardware struct {
 	decodeStepMs      float64
 	decodeMsPerSeq    float64
 	kvBlocks          int
+	// loadScale sizes the scenarios' background load (written for the
+	// default hardware) to this hardware's throughput, so a scenario means
+	// the same state (light, overloaded…) on each.
+	loadScale float64
 }
 
 func hardwareTable() map[string]hardware {
@@ -26,9 +30,9 @@ func hardwareTable() map[string]hardware {
 		// prefill is ~2 GFLOP a token.
 		"small": {prefillTokensPerS: 100_000, decodeStepMs: 5, decodeMsPerSeq: 0.02,
 			// (24 GB × 0.9 − 2.5 GB) / 32 KiB per token ≈ 600k tokens.
-			kvBlocks: 37_500},
+			kvBlocks: 37_500, loadScale: 1},
 		// An 8B model on one H100 80 GB SXM: the defaults (DefaultKnobs).
-		"default": {prefillTokensPerS: 20_000, decodeStepMs: 10, decodeMsPerSeq: 0.2, kvBlocks: 26_000},
+		"default": {prefillTokensPerS: 20_000, decodeStepMs: 10, decodeMsPerSeq: 0.2, kvBlocks: 26_000, loadScale: 1},
 		// A 70B model across 4 H100s (tensor parallel 4): 35 GB of weights
 		// per GPU at 3.35 TB/s is ~10 ms, plus all-reduces and scheduling:
 		// ~25 ms a step; 80 layers of KV reads make ~0.3 ms per sequence;
@@ -36,7 +40,8 @@ func hardwareTable() map[string]hardware {
 		// use (communication-bound) is ~6k prompt tokens/s.
 		"large": {prefillTokensPerS: 6_000, decodeStepMs: 25, decodeMsPerSeq: 0.3,
 			// (4 × 80 GB × 0.9 − 140 GB) / 320 KiB per token ≈ 450k tokens.
-			kvBlocks: 28_000},
+			// About a third of the default's tokens/s at a like batch.
+			kvBlocks: 28_000, loadScale: 0.35},
 	}
 }
 
@@ -50,5 +55,18 @@ func ApplyHardware(k *Knobs, name string) error {
 		return fmt.Errorf("unknown hardware preset %q (valid: %s)", name, strings.Join(HardwareNames(), ", "))
 	}
 	k.PrefillTokensPerS, k.DecodeStepMs, k.DecodeMsPerSeq, k.KVBlocks = h.prefillTokensPerS, h.decodeStepMs, h.decodeMsPerSeq, h.kvBlocks
+	return nil
+}
+
+// ScaleLoad sizes k's background load (interactive users per second,
+// batch workers) to the named preset's throughput. It is applied after a
+// scenario, whose load is written for the default hardware.
+func ScaleLoad(k *Knobs, name string) error {
+	h, ok := hardwareTable()[name]
+	if !ok {
+		return fmt.Errorf("unknown hardware preset %q (valid: %s)", name, strings.Join(HardwareNames(), ", "))
+	}
+	k.BackgroundInteractiveRPS *= h.loadScale
+	k.BackgroundBatchConcurrency = int(float64(k.BackgroundBatchConcurrency)*h.loadScale + 0.5)
 	return nil
 }

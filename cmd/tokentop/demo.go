@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -41,6 +42,9 @@ func (s *simFlags) resolve(fs *flag.FlagSet) (sim.Knobs, error) {
 		return sim.Knobs{}, usageError{err}
 	}
 	if err := sim.ApplyScenario(&k, s.scenario); err != nil {
+		return sim.Knobs{}, usageError{err}
+	}
+	if err := sim.ScaleLoad(&k, s.hardware); err != nil {
 		return sim.Knobs{}, usageError{err}
 	}
 	apply := flag.NewFlagSet("knobs", flag.ContinueOnError)
@@ -133,14 +137,17 @@ func (st *simStack) Close() {
 
 // demoClasses sizes the default classes for a demo: the simulator's own
 // background users make the contention; the probe only samples it.
-func demoClasses(cfg *config.Config) {
+func demoClasses(cfg *config.Config, k sim.Knobs) {
 	if b := cfg.Class("batch"); b != nil && b.Kind == config.KindBatch {
 		b.Arrival = config.Arrival{Process: config.ArrivalConcurrency, N: 4}
 		b.Job = &config.Job{Requests: 40, Deadline: config.Duration{Duration: 2 * time.Minute}}
 		b.MaxTokens = 120
-		// Four workers of 120-token outputs at ~20 ms a token deliver
-		// ~170 tokens/s on a healthy server.
-		tps := 120.0
+		// Four workers at the time a token takes on this hardware when the
+		// server is healthy (a step with ~24 sequences, plus ~40% for
+		// prefill work and TTFT), with 40% to spare: 120 tokens/s at the
+		// default's ~20 ms a token.
+		perToken := 1.4 * (k.DecodeStepMs + 24*k.DecodeMsPerSeq)
+		tps := math.Round(0.6*4*1000/perToken/10) * 10
 		b.SLO.OutputTokensPerS = &tps
 	}
 }
@@ -167,7 +174,7 @@ func runDemo(ctx context.Context, e env, args []string) (int, error) {
 		return report.ExitUsage, err
 	}
 	if !userConfig {
-		demoClasses(&cfg)
+		demoClasses(&cfg, knobs)
 	}
 	stack, err := startSim(ctx, knobs, "127.0.0.1:0")
 	if err != nil {
