@@ -61,9 +61,10 @@ type reportView struct {
 		} `json:"kv_usage"`
 	} `json:"server"`
 	Findings []struct {
-		Rule     string `json:"rule"`
-		Severity string `json:"severity"`
-		Summary  string `json:"summary"`
+		Rule       string  `json:"rule"`
+		Severity   string  `json:"severity"`
+		Confidence float64 `json:"confidence"`
+		Summary    string  `json:"summary"`
 	} `json:"findings"`
 }
 
