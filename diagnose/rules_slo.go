@@ -6,6 +6,7 @@ package diagnose
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/tokentop/tokentop/config"
@@ -34,6 +35,14 @@ func batchCapacity(in *ruleInput, c *metrics.ClassStats) (Finding, bool) {
 	}
 	ceiling := float64(cl.Arrival.N) * 1000 / perToken
 	if ceiling >= obj.Target {
+		return Finding{}, false
+	}
+	// When a step-time cause makes the tokens slow (prefill or the batch
+	// is a third of every step) and the target would be in reach at the
+	// server's unloaded speed, that cause is the explanation, named by its
+	// own rule; the class's concurrency is not.
+	stepCause := in.attrOK && math.Max(in.attr.PrefillShare, in.attr.BatchShare) >= causeShare
+	if stepCause && in.attr.BaseMs > 0 && float64(cl.Arrival.N)*1000/in.attr.BaseMs >= obj.Target {
 		return Finding{}, false
 	}
 	r := riskAtRisk

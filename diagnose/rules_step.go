@@ -48,7 +48,25 @@ func (in *ruleInput) stepClaim(c *metrics.ClassStats) (metrics.Dist, risk, *Evid
 		return srv, r, ev, true
 	}
 	r, ev := in.itlRisk(c, g)
-	return g, r, ev, true
+	return g, max(r, in.throughputRisk()), ev, true
+}
+
+// throughputRisk: slower steps make every stream slower, so a step-time
+// cause also explains a failing E2E, throughput or deadline objective of
+// any class.
+func (in *ruleInput) throughputRisk() risk {
+	for _, v := range in.verdicts {
+		for _, o := range v.Objectives {
+			if o.Actual == nil || o.Pass {
+				continue
+			}
+			switch {
+			case strings.HasPrefix(o.Name, "e2e_"), o.Name == ObjOutputTokensPerS, o.Name == ObjDeadlineCompletion:
+				return riskFailing
+			}
+		}
+	}
+	return riskNone
 }
 
 // prefillContention: prompts prefilled in the same steps as running

@@ -30,7 +30,9 @@ func hardwareTable() map[string]hardware {
 		// prefill is ~2 GFLOP a token.
 		"small": {prefillTokensPerS: 100_000, decodeStepMs: 5, decodeMsPerSeq: 0.02,
 			// (24 GB × 0.9 − 2.5 GB) / 32 KiB per token ≈ 600k tokens.
-			kvBlocks: 37_500, loadScale: 1},
+			// Its steps are ~3× cheaper: it takes ~2.5× the load to be in
+			// the same state.
+			kvBlocks: 37_500, loadScale: 2.5},
 		// An 8B model on one H100 80 GB SXM: the defaults (DefaultKnobs).
 		"default": {prefillTokensPerS: 20_000, decodeStepMs: 10, decodeMsPerSeq: 0.2, kvBlocks: 26_000, loadScale: 1},
 		// A 70B model across 4 H100s (tensor parallel 4): 35 GB of weights
@@ -69,4 +71,13 @@ func ScaleLoad(k *Knobs, name string) error {
 	k.BackgroundInteractiveRPS *= h.loadScale
 	k.BackgroundBatchConcurrency = int(float64(k.BackgroundBatchConcurrency)*h.loadScale + 0.5)
 	return nil
+}
+
+// LoadScale is the preset's load factor against the default hardware
+// (ScaleLoad), for callers that size other load to it (the demo's probes).
+func LoadScale(name string) float64 {
+	if h, ok := hardwareTable()[name]; ok {
+		return h.loadScale
+	}
+	return 1
 }

@@ -137,7 +137,7 @@ func (st *simStack) Close() {
 
 // demoClasses sizes the default classes for a demo: the simulator's own
 // background users make the contention; the probe only samples it.
-func demoClasses(cfg *config.Config, k sim.Knobs) {
+func demoClasses(cfg *config.Config, k sim.Knobs, loadScale float64) {
 	if b := cfg.Class("batch"); b != nil && b.Kind == config.KindBatch {
 		b.Arrival = config.Arrival{Process: config.ArrivalConcurrency, N: 4}
 		b.Job = &config.Job{Requests: 40, Deadline: config.Duration{Duration: 2 * time.Minute}}
@@ -149,6 +149,12 @@ func demoClasses(cfg *config.Config, k sim.Knobs) {
 		perToken := 1.4 * (k.DecodeStepMs + 24*k.DecodeMsPerSeq)
 		tps := math.Round(0.6*4*1000/perToken/10) * 10
 		b.SLO.OutputTokensPerS = &tps
+	}
+	// On slower hardware the probe's own interactive prompts would be a
+	// large share of the server's prefill work: sample at a rate scaled
+	// like the background load (never above the default's 2/s).
+	if in := cfg.Class("interactive"); in != nil && in.Arrival.Process == config.ArrivalPoisson {
+		in.Arrival.Rate *= min(loadScale, 1)
 	}
 }
 
@@ -174,7 +180,7 @@ func runDemo(ctx context.Context, e env, args []string) (int, error) {
 		return report.ExitUsage, err
 	}
 	if !userConfig {
-		demoClasses(&cfg, knobs)
+		demoClasses(&cfg, knobs, sim.LoadScale(sf.hardware))
 	}
 	stack, err := startSim(ctx, knobs, "127.0.0.1:0")
 	if err != nil {

@@ -38,17 +38,31 @@ type matrixCase struct {
 func matrixScenarios() []matrixCase {
 	symptoms := []string{"stream_stutter", "average_hides_tail", "slo_unexplained", "slow_tokens"}
 	var out []matrixCase
+	// want is per preset when it is "small:X,default:Y,large:Z", else one
+	// cause for all three.
 	add := func(name, want string, also []string, args ...string) {
 		for _, hw := range sim.HardwareNames() {
-			out = append(out, matrixCase{name: name + " @" + hw, args: append([]string{"--hardware", hw}, args...), want: want, also: append(slices.Clone(symptoms), also...)})
+			w := want
+			if strings.Contains(want, ":") {
+				w = ""
+				for _, kv := range strings.Split(want, ",") {
+					if k, v, _ := strings.Cut(kv, ":"); k == hw {
+						w = v
+					}
+				}
+			}
+			out = append(out, matrixCase{name: name + " @" + hw, args: append([]string{"--hardware", hw}, args...), want: w, also: append(slices.Clone(symptoms), also...)})
 		}
 	}
 	add("healthy", "", nil, "--scenario", "healthy")
 	add("healthy, batch cap 64", "", nil, "--scenario", "healthy", "--max-num-seqs", "64")
-	add("prefill-contention", "prefill_contention", []string{"queue_saturation", "batch_interference"}, "--scenario", "prefill-contention")
-	add("prefill-contention, chunked", "prefill_contention", []string{"queue_saturation", "batch_interference"}, "--scenario", "prefill-contention", "--chunked-prefill=true")
+	// On a 1B model a 3000-token prompt is 30 ms of prefill: the spikes are
+	// real but far inside a 150 ms objective (info, not above).
+	add("prefill-contention", "small:,default:prefill_contention,large:prefill_contention", []string{"queue_saturation", "batch_interference"}, "--scenario", "prefill-contention")
+	add("prefill-contention, chunked", "small:,default:prefill_contention,large:prefill_contention", []string{"queue_saturation", "batch_interference"}, "--scenario", "prefill-contention", "--chunked-prefill=true")
 	add("decode-pressure", "decode_pressure", []string{"queue_saturation", "kv_cache_pressure", "batch_interference"}, "--scenario", "decode-pressure")
-	add("decode-pressure, batch cap 32", "", []string{"queue_saturation", "batch_interference", "batch_capacity"}, "--scenario", "decode-pressure", "--max-num-seqs", "32")
+	// Capping 400 workers at 32 sequences moves the wait into the queue.
+	add("decode-pressure, batch cap 32", "queue_saturation", []string{"queue_saturation", "batch_interference", "batch_capacity"}, "--scenario", "decode-pressure", "--max-num-seqs", "32")
 	add("kv-pressure", "kv_cache_pressure", []string{"queue_saturation", "prefill_contention", "batch_interference"}, "--scenario", "kv-pressure")
 	add("kv-pressure, double KV", "", []string{"queue_saturation", "prefill_contention", "decode_pressure", "batch_interference"}, "--scenario", "kv-pressure", "--kv-blocks", "12000")
 	add("proxy-buffering", "proxy_buffering", nil, "--scenario", "proxy-buffering")
@@ -61,8 +75,9 @@ func matrixScenarios() []matrixCase {
 
 // matrixServers are servers written here, apart from the simulator.
 func matrixServers() []matrixCase {
-	// An even 50 ms pace, no /metrics: a 70B model's ordinary speed is
-	// no cause, and nothing says which.
+	// An even 50 ms pace, no /metrics: a 70B model's ordinary speed is no
+	// cause. The default batch objective (3000 tokens/s from 16 streams)
+	// fails, and without usage or /metrics nothing can say why: said so.
 	even := func(t *testing.T) string {
 		f := &fakeLLM{tokenGap: 50 * time.Millisecond}
 		return f.start(t)
@@ -101,7 +116,7 @@ func matrixServers() []matrixCase {
 		return srv.URL
 	}
 	return []matrixCase{
-		{name: "fake: even 50 ms, no /metrics", target: even, want: ""},
+		{name: "fake: even 50 ms, no /metrics", target: even, want: "slo_unexplained"},
 		{name: "fake: even 120 ms, no /metrics", target: slow, want: "slow_tokens", also: []string{"stream_stutter", "slo_unexplained"}},
 		{name: "fake: a gateway flushing every 300 ms", target: bursty, want: "proxy_buffering", also: []string{"stream_stutter", "average_hides_tail", "slo_unexplained"}},
 	}
