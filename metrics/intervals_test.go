@@ -27,10 +27,10 @@ func TestIntervalsPairClientAndServer(t *testing.T) {
 	a.addFirstToken(&observe.FirstToken{Class: "interactive", Path: observe.PathDirect, Sent: t0, IntendedStart: t0, At: t0.Add(1200 * time.Millisecond)})
 	scrape(2, 3000, 5500, 12, 112.5, 5500) // 2000 prompt and 500 generated tokens in 1 s; 500 steps of 25 ms
 	snap := a.Tick(t0.Add(2 * time.Second))
-	if len(snap.Intervals) != 1 {
-		t.Fatalf("%d intervals, want 1", len(snap.Intervals))
+	if len(snap.Run.Intervals) != 1 || len(snap.Live.Intervals) != 1 {
+		t.Fatalf("%d and %d intervals, want 1 in the run and the live window", len(snap.Run.Intervals), len(snap.Live.Intervals))
 	}
-	iv := snap.Intervals[0]
+	iv := snap.Run.Intervals[0]
 	if iv.Gaps != 3 || !near(iv.GapP50Ms, 22) || iv.FirstTokens != 1 || !near(iv.TTFTP50Ms, 1200) {
 		t.Errorf("client side: %+v (the gateway's gaps must be left out)", iv)
 	}

@@ -25,9 +25,6 @@ type Snapshot struct {
 	Sources []SourceStatus
 	// KnobChanges are the demo's knob changes, oldest first (the last 64).
 	KnobChanges []observe.KnobChange
-	// Intervals are the last scrape intervals, oldest first (see
-	// Interval): the series the diagnosis attributes step time from.
-	Intervals []Interval
 }
 
 // View is the statistics over one span of time.
@@ -37,6 +34,10 @@ type View struct {
 	Server  ServerStats
 	GPU     GPUStats
 	Probe   ProbeStats
+	// Intervals are the scrape intervals that ended in the span (the run
+	// keeps the last MaxIntervals), oldest first: the series the diagnosis
+	// attributes step time from (see Interval).
+	Intervals []Interval
 }
 
 // Class returns the stats of the named class, or nil.

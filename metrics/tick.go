@@ -36,7 +36,13 @@ func (a *Aggregator) Tick(now time.Time) *Snapshot {
 	snap.Series = a.copySeries()
 	snap.Sources = a.sourceStatuses(now)
 	snap.KnobChanges = slices.Clone(a.knobs)
-	snap.Intervals = slices.Clone(a.intervals)
+	snap.Run.Intervals = slices.Clone(a.intervals)
+	for i, iv := range a.intervals {
+		if iv.End.After(now.Add(-a.opts.Window)) {
+			snap.Live.Intervals = slices.Clone(a.intervals[i:])
+			break
+		}
+	}
 	return snap
 }
 
