@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/tokentop/tokentop/config"
@@ -143,9 +142,9 @@ func (s *session) prepare(ctx context.Context) (int, error) {
 func (s *session) fitToServer(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(ctx, capacityTimeout)
 	defer cancel()
-	c, warnings := capacity.Discover(cctx, s.client, s.cfg.Target)
 	// /metrics may say more (vLLM's KV cache size, SGLang's context): one
-	// scrape, with the same TLS and key policy as the scrape loop.
+	// scrape, with the same TLS and key policy as the scrape loop, whose
+	// hints Discover merges with what the server's endpoints say.
 	var hints capacity.Capacity
 	var hintWarnings []string
 	scraper := s.newScraper(func(e *prom.Exposition) {
@@ -157,12 +156,11 @@ func (s *session) fitToServer(ctx context.Context) {
 		}
 		hints, hintWarnings = capacity.FromMetrics(series)
 	})
-	if _, err := scraper.Scrape(cctx); err == nil && hints.Known() {
-		// Discover's "capacity unknown" is no longer true.
-		warnings = slices.DeleteFunc(warnings, func(w string) bool { return !c.Known() && strings.HasPrefix(w, "server capacity unknown") })
-		c = c.Merge(hints)
-		warnings = append(warnings, hintWarnings...)
+	if _, err := scraper.Scrape(cctx); err != nil {
+		hints, hintWarnings = capacity.Capacity{}, nil
 	}
+	c, warnings := capacity.Discover(cctx, s.client, s.cfg.Target, hints)
+	warnings = append(warnings, hintWarnings...)
 	for _, w := range warnings {
 		s.notices = append(s.notices, notice{"probe", w})
 	}

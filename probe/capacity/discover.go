@@ -112,12 +112,14 @@ type answer struct {
 // it can run at once and how long a request may be. It never fails: what it
 // cannot learn stays unknown, and the returned lines say why, for the user.
 // The questions are asked concurrently, each with a short timeout, and ctx
-// ends them all.
-func Discover(ctx context.Context, get Getter, baseURL string) (Capacity, []string) {
-	return discover(ctx, get, baseURL, endpointTimeout)
+// ends them all. known is what the caller already learnt elsewhere (the
+// /metrics hints of FromMetrics): merged in, so the server is said to
+// publish nothing only when neither source did.
+func Discover(ctx context.Context, get Getter, baseURL string, known Capacity) (Capacity, []string) {
+	return discover(ctx, get, baseURL, known, endpointTimeout)
 }
 
-func discover(ctx context.Context, get Getter, baseURL string, timeout time.Duration) (Capacity, []string) {
+func discover(ctx context.Context, get Getter, baseURL string, known Capacity, timeout time.Duration) (Capacity, []string) {
 	root := strings.TrimSuffix(strings.TrimRight(baseURL, "/"), "/v1")
 	eps := endpoints()
 	// Buffered, so an endpoint that answers after Discover returned (a
@@ -146,7 +148,7 @@ wait:
 			break wait
 		}
 	}
-	return combine(root, eps, answers, cut, timeout)
+	return combine(root, eps, answers, cut, known, timeout)
 }
 
 func maxPaths(eps []endpoint) int {
@@ -173,7 +175,7 @@ func fetch(ctx context.Context, get Getter, root string, index int, ep endpoint,
 
 // combine reads the answers in endpoint order, so the result and its
 // warnings do not depend on which server answered first.
-func combine(root string, eps []endpoint, answers []*answer, cut string, timeout time.Duration) (Capacity, []string) {
+func combine(root string, eps []endpoint, answers []*answer, cut string, known Capacity, timeout time.Duration) (Capacity, []string) {
 	var (
 		c        Capacity
 		n        notes
@@ -215,6 +217,7 @@ func combine(root string, eps []endpoint, answers []*answer, cut string, timeout
 	if cut != "" {
 		n.warnf("%s", cut)
 	}
+	c = c.Merge(known)
 	if !c.Known() {
 		switch {
 		case len(failures) == len(eps) && firstErr != nil:

@@ -190,7 +190,7 @@ func TestDiscoverServers(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := fakeServer(t, tt.routes)
-			got, warnings := Discover(context.Background(), HTTPGetter{Client: srv.Client()}, srv.URL+tt.suffix)
+			got, warnings := Discover(context.Background(), HTTPGetter{Client: srv.Client()}, srv.URL+tt.suffix, Capacity{})
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("capacity (-want +got):\n%s", diff)
 			}
@@ -323,7 +323,7 @@ func TestDiscoverBadAnswers(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := fakeServer(t, tt.routes)
-			got, warnings := Discover(context.Background(), HTTPGetter{Client: srv.Client()}, srv.URL)
+			got, warnings := Discover(context.Background(), HTTPGetter{Client: srv.Client()}, srv.URL, Capacity{})
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("capacity (-want +got):\n%s", diff)
 			}
@@ -340,7 +340,7 @@ func TestDiscoverHangingServer(t *testing.T) {
 	t.Run("per-endpoint timeout", func(t *testing.T) {
 		srv := fakeServer(t, routes)
 		start := time.Now()
-		got, warnings := discover(context.Background(), HTTPGetter{Client: srv.Client()}, srv.URL, 100*time.Millisecond)
+		got, warnings := discover(context.Background(), HTTPGetter{Client: srv.Client()}, srv.URL, Capacity{}, 100*time.Millisecond)
 		if el := time.Since(start); el > 2*time.Second {
 			t.Errorf("took %v", el)
 		}
@@ -358,7 +358,7 @@ func TestDiscoverHangingServer(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
 		start := time.Now()
-		_, warnings := Discover(ctx, HTTPGetter{Client: srv.Client()}, srv.URL)
+		_, warnings := Discover(ctx, HTTPGetter{Client: srv.Client()}, srv.URL, Capacity{})
 		if el := time.Since(start); el > 2*time.Second {
 			t.Errorf("took %v", el)
 		}
@@ -381,7 +381,7 @@ func TestDiscoverGetterIgnoringContext(t *testing.T) {
 	defer close(g.release)
 
 	start := time.Now()
-	got, warnings := discover(context.Background(), g, "http://x", 50*time.Millisecond)
+	got, warnings := discover(context.Background(), g, "http://x", Capacity{}, 50*time.Millisecond)
 	if el := time.Since(start); el > 3*time.Second {
 		t.Errorf("took %v", el)
 	}
@@ -395,7 +395,7 @@ func TestDiscoverGetterIgnoringContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	start = time.Now()
-	_, warnings = Discover(ctx, g, "http://x")
+	_, warnings = Discover(ctx, g, "http://x", Capacity{})
 	if el := time.Since(start); el > time.Second {
 		t.Errorf("cancelled: took %v", el)
 	}
@@ -409,7 +409,7 @@ func TestDiscoverUnreachable(t *testing.T) {
 	url := srv.URL
 	srv.Close()
 
-	got, warnings := Discover(context.Background(), HTTPGetter{}, url)
+	got, warnings := Discover(context.Background(), HTTPGetter{}, url, Capacity{})
 	if got.Known() {
 		t.Errorf("capacity %+v, want unknown", got)
 	}
@@ -448,5 +448,22 @@ func TestHTTPGetter(t *testing.T) {
 	}
 	if _, _, err := g.Get(context.Background(), "http://[::1", 10); err == nil {
 		t.Error("bad URL: no error")
+	}
+}
+
+// What the caller learnt elsewhere (the /metrics hints) is merged in: a
+// server whose endpoints publish nothing is not "capacity unknown" then.
+func TestDiscoverMergesKnownHints(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	defer srv.Close()
+	known := Capacity{KVTokens: Limit{N: 1024, Source: "vLLM /metrics"}}
+	got, warnings := Discover(context.Background(), HTTPGetter{Client: srv.Client()}, srv.URL, known)
+	if got.KVTokens != known.KVTokens {
+		t.Errorf("KV tokens %+v, want the hint", got.KVTokens)
+	}
+	for _, w := range warnings {
+		if strings.Contains(w, "capacity unknown") {
+			t.Errorf("warned %q though the hints are known", w)
+		}
 	}
 }
