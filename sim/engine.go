@@ -412,6 +412,15 @@ func (e *engine) schedule(now int64) time.Duration {
 	if len(e.batch) == 0 {
 		return 0
 	}
+	c := e.stepCost()
+	return time.Duration((c.baseMs + c.batchMs + c.prefillMs) * float64(time.Millisecond))
+}
+
+// stepCost is the scheduled step's time by where it goes: the fixed cost,
+// the per-sequence cost of the batch, and the prompt tokens prefilled.
+type stepCost struct{ baseMs, batchMs, prefillMs float64 }
+
+func (e *engine) stepCost() stepCost {
 	prefill := 0
 	for _, s := range e.batch {
 		if s.computed+s.sched == s.total() {
@@ -420,8 +429,11 @@ func (e *engine) schedule(now int64) time.Duration {
 			prefill += s.sched
 		}
 	}
-	ms := e.k.DecodeStepMs + float64(prefill)/e.k.PrefillTokensPerS*1000 + e.k.DecodeMsPerSeq*float64(len(e.batch))
-	return time.Duration(ms * float64(time.Millisecond))
+	return stepCost{
+		baseMs:    e.k.DecodeStepMs,
+		batchMs:   e.k.DecodeMsPerSeq * float64(len(e.batch)),
+		prefillMs: float64(prefill) / e.k.PrefillTokensPerS * 1000,
+	}
 }
 
 // makeRoom reports whether s (needing n tokens now) can be admitted, and

@@ -56,25 +56,16 @@ func ApplyHardware(k *Knobs, name string) error {
 	if !ok {
 		return fmt.Errorf("unknown hardware preset %q (valid: %s)", name, strings.Join(HardwareNames(), ", "))
 	}
+	h.apply(k)
+	return nil
+}
+
+func (h hardware) apply(k *Knobs) {
 	k.PrefillTokensPerS, k.DecodeStepMs, k.DecodeMsPerSeq, k.KVBlocks = h.prefillTokensPerS, h.decodeStepMs, h.decodeMsPerSeq, h.kvBlocks
-	return nil
 }
 
-// ScaleLoad sizes k's background load (interactive users per second,
-// batch workers) to the named preset's throughput. It is applied after a
-// scenario, whose load is written for the default hardware.
-func ScaleLoad(k *Knobs, name string) error {
-	h, ok := hardwareTable()[name]
-	if !ok {
-		return fmt.Errorf("unknown hardware preset %q (valid: %s)", name, strings.Join(HardwareNames(), ", "))
-	}
-	k.BackgroundInteractiveRPS *= h.loadScale
-	k.BackgroundBatchConcurrency = int(float64(k.BackgroundBatchConcurrency)*h.loadScale + 0.5)
-	return nil
-}
-
-// LoadScale is the preset's load factor against the default hardware
-// (ScaleLoad), for callers that size other load to it (the demo's probes).
+// LoadScale is the preset's load factor against the default hardware, for
+// callers that size other load to it (the demo's probes).
 func LoadScale(name string) float64 {
 	if h, ok := hardwareTable()[name]; ok {
 		return h.loadScale

@@ -147,65 +147,99 @@ func DefaultKnobs() Knobs {
 	}
 }
 
-// scenarioTable maps each scenario to a change of the defaults. Each one
-// must produce a measurably different signature (see scenario_test.go).
-func scenarioTable() map[string]func(*Knobs) {
-	return map[string]func(*Knobs){
-		// Light load: ~20 running sequences, no queue, uniform ~15 ms gaps.
-		// Chunks of ~50 ms of prompt work keep any step short (see
-		// healthy), so even the probe's own long batch prompts do not stall
-		// running streams.
-		"healthy": healthy,
+// scenarioTable maps each scenario to a change of the defaults, written
+// for the hardware preset h already applied to k: a scenario means the same
+// state (light, prefill-bound, batch-bound, KV-bound, overloaded…) on a 1B
+// model and on a 70B one, so its load is sized from h's cost model and
+// throughput, not copied from the default's. Each one must produce a
+// measurably different signature (sim/presets_test.go checks every
+// scenario on every preset in virtual time).
+func scenarioTable() map[string]func(*Knobs, hardware) {
+	return map[string]func(*Knobs, hardware){
+		// Light load: ~20 running sequences on the default, no queue,
+		// uniform gaps. Chunks of ~50 ms of prompt work keep any step short
+		// (see itlTunedBudget), so even the probe's own long batch prompts
+		// do not stall running streams.
+		"healthy": func(k *Knobs, h hardware) {
+			itlTunedBudget(k)
+			scaleBackground(k, h)
+		},
 		// Long prompts arriving often with whole-prompt prefill: every running
-		// stream stalls for ~150 ms whenever one is prefilled.
-		"prefill-contention": func(k *Knobs) {
+		// stream stalls for ~150 ms (default) whenever one is prefilled.
+		"prefill-contention": func(k *Knobs, h hardware) {
 			k.ChunkedPrefill = false
 			k.BackgroundInteractiveRPS = 3
 			k.BackgroundPromptTokens = 3000
 			k.BackgroundOutputTokens = 150
 			k.BackgroundBatchConcurrency = 8
+			scaleBackground(k, h)
 		},
 		// Hundreds of short-prompt, long-output batch sequences: every step is
-		// slow because the batch is large.
-		"decode-pressure": func(k *Knobs) {
+		// slow because the batch is large. The batch is sized so the decode
+		// step takes ~90 ms on this hardware (400 sequences on the default,
+		// ~220 on a 70B); a 1B model's step barely grows with the batch,
+		// so there the batch stays within the sequence cap and the server
+		// is simply busy (no cause to find: presets_test.go).
+		"decode-pressure": func(k *Knobs, h hardware) {
 			k.MaxNumSeqs = 512
-			k.BackgroundBatchConcurrency = 400
+			// The budget counts each running sequence's decode token too:
+			// room for a full batch plus the prefill chunk.
+			itlTunedBudget(k)
+			k.MaxBatchedTokens += k.MaxNumSeqs
+			n := (90 - k.DecodeStepMs) / k.DecodeMsPerSeq
+			k.BackgroundBatchConcurrency = int(min(n, 0.8*float64(k.MaxNumSeqs)) + 0.5)
 			k.BackgroundBatchPromptTokens = 128
 			k.BackgroundBatchOutputTokens = 600
 		},
 		// Healthy engine behind a proxy that holds bytes.
-		"proxy-buffering": func(k *Knobs) {
-			healthy(k)
+		"proxy-buffering": func(k *Knobs, h hardware) {
+			itlTunedBudget(k)
+			scaleBackground(k, h)
 			k.ProxyBufferBytes = 4096
 			k.ProxyFlushMs = 250
 		},
 		// Long-context batch work that outgrows the KV cache: usage near 100%
-		// and preemptions.
-		"kv-pressure": func(k *Knobs) {
-			k.KVBlocks = 6000 // ~96k tokens: a smaller GPU or a larger model
+		// and preemptions. The cache holds ~85% of what the batch workers
+		// would hold at once (~96k tokens for 48 workers on the default: a
+		// smaller GPU or a larger model).
+		"kv-pressure": func(k *Knobs, h hardware) {
+			itlTunedBudget(k)
 			k.BackgroundBatchConcurrency = 48
 			k.BackgroundBatchPromptTokens = 1500
 			k.BackgroundBatchOutputTokens = 800
+			scaleBackground(k, h)
+			k.KVBlocks = max(k.MaxModelLen/k.BlockSize+1, int(6000*h.loadScale+0.5))
 		},
 		// Interactive users share the engine with prompt-heavy batch jobs that
 		// fill the sequence slots: interactive requests queue behind batch ones.
-		// --priority-scheduling fixes it (interactive preempts batch).
-		"batch-interference": func(k *Knobs) {
-			k.MaxNumSeqs = 64
+		// --priority-scheduling fixes it (interactive preempts batch). The
+		// slots scale with the batch so the batch holds them on every preset.
+		"batch-interference": func(k *Knobs, h hardware) {
+			itlTunedBudget(k)
 			k.BackgroundInteractiveRPS = 1
 			k.BackgroundBatchConcurrency = 60
 			k.BackgroundBatchPromptTokens = 2000
 			k.BackgroundBatchOutputTokens = 200
+			scaleBackground(k, h)
+			k.MaxNumSeqs = max(8, int(64*h.loadScale+0.5))
 		},
-		// Arrivals exceed capacity (~6 requests/s of this shape): the queue
-		// grows through the run. A short warm-up so it starts nearly empty.
-		"overload": func(k *Knobs) {
-			k.MaxNumSeqs = 64
-			k.BackgroundInteractiveRPS = 8
+		// Arrivals exceed capacity (~6 requests/s of this shape on the
+		// default): the queue grows through the run. A short warm-up so it
+		// starts nearly empty.
+		"overload": func(k *Knobs, h hardware) {
+			itlTunedBudget(k)
 			k.BackgroundPromptTokens = 800
 			k.BackgroundOutputTokens = 300
 			k.BackgroundBatchConcurrency = 16
 			k.WarmupS = 10
+			scaleBackground(k, h)
+			k.MaxNumSeqs = max(8, int(64*h.loadScale+0.5))
+			// 15% more users than the slots the batch leaves can serve at
+			// the step time of a full batch (prefill not counted, so the
+			// excess is larger): 8/s on the default, ~55/s on a 1B model.
+			free := float64(k.MaxNumSeqs - k.BackgroundBatchConcurrency)
+			stepS := (k.DecodeStepMs + k.DecodeMsPerSeq*float64(k.MaxNumSeqs)) / 1000
+			k.BackgroundInteractiveRPS = 1.15 * free / (float64(k.BackgroundOutputTokens) * stepS)
 		},
 		// Issue 3's incident, where averages lie: ~300 developers of a code
 		// assistant (11.8 requests/s on average, each user every ~25 s) with
@@ -216,10 +250,10 @@ func scenarioTable() map[string]func(*Knobs) {
 		// (~330 ms), so the users' TTFT p95 passes 2 s and their ITL p95
 		// passes 300 ms, and KV usage peaks near 90%; yet between bursts
 		// steps take ~20 ms and even a 256-token interactive stream ends in
-		// well under 15 s on average. Calibrated in virtual time over 48
-		// seeds and burst phases against what tokentop's 30 s report shows
-		// (cmd/tokentop/scenarios_test.go).
-		"copilot-incident": func(k *Knobs) {
+		// well under 15 s on average. Calibrated on the default hardware in
+		// virtual time over 48 seeds and burst phases against what
+		// tokentop's 30 s report shows (cmd/tokentop/scenarios_test.go).
+		"copilot-incident": func(k *Knobs, h hardware) {
 			k.MaxNumSeqs = 160
 			k.MaxBatchedTokens = 6144
 			k.KVBlocks = 10000
@@ -229,16 +263,25 @@ func scenarioTable() map[string]func(*Knobs) {
 			k.BackgroundBatchConcurrency = 0
 			k.BackgroundBurstPeriodS = 20
 			k.BackgroundBurstFactor = 24
+			scaleBackground(k, h)
 		},
 	}
 }
 
-// healthy tunes the step budget for inter-token latency on the hardware at
-// hand: prefill chunks of about 50 ms of prompt work (1024 tokens at the
-// default 20k tokens/s, as vLLM's tuning guide advises; 320 on a 70B, 5120
-// on a 1B), so no step stalls running streams for long.
-func healthy(k *Knobs) {
+// itlTunedBudget tunes the step budget for inter-token latency on the
+// hardware at hand: prefill chunks of about 50 ms of prompt work (1024
+// tokens at the default 20k tokens/s, as vLLM's tuning guide advises; 320
+// on a 70B, 5120 on a 1B), so no step stalls running streams for long.
+func itlTunedBudget(k *Knobs) {
 	k.MaxBatchedTokens = max(64, int(k.PrefillTokensPerS*0.0512/64+0.5)*64)
+}
+
+// scaleBackground sizes the background load (interactive users per
+// second, batch workers) to the preset's throughput: the scenarios' figures
+// are the default hardware's.
+func scaleBackground(k *Knobs, h hardware) {
+	k.BackgroundInteractiveRPS *= h.loadScale
+	k.BackgroundBatchConcurrency = int(float64(k.BackgroundBatchConcurrency)*h.loadScale + 0.5)
 }
 
 // ScenarioNames lists the scenarios in a stable order.
@@ -252,23 +295,29 @@ func ScenarioNames() []string {
 	return names
 }
 
-// Scenario returns the knobs of a named scenario.
+// Scenario returns the knobs of a named scenario on the default hardware.
 func Scenario(name string) (Knobs, error) {
 	k := DefaultKnobs()
-	if err := ApplyScenario(&k, name); err != nil {
+	if err := Configure(&k, "default", name); err != nil {
 		return Knobs{}, err
 	}
 	return k, nil
 }
 
-// ApplyScenario sets the named scenario's knobs on k, leaving the others
-// (a hardware preset's cost model, say) as they are.
-func ApplyScenario(k *Knobs, name string) error {
-	mod, ok := scenarioTable()[name]
+// Configure sets k to the named hardware preset's cost model and KV cache,
+// then the named scenario sized to that hardware, leaving the other knobs
+// as they are.
+func Configure(k *Knobs, hardwareName, scenario string) error {
+	h, ok := hardwareTable()[hardwareName]
 	if !ok {
-		return fmt.Errorf("unknown scenario %q (valid: %s)", name, strings.Join(ScenarioNames(), ", "))
+		return fmt.Errorf("unknown hardware preset %q (valid: %s)", hardwareName, strings.Join(HardwareNames(), ", "))
 	}
-	mod(k)
+	mod, ok := scenarioTable()[scenario]
+	if !ok {
+		return fmt.Errorf("unknown scenario %q (valid: %s)", scenario, strings.Join(ScenarioNames(), ", "))
+	}
+	h.apply(k)
+	mod(k, h)
 	return nil
 }
 

@@ -38,13 +38,7 @@ func (s *simFlags) register(fs *flag.FlagSet) {
 // set explicitly on fs.
 func (s *simFlags) resolve(fs *flag.FlagSet) (sim.Knobs, error) {
 	k := sim.DefaultKnobs()
-	if err := sim.ApplyHardware(&k, s.hardware); err != nil {
-		return sim.Knobs{}, usageError{err}
-	}
-	if err := sim.ApplyScenario(&k, s.scenario); err != nil {
-		return sim.Knobs{}, usageError{err}
-	}
-	if err := sim.ScaleLoad(&k, s.hardware); err != nil {
+	if err := sim.Configure(&k, s.hardware, s.scenario); err != nil {
 		return sim.Knobs{}, usageError{err}
 	}
 	apply := flag.NewFlagSet("knobs", flag.ContinueOnError)
@@ -155,6 +149,14 @@ func demoClasses(cfg *config.Config, k sim.Knobs, loadScale float64) {
 	// like the background load (never above the default's 2/s).
 	if in := cfg.Class("interactive"); in != nil && in.Arrival.Process == config.ArrivalPoisson {
 		in.Arrival.Rate *= min(loadScale, 1)
+	}
+	// The batch class's long prompts likewise: four workers of 1500-token
+	// prompts take a tenth of the default's prefill capacity, and would take
+	// a sixth of a 70B's.
+	if b := cfg.Class("batch"); b != nil {
+		s := min(loadScale, 1)
+		b.PromptTokens.Median = max(1, int(float64(b.PromptTokens.Median)*s))
+		b.PromptTokens.P95 = max(b.PromptTokens.Median, int(float64(b.PromptTokens.P95)*s))
 	}
 }
 
