@@ -187,11 +187,13 @@ const maxExactCount = 1 << 53
 // a name it does not know has no bounds.
 func SignalRange(name string) (lo, hi float64) {
 	switch name {
-	case SignalQueueDepth, SignalRunning:
+	case SignalQueueDepth, SignalRunning, SignalWaitingCapacity, SignalWaitingDeferred, SignalDisconnectedClients:
 		return 0, 1e7
-	case SignalKVUsage, SignalPrefixCacheHitRate:
+	case SignalKVUsage, SignalPrefixCacheHitRate, SignalSpecAcceptRate:
 		return 0, 1
-	case SignalPreemptionsTotal, SignalPromptTokensTotal, SignalGenerationTokens, SignalRequestSuccessTotal:
+	case SignalPreemptionsTotal, SignalPromptTokensTotal, SignalGenerationTokens, SignalRequestSuccessTotal,
+		SignalPrefixCacheQueries, SignalPrefixCacheHits, SignalPrefillComputed, SignalSpecDraftTokens,
+		SignalSpecAcceptedTokens, SignalSpecDrafts, SignalKVTransferFailures:
 		return 0, maxExactCount
 	}
 	// Per-GPU signals: "gpu.N.suffix".
@@ -422,6 +424,31 @@ func nonNegative(g getter) getter {
 			return 0, false
 		}
 		return v, true
+	}
+}
+
+// minus subtracts b from a, never below 0; absent when a is, b absent
+// counts as 0.
+func minus(a, b getter) getter {
+	return func(m *mapper) (float64, bool) {
+		x, ok := a(m)
+		if !ok {
+			return 0, false
+		}
+		y, _ := b(m)
+		return math.Max(0, x-y), true
+	}
+}
+
+// whenAlso yields g only when other is present too: counters that are
+// only meaningful as a pair (hits and queries) are taken from one
+// generation of names, never half from each.
+func whenAlso(g, other getter) getter {
+	return func(m *mapper) (float64, bool) {
+		if _, ok := other(m); !ok {
+			return 0, false
+		}
+		return g(m)
 	}
 }
 

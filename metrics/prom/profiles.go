@@ -16,6 +16,7 @@ const (
 	ProfileTRTLLMServe  = "trtllm-serve"
 	ProfileLMDeploy     = "lmdeploy"
 	ProfileNIM          = "nim"
+	ProfileDynamo       = "dynamo"
 	ProfileDCGM         = "dcgm"
 	ProfileSim          = "tokentop-sim"
 	ProfileUnknown      = "unknown"
@@ -81,6 +82,12 @@ func detectServer(e *Exposition) (profile, variant string) {
 	case e.HasFamily("num_requests_running") || e.HasFamily("num_requests_waiting") ||
 		e.HasFamily("gpu_cache_usage_perc") || e.HasFamily("time_to_first_token_seconds"):
 		return ProfileNIM, ""
+	case hasPrefix(e, "dynamo_frontend_"):
+		// NVIDIA Dynamo's HTTP frontend; a worker's engine families (vllm:,
+		// sglang:, trtllm_) win above, its own dynamo_component_* below.
+		return ProfileDynamo, "frontend"
+	case hasPrefix(e, "dynamo_component_"):
+		return ProfileDynamo, "worker"
 	case hasPrefix(e, "DCGM_FI_"):
 		return ProfileDCGM, ""
 	}
@@ -187,6 +194,8 @@ func specFor(profile, variant string) profileSpec {
 		return openaiStyleSpec("lmdeploy:")
 	case ProfileNIM:
 		return openaiStyleSpec("")
+	case ProfileDynamo:
+		return dynamoSpec()
 	}
 	return profileSpec{}
 }
@@ -209,6 +218,28 @@ func vllmSpec() profileSpec {
 				nonNegative(meanOf("vllm:gpu_prefix_cache_hit_rate")),
 			)},
 			{SignalRequestSuccessTotal, sumOf("vllm:request_success_total")},
+			// V1 splits the waiting queue by reason (0.10+).
+			{SignalWaitingCapacity, sumOf("vllm:num_requests_waiting_by_reason", "reason", "capacity")},
+			{SignalWaitingDeferred, sumOf("vllm:num_requests_waiting_by_reason", "reason", "deferred")},
+			// Queries and hits in tokens (V1 0.8+ prefix_cache_*, earlier
+			// V1 gpu_prefix_cache_*), each pair from one generation.
+			{SignalPrefixCacheQueries, first(
+				whenAlso(sumOf("vllm:prefix_cache_queries_total"), sumOf("vllm:prefix_cache_hits_total")),
+				whenAlso(sumOf("vllm:gpu_prefix_cache_queries_total"), sumOf("vllm:gpu_prefix_cache_hits_total")),
+			)},
+			{SignalPrefixCacheHits, first(
+				whenAlso(sumOf("vllm:prefix_cache_hits_total"), sumOf("vllm:prefix_cache_queries_total")),
+				whenAlso(sumOf("vllm:gpu_prefix_cache_hits_total"), sumOf("vllm:gpu_prefix_cache_queries_total")),
+			)},
+			// A histogram of the prompt tokens each request computed (the
+			// rest came from the prefix cache or a KV transfer): its _sum.
+			{SignalPrefillComputed, sumOf("vllm:request_prefill_kv_computed_tokens_sum")},
+			{SignalSpecDraftTokens, sumOf("vllm:spec_decode_num_draft_tokens_total")},
+			{SignalSpecAcceptedTokens, sumOf("vllm:spec_decode_num_accepted_tokens_total")},
+			{SignalSpecDrafts, sumOf("vllm:spec_decode_num_drafts_total")},
+			{SignalSpecAcceptRate, ratio(sumOf("vllm:spec_decode_num_accepted_tokens_total"), sumOf("vllm:spec_decode_num_draft_tokens_total"))},
+			// NIXL connector (disaggregated prefill/decode).
+			{SignalKVTransferFailures, first(sumOf("vllm:nixl_num_failed_transfers_total"), sumOf("vllm:nixl_num_failed_transfers"))},
 		},
 		hists: []histSpec{
 			canon(HistTTFT, from("vllm:time_to_first_token_seconds")),
@@ -217,6 +248,7 @@ func vllmSpec() profileSpec {
 			canon(HistQueue, from("vllm:request_queue_time_seconds")),
 			canon(HistPrefill, from("vllm:request_prefill_time_seconds")),
 			canon(HistDecode, from("vllm:request_decode_time_seconds")),
+			canon(HistKVTransfer, from("vllm:nixl_xfer_time_seconds")),
 		},
 	}
 }
@@ -224,24 +256,39 @@ func vllmSpec() profileSpec {
 // sglangSpec: SGLang 2024 labelled the model with name=, later releases use
 // model_name; token_usage is the used share of the KV token pool.
 func sglangSpec() profileSpec {
+	const rt = "sglang:realtime_tokens_total" // {mode="prefill_compute"|"prefill_cache"|"decode"}
+	computed, cached := sumOf(rt, "mode", "prefill_compute"), sumOf(rt, "mode", "prefill_cache")
 	return profileSpec{
 		modelLabels: []string{"model_name", "name"},
 		signals: []signalSpec{
 			{SignalQueueDepth, sumOf("sglang:num_queue_reqs")},
 			{SignalRunning, sumOf("sglang:num_running_reqs")},
 			{SignalKVUsage, maxOf("sglang:token_usage")},
-			{SignalPromptTokensTotal, sumOf("sglang:prompt_tokens_total")},
-			{SignalGenerationTokens, sumOf("sglang:generation_tokens_total")},
+			{SignalPromptTokensTotal, first(sumOf("sglang:prompt_tokens_total"), plus(computed, cached))},
+			{SignalGenerationTokens, first(sumOf("sglang:generation_tokens_total"), sumOf(rt, "mode", "decode"))},
 			{SignalPrefixCacheHitRate, first(
+				ratio(cached, plus(computed, cached)),
 				ratio(sumOf("sglang:cached_tokens_total"), sumOf("sglang:prompt_tokens_total")),
 				meanOf("sglang:cache_hit_rate"),
 			)},
+			// realtime_tokens_total counts tokens as the scheduler runs
+			// them (prompt_tokens_total only when a request ends).
+			{SignalPrefixCacheQueries, first(plus(computed, cached),
+				whenAlso(sumOf("sglang:prompt_tokens_total"), sumOf("sglang:cached_tokens_total")))},
+			{SignalPrefixCacheHits, first(whenAlso(cached, computed),
+				whenAlso(sumOf("sglang:cached_tokens_total"), sumOf("sglang:prompt_tokens_total")))},
+			{SignalPrefillComputed, computed},
+			// A gauge each scheduler computes over its last decode
+			// batches; the DP replicas' are averaged.
+			{SignalSpecAcceptRate, meanOf("sglang:spec_accept_rate")},
+			{SignalKVTransferFailures, sumOf("sglang:num_transfer_failed_reqs_total")},
 		},
 		hists: []histSpec{
 			canon(HistTTFT, from("sglang:time_to_first_token_seconds")),
 			canon(HistITL, from("sglang:inter_token_latency_seconds"), from("sglang:time_per_output_token_seconds")),
 			canon(HistE2E, from("sglang:e2e_request_latency_seconds")),
 			canon(HistQueue, from("sglang:queue_time_seconds")),
+			canon(HistKVTransfer, histSrc{base: "sglang:kv_transfer_latency_ms", scale: 1e-3}),
 		},
 	}
 }
@@ -336,8 +383,10 @@ func openaiStyleSpec(p string) profileSpec {
 	return profileSpec{
 		modelLabels: []string{"model_name"},
 		signals: []signalSpec{
-			{SignalQueueDepth, sumOf(p + "num_requests_waiting")},
-			{SignalRunning, sumOf(p + "num_requests_running")},
+			// trtllm-serve's first iteration-stats names were
+			// num_queued_requests and num_active_requests.
+			{SignalQueueDepth, first(sumOf(p+"num_requests_waiting"), sumOf(p+"num_queued_requests"))},
+			{SignalRunning, first(sumOf(p+"num_requests_running"), sumOf(p+"num_active_requests"))},
 			{SignalKVUsage, first(
 				maxOf(p+"kv_cache_usage_perc"), maxOf(p+"gpu_cache_usage_perc"),
 				maxOf(p+"kv_cache_utilization"),
@@ -354,6 +403,24 @@ func openaiStyleSpec(p string) profileSpec {
 				nonNegative(meanOf(p+"gpu_prefix_cache_hit_rate")),
 			)},
 			{SignalRequestSuccessTotal, sumOf(p + "request_success_total")},
+			{SignalPrefixCacheQueries, first(
+				whenAlso(sumOf(p+"prefix_cache_queries_total"), sumOf(p+"prefix_cache_hits_total")),
+				whenAlso(sumOf(p+"prompt_tokens_total"), sumOf(p+"prompt_cached_tokens_total")),
+			)},
+			{SignalPrefixCacheHits, first(
+				whenAlso(sumOf(p+"prefix_cache_hits_total"), sumOf(p+"prefix_cache_queries_total")),
+				whenAlso(sumOf(p+"prompt_cached_tokens_total"), sumOf(p+"prompt_tokens_total")),
+			)},
+			{SignalPrefillComputed, sumOf(p + "request_prefill_kv_computed_tokens_sum")},
+			// trtllm-serve: spec_decode_{drafted,accepted}_tokens_total;
+			// vLLM-style servers: spec_decode_num_*.
+			{SignalSpecDraftTokens, first(sumOf(p+"spec_decode_num_draft_tokens_total"), sumOf(p+"spec_decode_drafted_tokens_total"))},
+			{SignalSpecAcceptedTokens, first(sumOf(p+"spec_decode_num_accepted_tokens_total"), sumOf(p+"spec_decode_accepted_tokens_total"))},
+			{SignalSpecDrafts, sumOf(p + "spec_decode_num_drafts_total")},
+			{SignalSpecAcceptRate, first(
+				ratio(sumOf(p+"spec_decode_num_accepted_tokens_total"), sumOf(p+"spec_decode_num_draft_tokens_total")),
+				ratio(sumOf(p+"spec_decode_accepted_tokens_total"), sumOf(p+"spec_decode_drafted_tokens_total")),
+			)},
 		},
 		hists: []histSpec{
 			canon(HistTTFT, from(p+"time_to_first_token_seconds")),
@@ -363,6 +430,32 @@ func openaiStyleSpec(p string) profileSpec {
 			canon(HistQueue, from(p+"request_queue_time_seconds")),
 			canon(HistPrefill, from(p+"request_prefill_time_seconds")),
 			canon(HistDecode, from(p+"request_decode_time_seconds")),
+		},
+	}
+}
+
+// dynamoSpec: NVIDIA Dynamo. The frontend counts requests in flight from
+// arrival to the end of the response and, among them, those still waiting
+// for their first token (queued); its histograms are what clients see. A
+// worker adds its engine's KV statistics under dynamo_component_kvstats_*.
+func dynamoSpec() profileSpec {
+	const fe, kv = "dynamo_frontend_", "dynamo_component_kvstats_"
+	return profileSpec{
+		modelLabels: []string{"model"},
+		signals: []signalSpec{
+			{SignalQueueDepth, sumOf(fe + "queued_requests")},
+			{SignalRunning, minus(sumOf(fe+"inflight_requests"), sumOf(fe+"queued_requests"))},
+			{SignalKVUsage, maxOf(kv + "gpu_cache_usage_percent")},
+			{SignalPrefixCacheHitRate, meanOf(kv + "gpu_prefix_cache_hit_rate")},
+			{SignalPromptTokensTotal, sumOf(fe + "input_sequence_tokens_sum")},
+			{SignalGenerationTokens, first(sumOf(fe+"output_tokens_total"), sumOf(fe+"output_sequence_tokens_sum"))},
+			{SignalRequestSuccessTotal, sumOf(fe+"requests_total", "status", "success")},
+			{SignalDisconnectedClients, sumOf(fe + "disconnected_clients")},
+		},
+		hists: []histSpec{
+			canon(HistTTFT, from(fe+"time_to_first_token_seconds")),
+			canon(HistITL, from(fe+"inter_token_latency_seconds")),
+			canon(HistE2E, from(fe+"request_duration_seconds")),
 		},
 	}
 }

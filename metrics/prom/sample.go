@@ -28,6 +28,34 @@ const (
 	SignalGenerationTokens    = "generation_tokens_total"
 	SignalPrefixCacheHitRate  = "prefix_cache_hit_rate"
 	SignalRequestSuccessTotal = "request_success_total"
+
+	// Added for the 2025–26 families (README, "Server metrics").
+
+	// SignalWaitingCapacity and SignalWaitingDeferred split queue_depth
+	// by why a request waits (vLLM num_requests_waiting_by_reason): no
+	// room in the batch or the KV cache, or held back by the scheduler
+	// (structured-output grammar, a remote KV transfer, a LoRA slot).
+	SignalWaitingCapacity = "waiting_for_capacity"
+	SignalWaitingDeferred = "waiting_deferred"
+	// Prompt tokens looked up in the prefix cache and found there; their
+	// ratio over a window is the hit rate the window saw.
+	SignalPrefixCacheQueries = "prefix_cache_queries_total"
+	SignalPrefixCacheHits    = "prefix_cache_hits_total"
+	// SignalPrefillComputed counts prompt tokens whose KV the server
+	// computed (not served from a cache or a remote transfer).
+	SignalPrefillComputed = "prefill_computed_tokens_total"
+	// Speculative decoding: tokens drafted, drafted tokens accepted, and
+	// drafts; SignalSpecAcceptRate is accepted over drafted (0–1).
+	SignalSpecDraftTokens    = "spec_draft_tokens_total"
+	SignalSpecAcceptedTokens = "spec_accepted_tokens_total"
+	SignalSpecDrafts         = "spec_drafts_total"
+	SignalSpecAcceptRate     = "spec_accept_rate"
+	// SignalKVTransferFailures counts failed KV-cache transfers between
+	// prefill and decode workers (vLLM NIXL, SGLang disaggregation).
+	SignalKVTransferFailures = "kv_transfer_failures_total"
+	// SignalDisconnectedClients is NVIDIA Dynamo's frontend gauge of
+	// clients that went away before their response ended.
+	SignalDisconnectedClients = "disconnected_clients"
 )
 
 // SignalNames lists the server signal names in the order `tokentop scrape`
@@ -42,6 +70,17 @@ func SignalNames() []string {
 		SignalGenerationTokens,
 		SignalPrefixCacheHitRate,
 		SignalRequestSuccessTotal,
+		SignalWaitingCapacity,
+		SignalWaitingDeferred,
+		SignalPrefixCacheQueries,
+		SignalPrefixCacheHits,
+		SignalPrefillComputed,
+		SignalSpecDraftTokens,
+		SignalSpecAcceptedTokens,
+		SignalSpecDrafts,
+		SignalSpecAcceptRate,
+		SignalKVTransferFailures,
+		SignalDisconnectedClients,
 	}
 }
 
@@ -75,17 +114,21 @@ const (
 	HistQueue   = "server_queue_seconds"
 	HistPrefill = "server_prefill_seconds"
 	HistDecode  = "server_decode_seconds"
+	// HistKVTransfer is one KV-cache transfer between disaggregated
+	// prefill and decode workers (vLLM nixl_xfer_time_seconds, SGLang
+	// kv_transfer_latency_ms).
+	HistKVTransfer = "server_kv_transfer_seconds"
 )
 
 // HistogramNames lists the canonical histogram names in print order.
 func HistogramNames() []string {
-	return []string{HistTTFT, HistITL, HistE2E, HistQueue, HistPrefill, HistDecode}
+	return []string{HistTTFT, HistITL, HistE2E, HistQueue, HistPrefill, HistDecode, HistKVTransfer}
 }
 
 // Sample is one parsed scrape mapped to canonical signals.
 type Sample struct {
 	At      time.Time // when the scrape completed (set by the caller)
-	Profile string    // "vllm", "sglang", "tgi", "llamacpp", "triton-trtllm", "trtllm-serve", "lmdeploy", "nim", "dcgm", "tokentop-sim", "unknown"
+	Profile string    // "vllm", "sglang", "tgi", "llamacpp", "triton-trtllm", "trtllm-serve", "lmdeploy", "nim", "dynamo", "dcgm", "tokentop-sim", "unknown"
 	Variant string    // e.g. "v0", "v1" for vllm
 	Models  []string  // every served model seen, sorted
 	// Model is the model the signals are for (ParseOptions.Model); ""

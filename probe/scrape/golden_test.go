@@ -157,10 +157,10 @@ func TestWriteTextNotes(t *testing.T) {
 			body: vllmV1DP,
 			want: []string{
 				"models   m1, m2 (signals summed over all; --model NAME selects one)\n",
-				"queue_depth              17\n",
-				"kv_usage                 0.9 (90.0%)\n",
-				"prefix_cache_hit_rate    0.2 (20.0%)\n",
-				"prompt_tokens_total      -\n",
+				"queue_depth                    17\n",
+				"kv_usage                       0.9 (90.0%)\n",
+				"prefix_cache_hit_rate          0.2 (20.0%)\n",
+				"prompt_tokens_total            -\n",
 				"\n-: the server does not expose it (null in --json)\n",
 				// TTFT buckets end at 10 s with 5 of 9 below: p95 is beyond.
 				">10.000s",
@@ -173,8 +173,8 @@ func TestWriteTextNotes(t *testing.T) {
 			model: "m2",
 			want: []string{
 				"models   m1, m2 (signals for m2)\n",
-				"queue_depth              10\n",
-				"kv_usage                 0.9 (90.0%)\n",
+				"queue_depth                    10\n",
+				"kv_usage                       0.9 (90.0%)\n",
 			},
 		},
 		{
@@ -183,10 +183,10 @@ func TestWriteTextNotes(t *testing.T) {
 				"DCGM_FI_DEV_FB_USED{gpu=\"1\"} 1536\nDCGM_FI_DEV_FB_FREE{gpu=\"1\"} 512\nDCGM_FI_DEV_GPU_UTIL{gpu=\"1\"} 37\n",
 			want: []string{
 				"models   m\n",
-				"gpu.1.util               0.37 (37.0%)\n",
-				"gpu.1.mem_used_bytes     1610612736 (1.5 GiB)\n",
-				"gpu.1.mem_total_bytes    2147483648 (2.0 GiB)\n",
-				"gpu.1.sm_clock_mhz       -\n",
+				"gpu.1.util                     0.37 (37.0%)\n",
+				"gpu.1.mem_used_bytes           1610612736 (1.5 GiB)\n",
+				"gpu.1.mem_total_bytes          2147483648 (2.0 GiB)\n",
+				"gpu.1.sm_clock_mhz             -\n",
 			},
 			reject: []string{"summed", ">X"},
 		},
@@ -196,7 +196,7 @@ func TestWriteTextNotes(t *testing.T) {
 			model: "m3",
 			want: []string{
 				"models   m1, m2 (none is m3: only series without a model label count)\n",
-				"queue_depth              -\n",
+				"queue_depth                    -\n",
 				`model "m3" not found; the server has m1, m2`,
 			},
 		},

@@ -74,6 +74,7 @@ func TestVLLMV1DataParallel(t *testing.T) {
 				prom.SignalKVUsage:            0.9, // max over engines, ranks and models
 				prom.SignalPreemptionsTotal:   2 + 5,
 				prom.SignalPrefixCacheHitRate: (50.0 + 30) / (100 + 300),
+				prom.SignalPrefixCacheQueries: 100 + 300, prom.SignalPrefixCacheHits: 50 + 30,
 			},
 			ttft: &wantHist{count: 9, sum: 40, buckets: 4, quantiles: map[float64]float64{
 				// cumulative sum: le1: 3, le2.5: 5, le10: 8, +Inf: 9.
@@ -91,6 +92,7 @@ func TestVLLMV1DataParallel(t *testing.T) {
 				prom.SignalKVUsage:            0.70,
 				prom.SignalPreemptionsTotal:   2 + 5,
 				prom.SignalPrefixCacheHitRate: (50.0 + 30) / (100 + 300),
+				prom.SignalPrefixCacheQueries: 100 + 300, prom.SignalPrefixCacheHits: 50 + 30,
 			},
 			ttft: &wantHist{count: 9, sum: 40, buckets: 4},
 		},
@@ -142,6 +144,7 @@ func TestPerModelSignals(t *testing.T) {
 	checkSignals(t, s.PerModel["m1"], map[string]float64{
 		prom.SignalQueueDepth: 3 + 4, prom.SignalRunning: 8 + 6, prom.SignalKVUsage: 0.70,
 		prom.SignalPreemptionsTotal: 2 + 5, prom.SignalPrefixCacheHitRate: (50.0 + 30) / (100 + 300),
+		prom.SignalPrefixCacheQueries: 100 + 300, prom.SignalPrefixCacheHits: 50 + 30,
 	})
 	checkSignals(t, s.PerModel["m2"], map[string]float64{prom.SignalQueueDepth: 10, prom.SignalRunning: 1, prom.SignalKVUsage: 0.9})
 	one, _ := Parse(strings.NewReader(vllmV1DP), prom.ParseOptions{Model: "m1"})
