@@ -34,6 +34,7 @@ Usage:
   tokentop sim    --listen ADDR [--scenario NAME] [sim knobs]    the simulator alone
   tokentop replay FILE [common flags]                            the console or a report from a --record file
   tokentop scrape URL|FILE [--json]                              what tokentop reads from a /metrics endpoint
+  tokentop fleet  --prometheus URL [--selector SEL] [--model NAME] many replicas through Prometheus, worst first
   tokentop version
 
 Run "tokentop COMMAND --help" for a command's flags.
@@ -58,6 +59,8 @@ func run(ctx context.Context, e env, args []string) int {
 		code, err = runScrape(ctx, e, args)
 	case "replay":
 		code, err = runReplay(ctx, e, args)
+	case "fleet":
+		code, err = runFleet(ctx, e, args)
 	case "version":
 		fmt.Fprintf(e.Stdout, "tokentop %s\n", version)
 	case "help", "-h", "--help":
