@@ -8,8 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -35,29 +33,10 @@ func TestRealPrometheusScrapesListenMetrics(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the demo and Prometheus for 20 s")
 	}
-	bin, err := exec.LookPath("prometheus")
-	if err != nil {
-		t.Skip("prometheus not installed (.ci/run installs it)")
-	}
+	bin := prometheusBinary(t)
 	dir := t.TempDir()
-	exportPort, promPort := freePort(t), freePort(t)
-	conf := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(conf, []byte(fmt.Sprintf(`
-global: {scrape_interval: 1s, evaluation_interval: 1s}
-scrape_configs:
-  - job_name: tokentop
-    static_configs: [{targets: ["127.0.0.1:%d"]}]
-`, exportPort)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	prom := exec.Command(bin, "--config.file="+conf, "--storage.tsdb.path="+filepath.Join(dir, "data"),
-		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", promPort))
-	var promLog bytes.Buffer
-	prom.Stdout, prom.Stderr = &promLog, &promLog
-	if err := prom.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { prom.Process.Kill(); prom.Wait() })
+	exportPort := freePort(t)
+	promURL, promLog := startPrometheus(t, bin, "tokentop", []string{fmt.Sprintf("127.0.0.1:%d", exportPort)})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -69,7 +48,7 @@ scrape_configs:
 	}()
 
 	query := func(q string) int {
-		u := fmt.Sprintf("http://127.0.0.1:%d/api/v1/query?query=%s", promPort, url.QueryEscape(q))
+		u := fmt.Sprintf("%s/api/v1/query?query=%s", promURL, url.QueryEscape(q))
 		resp, err := http.Get(u)
 		if err != nil {
 			return 0

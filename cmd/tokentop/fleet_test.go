@@ -1,0 +1,252 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tokentop/tokentop/fleet"
+	"github.com/tokentop/tokentop/report"
+)
+
+// TestFleetRealPrometheus: three `tokentop sim` replicas on loopback (one
+// under KV pressure, one with a batch cap of 4 sequences under a load it
+// cannot admit, one healthy), scraped every second by a real Prometheus
+// started here; `tokentop fleet --headless` must list the two sick ones
+// first, each with its cause, and the healthy one last without a critical
+// finding.
+func TestFleetRealPrometheus(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("runs three simulators and Prometheus for ~20 s")
+	}
+	bin := prometheusBinary(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+
+	replicas := []struct {
+		name string
+		args []string
+	}{
+		{"kv", []string{"--scenario", "kv-pressure"}},
+		{"batchcap", []string{"--scenario", "healthy", "--max-num-seqs", "4", "--background-interactive-rps", "20"}},
+		{"healthy", []string{"--scenario", "healthy"}},
+	}
+	addr := map[string]string{}
+	var targets []string
+	simCtx, stopSims := context.WithCancel(ctx)
+	simDone := make(chan struct{}, len(replicas))
+	t.Cleanup(func() {
+		stopSims()
+		for range replicas {
+			<-simDone
+		}
+	})
+	for _, r := range replicas {
+		a := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+		addr[r.name] = a
+		targets = append(targets, a)
+		go func() {
+			defer func() { simDone <- struct{}{} }()
+			var out, errb bytes.Buffer
+			run(simCtx, testEnv(&out, &errb), append([]string{"sim", "--listen", a}, r.args...))
+		}()
+	}
+	promURL, promLog := startPrometheus(t, bin, "vllm", targets)
+
+	// Wait until Prometheus has scraped every replica for the window.
+	const window = 12 * time.Second
+	waitUp := time.Now().Add(30 * time.Second)
+	for !allUp(promURL, len(replicas)) {
+		if time.Now().After(waitUp) {
+			t.Fatalf("Prometheus never scraped the replicas:\n%s", promLog.String())
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	time.Sleep(window + 2*time.Second)
+
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, testEnv(&stdout, &stderr), []string{"fleet", "--prometheus", promURL, "--selector", `{job="vllm"}`,
+		"--window", window.String(), "--headless"})
+	if code != report.ExitSLOFailed {
+		t.Errorf("exit %d, want %d (sick replicas fail their objectives); stderr: %s", code, report.ExitSLOFailed, stderr.String())
+	}
+	var rep fleet.Report
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("report: %v\n%s", err, stdout.String())
+	}
+	if rep.Schema != fleet.Schema || rep.WindowS != window.Seconds() || rep.Prometheus != promURL {
+		t.Errorf("schema %q window %g prometheus %q", rep.Schema, rep.WindowS, rep.Prometheus)
+	}
+	if len(rep.Instances) != 3 {
+		t.Fatalf("%d instances, want 3: %s", len(rep.Instances), stdout.String())
+	}
+	rules := func(in fleet.InstanceReport, severity string) []string {
+		var out []string
+		for _, f := range in.Findings {
+			if severity == "" || f.Severity == severity {
+				out = append(out, f.Rule)
+			}
+		}
+		return out
+	}
+	pos := map[string]int{}
+	for i, in := range rep.Instances {
+		for name, a := range addr {
+			if in.Instance == a {
+				pos[name] = i
+			}
+		}
+		if in.Profile != "tokentop-sim" {
+			t.Errorf("%s: profile %q", in.Instance, in.Profile)
+		}
+		t.Logf("#%d %s: critical %v, all %v; kv p95 %v, queue p50 %v", i+1, in.Instance,
+			rules(in, "critical"), rules(in, ""), deref(in.Signals[fleet.SigKVP95]), deref(in.Signals[fleet.SigQueueP50]))
+	}
+	if pos["healthy"] != 2 {
+		t.Errorf("the healthy replica is #%d, want last", pos["healthy"]+1)
+	}
+	kv, capped, healthy := rep.Instances[pos["kv"]], rep.Instances[pos["batchcap"]], rep.Instances[pos["healthy"]]
+	if !contains(rules(kv, "critical"), "kv_cache_pressure") {
+		t.Errorf("KV replica: critical findings %v, want kv_cache_pressure", rules(kv, "critical"))
+	}
+	if !contains(rules(capped, "critical"), "queue_saturation") {
+		t.Errorf("batch-capped replica: critical findings %v, want queue_saturation", rules(capped, "critical"))
+	}
+	if c := rules(healthy, "critical"); len(c) > 0 {
+		t.Errorf("healthy replica has critical findings %v", c)
+	}
+	for _, r := range []string{"kv_cache_pressure", "queue_saturation"} {
+		if contains(rules(healthy, ""), r) {
+			t.Errorf("healthy replica has %s", r)
+		}
+	}
+	if h := healthy.Histograms["server_ttft_ms"]; h.P95 == nil || h.Count == 0 {
+		t.Errorf("healthy replica: no server TTFT from histogram_quantile: %+v", h)
+	}
+	if q := capped.Signals[fleet.SigQueueP50]; q == nil || *q < 4 {
+		t.Errorf("batch-capped replica: queue p50 %v, want a queue longer than its 4 running", deref(q))
+	}
+
+	// The same reading in Markdown names the causes in the table.
+	stdout.Reset()
+	run(ctx, testEnv(&stdout, &stderr), []string{"fleet", "--prometheus", promURL, "--selector", `{job="vllm"}`,
+		"--window", window.String(), "--headless", "--format", "markdown"})
+	for _, want := range []string{"| 1 | ", "kv_cache_pressure", "queue_saturation", addr["healthy"]} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	if t.Failed() {
+		t.Logf("report:\n%s", stdout.String())
+	}
+}
+
+// prometheusBinary is the path of Debian's prometheus, or skips the test.
+func prometheusBinary(t *testing.T) string {
+	t.Helper()
+	bin, err := exec.LookPath("prometheus")
+	if err != nil {
+		t.Skip("the prometheus binary is not installed (Debian package prometheus; .ci/run installs it)")
+	}
+	return bin
+}
+
+// startPrometheus runs a real Prometheus on a free loopback port, scraping
+// targets every second as job, with its storage in a temporary folder,
+// until the test ends. It returns the engine's URL and its log.
+func startPrometheus(t *testing.T, bin, job string, targets []string) (string, *bytes.Buffer) {
+	t.Helper()
+	dir := t.TempDir()
+	port := freePort(t)
+	quoted := make([]string, len(targets))
+	for i, a := range targets {
+		quoted[i] = fmt.Sprintf("%q", a)
+	}
+	conf := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(conf, []byte(fmt.Sprintf(`
+global: {scrape_interval: 1s, evaluation_interval: 1s}
+scrape_configs:
+  - job_name: %s
+    static_configs: [{targets: [%s]}]
+`, job, strings.Join(quoted, ", "))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--config.file="+conf, "--storage.tsdb.path="+filepath.Join(dir, "data"),
+		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", port))
+	var log bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return fmt.Sprintf("http://127.0.0.1:%d", port), &log
+}
+
+// allUp reports whether Prometheus sees n targets up.
+func allUp(promURL string, n int) bool {
+	resp, err := http.Get(promURL + "/api/v1/query?query=" + url.QueryEscape(`sum(up{job="vllm"})`))
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Data struct {
+			Result []struct {
+				Value [2]any `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if json.NewDecoder(resp.Body).Decode(&body) != nil || len(body.Data.Result) != 1 {
+		return false
+	}
+	return body.Data.Result[0].Value[1] == fmt.Sprint(n)
+}
+
+func deref(p *float64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+func contains(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+// TestFleetUsage: the flag errors are usage errors (exit 2); an engine
+// that does not answer is no data (exit 3).
+func TestFleetUsage(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"fleet", "--headless"}, report.ExitUsage, "--prometheus URL is required"},
+		{[]string{"fleet", "--prometheus", "ftp://x"}, report.ExitUsage, "not an http(s) URL"},
+		{[]string{"fleet", "--prometheus", "http://127.0.0.1:1", "--selector", `job="a") or vector(1`}, report.ExitUsage, "only label matchers"},
+		{[]string{"fleet", "--prometheus", "http://127.0.0.1:1", "--format", "xml"}, report.ExitUsage, "want json or markdown"},
+		{[]string{"fleet", "--prometheus", "http://127.0.0.1:1", "--window", "1s", "--step", "1s"}, report.ExitUsage, "at least twice the step"},
+		{[]string{"fleet", "--prometheus", fmt.Sprintf("http://127.0.0.1:%d", freePort(t)), "--headless"}, report.ExitNoData, "prometheus query"},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), testEnv(&out, &errb), c.args); code != c.code || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", c.args, code, errb.String(), c.code, c.want)
+		}
+	}
+}
