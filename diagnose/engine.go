@@ -4,7 +4,9 @@ package diagnose
 // and confidence.
 
 import (
+	"maps"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/tokentop/tokentop/config"
@@ -38,6 +40,7 @@ func Evaluate(v *metrics.View, classes []config.Class) Diagnosis {
 	}
 	d.Findings = append(d.Findings, in.unexplained(d.Findings)...)
 	sortFindings(d.Findings)
+	orderExplainers(d.Findings, in.explained)
 	return d
 }
 
@@ -77,6 +80,17 @@ type ruleInput struct {
 	// attrOK is false when the server's series do not allow one.
 	attr   Attribution
 	attrOK bool
+	// explained maps a rule to the rules whose findings it explains in
+	// this view (batch work behind a queue); the explainer is listed first.
+	explained map[string][]string
+}
+
+// explains records that rule's finding is the cause behind others'.
+func (in *ruleInput) explains(rule string, others ...string) {
+	if in.explained == nil {
+		in.explained = map[string][]string{}
+	}
+	in.explained[rule] = append(in.explained[rule], others...)
 }
 
 func (in *ruleInput) verdict(class string) *Verdict {
@@ -120,6 +134,25 @@ func sortFindings(fs []Finding) {
 		}
 		return sevRank[a.Severity] < sevRank[b.Severity]
 	})
+}
+
+// orderExplainers moves each explaining finding before the first finding
+// it explains, keeping the rest of the order.
+func orderExplainers(fs []Finding, explained map[string][]string) {
+	for _, rule := range slices.Sorted(maps.Keys(explained)) {
+		others := explained[rule]
+		from := slices.IndexFunc(fs, func(f Finding) bool { return f.Rule == rule })
+		if from < 0 {
+			continue
+		}
+		to := slices.IndexFunc(fs[:from], func(f Finding) bool { return slices.Contains(others, f.Rule) })
+		if to < 0 {
+			continue
+		}
+		f := fs[from]
+		copy(fs[to+1:from+1], fs[to:from])
+		fs[to] = f
+	}
 }
 
 func clamp01(x float64) float64 { return math.Max(0, math.Min(1, x)) }

@@ -36,6 +36,9 @@ func kvCachePressure(in *ruleInput) (Finding, bool) {
 			f.Summary += fmt.Sprintf(", %.1f preemptions/s (sequences evicted and recomputed)", *s.PreemptionsPerS)
 			if len(in.failing) > 0 {
 				f.Severity = SeverityCritical
+				// A full cache admits nothing (the queue) and recomputes
+				// the evicted prompts (prefill work).
+				in.explains(RuleKVCachePressure, RuleQueueSaturation, RulePrefillContention, RuleDecodePressure, RuleBatchCapacity, RuleBatchInterference)
 			}
 		}
 	}
@@ -49,21 +52,23 @@ func kvCachePressure(in *ruleInput) (Finding, bool) {
 // queueSaturation: requests wait before the server even starts them, so
 // TTFT grows with the queue while decode speed may look fine. Its triggers
 // are the server's own: more requests waiting than running (it cannot
-// admit them), or a queue time that is a large share of the tightest TTFT
-// objective.
+// admit them), a queue time that is a large share of the tightest TTFT
+// objective, or a batch pinned at the most it runs while requests wait
+// (a sequence cap such as vLLM's --max-num-seqs or llama.cpp's slots).
 func queueSaturation(in *ruleInput) (Finding, bool) {
 	s := &in.view.Server
 	target := in.tightestTTFTObjective()
 	deep := s.QueueDepth.Count > 0 && s.Running.Count > 0 && s.QueueDepth.P50 >= math.Max(1, s.Running.P50)
 	slowQueue := s.Queue.Count > 0 && target > 0 && s.Queue.P50 >= queueShareOfTTFT*target
-	if !deep && !slowQueue {
+	atCap := serverAtCap(s)
+	if !deep && !slowQueue && !atCap {
 		return Finding{}, false
 	}
 	f := Finding{
 		Severity:   SeverityWarning,
 		Confidence: 0.5,
 		Summary:    "requests queue before the server starts them",
-		Advice:     "Add capacity (replicas), shed or defer batch work, raise --max-num-seqs if the KV cache has room, or set an admission limit so clients fail fast instead of waiting.",
+		Advice:     "Add capacity (replicas), shed or defer batch work, raise --max-num-seqs (or llama.cpp's --parallel) if the KV cache has room, or set an admission limit so clients fail fast instead of waiting.",
 	}
 	if s.QueueDepth.Count > 0 {
 		f.Summary += fmt.Sprintf(": %.0f waiting (median), up to %.0f", s.QueueDepth.P50, s.QueueDepth.Max)
@@ -71,9 +76,17 @@ func queueSaturation(in *ruleInput) (Finding, bool) {
 			f.Evidence = append(f.Evidence, Evidence{Signal: "server.queue_depth_p50", Value: s.QueueDepth.P50, Threshold: math.Max(1, s.Running.P50)}) // against the running batch
 			f.Summary += fmt.Sprintf(", %.0f running", s.Running.P50)
 		}
-		if tr := s.QueueDepth.TrendPerS; tr != nil && *tr > 0 {
-			f.Summary += fmt.Sprintf(", growing %.1f/s", *tr)
+		if queueGrowing(in.view) {
+			f.Summary += fmt.Sprintf(", growing %.1f/s", *s.QueueDepth.TrendPerS)
+			f.Confidence += 0.1
 		}
+	}
+	if atCap {
+		// Against the most the server ran at once: a batch that sits at
+		// its maximum while others wait is held there by a cap.
+		f.Evidence = append(f.Evidence, Evidence{Signal: "server.running_p50 (pinned at its max)", Value: s.Running.P50, Threshold: s.Running.Max})
+		f.Summary += fmt.Sprintf("; the batch is pinned at %.0f sequences, its cap", s.Running.Max)
+		f.Confidence += 0.15
 	}
 	if s.Queue.Count > 0 {
 		f.Summary += fmt.Sprintf(", median wait %.0f ms", s.Queue.P50)
@@ -89,17 +102,64 @@ func queueSaturation(in *ruleInput) (Finding, bool) {
 		f.Summary += fmt.Sprintf("; the server's own TTFT p50 is %.0f ms", s.TTFT.P50)
 	}
 	if deep && slowQueue {
-		f.Confidence += 0.3
+		f.Confidence += 0.15
+	}
+	if w := in.waitingBatchClass(); w != "" && (slowQueue || deep || atCap) {
+		// A batch class that spends a third of each request waiting for
+		// its first token misses its throughput in the queue.
+		f.Summary += fmt.Sprintf("; %s spends a third or more of each request waiting for its first token", w)
+		f.Severity = SeverityCritical
+		in.explains(RuleQueueSaturation, RuleBatchCapacity)
 	}
 	if o := in.failingTTFT(); o != nil {
 		f.Confidence += 0.15
-		if slowQueue || deep {
+		if slowQueue || deep || atCap {
 			f.Severity = SeverityCritical
 		}
+	} else if f.Severity == SeverityCritical {
+		f.Confidence += 0.1
 	} else if !slowQueue || target == 0 || s.Queue.P50 < atRiskShare*target {
 		f.Severity = SeverityInfo
 	}
 	return f, true
+}
+
+// waitingBatchClass names a batch class that misses its throughput or
+// deadline objective while its first token takes a third of its E2E or
+// more; "" when none does.
+func (in *ruleInput) waitingBatchClass() string {
+	for _, v := range in.verdicts {
+		c := in.view.Class(v.Class)
+		if c == nil || c.Kind != "batch" || c.TTFT.Count == 0 || c.E2E.Count == 0 || c.E2E.P50 <= 0 || c.TTFT.P50 < c.E2E.P50/3 {
+			continue
+		}
+		for _, o := range v.Objectives {
+			if !o.Pass && o.Actual != nil && (o.Name == ObjOutputTokensPerS || o.Name == ObjDeadlineCompletion) {
+				return c.Name
+			}
+		}
+	}
+	return ""
+}
+
+// serverAtCap reports whether the server's running batch sat at the most
+// it ever ran while requests waited: the batch is held by a cap, not by
+// demand (a queue gauge that reads 0 while the batch is pinned would not
+// show it; the queue time does).
+func serverAtCap(s *metrics.ServerStats) bool {
+	if s.Running.Count < 3 || s.Running.Max < 1 || s.Running.P50 < s.Running.Max {
+		return false
+	}
+	waiting := s.QueueDepth.Count > 0 && s.QueueDepth.P50 >= 1
+	waited := s.Queue.Count > 0 && s.Queue.P50 > 0 && s.ITL.Count > 0 && s.Queue.P50 >= s.ITL.P50
+	return waiting || waited
+}
+
+// queueGrowing reports whether the queue grew over the span by more than
+// one request and a tenth of its median.
+func queueGrowing(v *metrics.View) bool {
+	q := &v.Server.QueueDepth
+	return q.TrendPerS != nil && *q.TrendPerS*v.Span.Seconds() >= math.Max(1, 0.1*q.P50)
 }
 
 // tightestTTFTObjective is the smallest TTFT target over the classes' set
@@ -138,8 +198,12 @@ func (in *ruleInput) clientTTFTCensored() bool {
 }
 
 // batchInterference: interactive requests wait and decode alongside batch
-// work; when interactive TTFT is as bad as batch TTFT, nothing (priority,
-// separate replicas) keeps them apart.
+// work. When interactive TTFT is as bad as batch TTFT nothing (priority,
+// separate replicas) keeps them apart; when, besides, the server's average
+// request looks like the batch class's rather than the interactive one's
+// (prompt and output tokens a request, from its own counters), the load
+// that queues interactive traffic or stalls it with prefill is batch work:
+// the cause behind the queue and the prefill findings.
 func batchInterference(in *ruleInput) (Finding, bool) {
 	var batch *metrics.ClassStats
 	for i := range in.view.Classes {
@@ -154,7 +218,7 @@ func batchInterference(in *ruleInput) (Finding, bool) {
 	}
 	for i := range in.view.Classes {
 		c := &in.view.Classes[i]
-		if c.Kind != "interactive" || !in.failing[c.Name] || c.TTFT.Count < minRequestsForRate {
+		if c.Kind != "interactive" || !in.failing[c.Name] || c.TTFT.Count < minRequestsToCompare {
 			continue
 		}
 		v := in.verdict(c.Name)
@@ -178,11 +242,42 @@ func batchInterference(in *ruleInput) (Finding, bool) {
 		if o := ttftObjective(v); o != nil && o.Actual != nil {
 			f.Evidence = append(f.Evidence, Evidence{Signal: c.Name + "." + o.Name, Value: *o.Actual, Threshold: o.Target, Unit: "ms"})
 		}
+		if sp, so, ok := serverRequestShape(&in.view.Server); ok && c.InputTokens.P50 > 0 && c.OutputTokens.P50 > 0 && batch.InputTokens.P50 > 0 && batch.OutputTokens.P50 > 0 {
+			toInteractive := shapeDistance(sp, so, c.InputTokens.P50, c.OutputTokens.P50)
+			toBatch := shapeDistance(sp, so, batch.InputTokens.P50, batch.OutputTokens.P50)
+			// Holding the server means the queue: batch prompts that only
+			// stretch the steps are prefill_contention's to name.
+			held := serverAtCap(&in.view.Server) || in.view.Server.QueueDepth.Count > 0 && in.view.Server.QueueDepth.P50 >= 1
+			if toBatch < toInteractive && held {
+				f.Summary += fmt.Sprintf("; the server's average request (%.0f prompt, %.0f output tokens) is shaped like %s's (%.0f, %.0f), not %s's (%.0f, %.0f): batch work holds the server",
+					sp, so, batch.Name, batch.InputTokens.P50, batch.OutputTokens.P50, c.Name, c.InputTokens.P50, c.OutputTokens.P50)
+				f.Evidence = append(f.Evidence,
+					Evidence{Signal: "server.prompt_tokens_per_request", Value: sp, Threshold: c.InputTokens.P50}, // against the interactive class's
+					Evidence{Signal: "server.output_tokens_per_request", Value: so, Threshold: c.OutputTokens.P50})
+				f.Confidence += 0.4
+				f.Severity = SeverityCritical
+				in.explains(RuleBatchInterference, RuleQueueSaturation, RulePrefillContention, RuleBatchCapacity)
+			}
+		}
 		return f, true
 	}
 	return Finding{}, false
 }
 
+// serverRequestShape is the server's average request over the span:
+// prompt and output tokens per finished request, from its own counters.
+func serverRequestShape(s *metrics.ServerStats) (prompt, output float64, ok bool) {
+	if s.RequestsPerS == nil || s.PromptTokensPerS == nil || s.GenerationTokensPerS == nil || *s.RequestsPerS <= 0 {
+		return 0, 0, false
+	}
+	return *s.PromptTokensPerS / *s.RequestsPerS, *s.GenerationTokensPerS / *s.RequestsPerS, true
+}
+
+// shapeDistance is how far apart two request shapes are, in orders of
+// magnitude of prompt and output tokens.
+func shapeDistance(p1, o1, p2, o2 float64) float64 {
+	return math.Abs(math.Log(math.Max(p1, 1)/math.Max(p2, 1))) + math.Abs(math.Log(math.Max(o1, 1)/math.Max(o2, 1)))
+}
 // ttftObjective is the verdict's first failing TTFT objective, or nil.
 func ttftObjective(v *Verdict) *Objective {
 	for i := range v.Objectives {

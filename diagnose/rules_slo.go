@@ -37,6 +37,12 @@ func batchCapacity(in *ruleInput, c *metrics.ClassStats) (Finding, bool) {
 	if ceiling >= obj.Target {
 		return Finding{}, false
 	}
+	// At the server's decode speed (the gaps, first token aside) the
+	// class's streams would reach the target: the time before the first
+	// token eats the throughput, and the rules on waiting name why.
+	if c.ITL.Count > 0 && c.ITL.P50 > 0 && float64(cl.Arrival.N)*1000/c.ITL.P50 >= obj.Target && c.TTFT.Count > 0 && c.OutputTokens.P50 > 0 && c.TTFT.P50 >= c.ITL.P50*c.OutputTokens.P50/2 {
+		return Finding{}, false
+	}
 	// When a step-time cause makes the tokens slow (prefill or the batch
 	// is a third of every step) and the target would be in reach at the
 	// server's unloaded speed, that cause is the explanation, named by its

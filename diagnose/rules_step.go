@@ -98,6 +98,7 @@ func prefillContention(in *ruleInput, c *metrics.ClassStats) (Finding, bool) {
 	if ev != nil {
 		f.Evidence = append(f.Evidence, *ev)
 	}
+	in.explainsCapacity(RulePrefillContention, r)
 	if p := in.view.Server.PreemptionsPerS; p != nil && *p > 0 {
 		// Preempted sequences are prefilled again when readmitted: some
 		// of the prompt work may be the KV cache's doing.
@@ -122,10 +123,20 @@ func decodePressure(in *ruleInput, c *metrics.ClassStats) (Finding, bool) {
 		Evidence: stepEvidence(at),
 		Advice:   "Lower the running batch (vLLM --max-num-seqs) to trade tokens/s for per-stream speed, give interactive traffic priority, or add replicas.",
 	}
+	in.explainsCapacity(RuleDecodePressure, r)
 	if ev != nil {
 		f.Evidence = append(f.Evidence, *ev)
 	}
 	return f, true
+}
+
+// explainsCapacity: a step-time cause that puts an objective at risk or
+// fails one is why a batch class's streams are slow, so it comes before
+// the class's capacity arithmetic.
+func (in *ruleInput) explainsCapacity(rule string, r risk) {
+	if r >= riskAtRisk {
+		in.explains(rule, RuleBatchCapacity)
+	}
 }
 
 // slowTokens is what the client alone can say: the gaps put an ITL

@@ -25,8 +25,9 @@ type serverAccum struct {
 	lastKV                float64
 	counterSeconds        float64 // time covered by counter deltas
 	preempt, prompt, gen  float64 // counter increases over counterSeconds
+	finished              float64
 	hasPreempt, hasPrompt bool
-	hasGen                bool
+	hasGen, hasFinished   bool
 	hists                 map[string]prom.Histogram // summed deltas
 }
 
@@ -81,6 +82,7 @@ func (s *serverAccum) addScrape(prev, cur *prom.Sample) {
 	inc(prom.SignalPreemptionsTotal, &s.preempt, &s.hasPreempt)
 	inc(prom.SignalPromptTokensTotal, &s.prompt, &s.hasPrompt)
 	inc(prom.SignalGenerationTokens, &s.gen, &s.hasGen)
+	inc(prom.SignalRequestSuccessTotal, &s.finished, &s.hasFinished)
 	for _, name := range serverHistNames {
 		c, ok := cur.Histograms[name]
 		if !ok {
@@ -137,6 +139,8 @@ func (s *serverAccum) merge(o *serverAccum) {
 	s.preempt += o.preempt
 	s.prompt += o.prompt
 	s.gen += o.gen
+	s.finished += o.finished
+	s.hasFinished = s.hasFinished || o.hasFinished
 	s.hasPreempt = s.hasPreempt || o.hasPreempt
 	s.hasPrompt = s.hasPrompt || o.hasPrompt
 	s.hasGen = s.hasGen || o.hasGen
@@ -165,6 +169,7 @@ func (s *serverAccum) stats(profile, variant string, scrapeOK bool, last *prom.S
 	st.PreemptionsPerS = rate(s.preempt, s.hasPreempt)
 	st.PromptTokensPerS = rate(s.prompt, s.hasPrompt)
 	st.GenerationTokensPerS = rate(s.gen, s.hasGen)
+	st.RequestsPerS = rate(s.finished, s.hasFinished)
 	st.TTFT = histDist(s.hists[prom.HistTTFT])
 	st.ITL = histDist(s.hists[prom.HistITL])
 	st.E2E = histDist(s.hists[prom.HistE2E])

@@ -208,6 +208,10 @@ type ServerStats struct {
 	PreemptionsPerS      *float64
 	PromptTokensPerS     *float64
 	GenerationTokensPerS *float64
+	// RequestsPerS is the rate the server finishes requests at (all its
+	// clients', not only tokentop's); with the token rates it gives the
+	// shape of the server's traffic (prompt and output tokens a request).
+	RequestsPerS *float64
 	// Server-side latency histograms over the span, from deltas between
 	// scrapes, in ms. Count == 0 when the server does not expose one.
 	TTFT    Dist

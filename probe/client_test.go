@@ -717,3 +717,42 @@ func TestStreamHTTP2(t *testing.T) {
 		t.Errorf("served over HTTP/%d, want 2", proto.Load())
 	}
 }
+
+// A path that forwards every byte on its own (a proxy with a one-byte
+// buffer) sends more reads than the read budget allows for the stream's
+// max_tokens; reads that end no event are folded into the next one, so
+// the stream stays valid and its Trace bounded.
+func TestStreamByteAtATimeStaysValid(t *testing.T) {
+	t.Parallel()
+	const tokens = 64
+	var body strings.Builder
+	for i := range tokens {
+		body.WriteString(ev(chat(fmt.Sprintf("token-%02d-abcdefghijklmnopqrst ", i))))
+	}
+	body.WriteString(ev(finishChunk) + done)
+	var steps []step
+	for i := 0; i < body.Len(); i++ {
+		steps = append(steps, step{pause: 30 * time.Microsecond, data: body.String()[i : i+1]})
+	}
+	_, maxReads, _ := streamBudget(tokens)
+	if body.Len() <= maxReads {
+		t.Fatalf("the body (%d bytes) does not exceed the read budget (%d)", body.Len(), maxReads)
+	}
+	srv := serve(t, 200, nil, steps)
+	c := NewClient(ClientOptions{})
+	t.Cleanup(c.CloseIdle)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tr := c.Stream(ctx, Request{Target: Target{Path: observe.PathDirect, BaseURL: srv.URL}, Class: "interactive", API: "chat", Model: "m", Prompt: "hello", PromptTokens: 1, MaxTokens: tokens})
+	if !tr.Valid {
+		t.Fatalf("invalid after %d reads: %v", len(tr.Reads), tr.Err)
+	}
+	if n, _ := contents(tr); n != tokens {
+		t.Errorf("%d content deltas, want %d", n, tokens)
+	}
+	maxEvents, _, _ := streamBudget(tokens)
+	if len(tr.Reads) > maxEvents+tokens+2 {
+		t.Errorf("%d reads kept, want at most the coalescing point %d plus one per event", len(tr.Reads), maxEvents)
+	}
+	checkReads(t, tr)
+}

@@ -30,7 +30,7 @@ func (c *Client) readStream(parent, ctx context.Context, cancel context.CancelCa
 		tr.Deltas = make([]observe.Delta, 0, n)
 	}
 	maxEvents, maxReads, maxBytes := streamBudget(tr.MaxTokens)
-	wr.maxReads, wr.maxBytes = maxReads, maxBytes
+	wr.maxReads, wr.maxBytes, wr.coalesceAfter = maxReads, maxBytes, maxEvents
 	st := &streamState{tr: tr, wr: wr, maxEvents: maxEvents, onEvent: c.onEvent, text: text, onFirstToken: onFirstToken, onGaps: onGaps}
 	p := newSSEParser()
 	defer func() { tr.PreambleBytes = p.preamble() }()

@@ -24,6 +24,9 @@ type wireReader struct {
 	// maxReads and maxBytes bound the stream (see streamBudget); 0: none.
 	maxReads int
 	maxBytes int64
+	// coalesceAfter: past this many reads, a read that ended no event is
+	// merged with the next one; 0: never.
+	coalesceAfter int
 	total    int64
 }
 
@@ -70,7 +73,16 @@ func (w *wireReader) fill() error {
 			if w.tr.FirstByte.IsZero() {
 				w.tr.FirstByte = at
 			}
-			w.tr.Reads = append(w.tr.Reads, observe.Read{At: at, Bytes: n})
+			if i := len(w.tr.Reads) - 1; i > 0 && w.coalesceAfter > 0 && len(w.tr.Reads) >= w.coalesceAfter && w.tr.Reads[i].Events == 0 {
+				// A path that delivers a few bytes at a time (a proxy
+				// forwarding every byte) would spend the read budget on
+				// reads that end no event and time nothing: fold them
+				// into the read that does.
+				w.tr.Reads[i].At = at
+				w.tr.Reads[i].Bytes += n
+			} else {
+				w.tr.Reads = append(w.tr.Reads, observe.Read{At: at, Bytes: n})
+			}
 			w.r, w.w = 0, n
 			w.err = err // delivered once the bytes are consumed
 			return nil

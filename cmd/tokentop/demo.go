@@ -138,10 +138,11 @@ func demoClasses(cfg *config.Config, k sim.Knobs, loadScale float64) {
 		b.MaxTokens = 120
 		// Four workers at the time a token takes on this hardware when the
 		// server is healthy (a step with ~24 sequences, plus ~40% for
-		// prefill work and TTFT), with 40% to spare: 120 tokens/s at the
-		// default's ~20 ms a token.
+		// prefill work and TTFT), failing once tokens take 2.5× that: 80
+		// tokens/s on the default's ~20 ms a token. Tighter, and a busy
+		// but healthy server (a few dozen long batch sequences) fails it.
 		perToken := 1.4 * (k.DecodeStepMs + 24*k.DecodeMsPerSeq)
-		tps := math.Round(0.6*4*1000/perToken/10) * 10
+		tps := math.Round(4*1000/(2.5*perToken)/10) * 10
 		b.SLO.OutputTokensPerS = &tps
 	}
 	// On slower hardware the probe's own interactive prompts would be a

@@ -64,7 +64,17 @@ func matrixScenarios() []matrixCase {
 	// Capping 400 workers at 32 sequences moves the wait into the queue.
 	add("decode-pressure, batch cap 32", "queue_saturation", []string{"queue_saturation", "batch_interference", "batch_capacity"}, "--scenario", "decode-pressure", "--max-num-seqs", "32")
 	add("kv-pressure", "kv_cache_pressure", []string{"queue_saturation", "prefill_contention", "batch_interference"}, "--scenario", "kv-pressure")
-	add("kv-pressure, double KV", "", []string{"queue_saturation", "prefill_contention", "decode_pressure", "batch_interference"}, "--scenario", "kv-pressure", "--kv-blocks", "12000")
+	// Twice the scenario's KV cache on each preset: the cache holds the
+	// batch.
+	for _, hw := range sim.HardwareNames() {
+		k := sim.DefaultKnobs()
+		if err := sim.Configure(&k, hw, "kv-pressure"); err != nil {
+			panic(err)
+		}
+		out = append(out, matrixCase{name: "kv-pressure, double KV @" + hw, want: "",
+			args: []string{"--hardware", hw, "--scenario", "kv-pressure", "--kv-blocks", fmt.Sprint(2 * k.KVBlocks)},
+			also: append(slices.Clone(symptoms), "queue_saturation", "prefill_contention", "decode_pressure", "batch_interference")})
+	}
 	add("proxy-buffering", "proxy_buffering", nil, "--scenario", "proxy-buffering")
 	add("proxy-buffering, 1-byte buffer", "", nil, "--scenario", "proxy-buffering", "--proxy-buffer-bytes", "1", "--proxy-flush-ms", "1")
 	add("batch-interference", "batch_interference", []string{"queue_saturation", "prefill_contention"}, "--scenario", "batch-interference")

@@ -1,0 +1,136 @@
+package diagnose
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/tokentop/tokentop/config"
+	"github.com/tokentop/tokentop/metrics"
+)
+
+// queuedView is a server whose batch sits at its cap while requests wait:
+// interactive TTFT fails, the gaps are fine.
+func queuedView() metrics.View {
+	v := healthyView()
+	for i := range v.Classes {
+		v.Classes[i].TTFT = dist(100, 3000, 4000, 4500)
+		v.Classes[i].Paths[0].TTFT = v.Classes[i].TTFT
+	}
+	v.Server.Running = metrics.GaugeStats{Count: 30, P50: 64, P95: 64, Max: 64}
+	v.Server.QueueDepth = metrics.GaugeStats{Count: 30, P50: 20, P95: 35, Max: 37}
+	v.Server.Queue = dist(500, 1100, 4000, 4500)
+	v.Server.ITL = dist(5000, 20, 40, 60)
+	return v
+}
+
+// A batch pinned at the most the server runs, with requests waiting, is a
+// cap: queue_saturation says so with the cap as the reference, even when
+// fewer wait than run.
+func TestQueueAtTheServersCap(t *testing.T) {
+	v := queuedView()
+	d := Evaluate(&v, config.Default().Classes)
+	f := findingOf(d, RuleQueueSaturation)
+	if f == nil || f.Severity != SeverityCritical || !strings.Contains(f.Summary, "pinned at 64") {
+		t.Fatalf("findings %v (%+v), want queue_saturation critical naming the cap", rulesOf(d.Findings), f)
+	}
+	found := false
+	for _, e := range f.Evidence {
+		if strings.HasPrefix(e.Signal, "server.running_p50") {
+			found = e.Threshold == 64
+		}
+		if e.Threshold == 0 {
+			t.Errorf("evidence %s has no reference", e.Signal)
+		}
+	}
+	if !found {
+		t.Errorf("evidence %+v: want running against its cap", f.Evidence)
+	}
+
+	// A batch that moves below its peak with an empty queue is not capped.
+	v.Server.Running = metrics.GaugeStats{Count: 30, P50: 40, P95: 60, Max: 64}
+	v.Server.QueueDepth = metrics.GaugeStats{Count: 30, P50: 0, P95: 0, Max: 0}
+	v.Server.Queue = dist(500, 2, 10, 20)
+	if f := findingOf(Evaluate(&v, config.Default().Classes), RuleQueueSaturation); f != nil {
+		t.Errorf("queue_saturation on a server with room: %+v", f)
+	}
+}
+
+// When the server's average request is shaped like the batch class's and
+// interactive waits as long as batch, batch work is the cause behind the
+// queue: batch_interference comes first. When it is shaped like
+// interactive's, the queue is plain overload and comes first.
+func TestBatchInterferenceNeedsBatchShapedLoad(t *testing.T) {
+	for _, tc := range []struct {
+		name                 string
+		promptPerS, genPerS  float64
+		first                string
+		interferenceSeverity string
+	}{
+		{"batch-shaped server traffic", 1500 * 5, 150 * 5, RuleBatchInterference, SeverityCritical},
+		{"interactive-shaped server traffic", 700 * 5, 250 * 5, RuleQueueSaturation, SeverityWarning},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := queuedView()
+			v.Classes[0].InputTokens = metrics.TokenStats{P50: 700, P95: 2000}
+			v.Classes[0].OutputTokens = metrics.TokenStats{P50: 256, P95: 256}
+			v.Classes[1].InputTokens = metrics.TokenStats{P50: 1500, P95: 3000}
+			v.Classes[1].OutputTokens = metrics.TokenStats{P50: 120, P95: 120}
+			v.Server.PromptTokensPerS, v.Server.GenerationTokensPerS, v.Server.RequestsPerS = fp(tc.promptPerS), fp(tc.genPerS), fp(5)
+			d := Evaluate(&v, config.Default().Classes)
+			if len(d.Findings) == 0 || d.Findings[0].Rule != tc.first {
+				t.Fatalf("findings %v, want %s first", rulesOf(d.Findings), tc.first)
+			}
+			f := findingOf(d, RuleBatchInterference)
+			if f == nil || f.Severity != tc.interferenceSeverity {
+				t.Fatalf("batch_interference %+v, want %s", f, tc.interferenceSeverity)
+			}
+			if findingOf(d, RuleQueueSaturation) == nil {
+				t.Error("the queue is still reported")
+			}
+		})
+	}
+}
+
+// A batch class whose streams decode fast enough but wait seconds for
+// their first token is short of throughput because of the wait: the queue
+// explains it, not the class's concurrency.
+func TestBatchCapacityYieldsToTheWait(t *testing.T) {
+	classes := config.Default().Classes
+	classes[1].Arrival.N = 4
+	target := 120.0
+	classes[1].SLO.OutputTokensPerS = &target
+	v := queuedView()
+	b := &v.Classes[1]
+	b.ValidOutputTokens = 60 * 30
+	b.OutputTokens = metrics.TokenStats{P50: 120, P95: 120}
+	b.ITL = dist(5000, 20, 40, 60) // 4 streams × 50 tokens/s = 200/s at decode speed
+	b.E2EPerOutputToken = dist(100, 52, 60, 70)
+	d := Evaluate(&v, classes)
+	if f := findingOf(d, RuleBatchCapacity); f != nil {
+		t.Errorf("batch_capacity %+v, want the wait to explain it", f)
+	}
+	if len(d.Findings) == 0 || d.Findings[0].Rule != RuleQueueSaturation {
+		t.Errorf("findings %v, want queue_saturation first", rulesOf(d.Findings))
+	}
+	// Slow decoding (60 ms a token, no wait) is the class's ceiling again.
+	b.ITL = dist(5000, 60, 70, 80)
+	b.TTFT = dist(100, 200, 300, 400)
+	if f := findingOf(Evaluate(&v, classes), RuleBatchCapacity); f == nil {
+		t.Error("no batch_capacity when the streams themselves are too slow")
+	}
+}
+
+// A full KV cache that preempts is the cause behind the queue it makes
+// and the prompts it recomputes: it is listed before them.
+func TestKVPressureExplainsTheQueue(t *testing.T) {
+	v := queuedView()
+	v.Server.KVUsage = metrics.GaugeStats{Count: 30, P50: 0.97, P95: 0.99, Max: 1}
+	v.Server.PreemptionsPerS = fp(8)
+	d := Evaluate(&v, config.Default().Classes)
+	if len(d.Findings) == 0 || d.Findings[0].Rule != RuleKVCachePressure {
+		t.Fatalf("findings %v, want kv_cache_pressure first", rulesOf(d.Findings))
+	}
+	if findingOf(d, RuleQueueSaturation) == nil {
+		t.Error("the queue is still reported")
+	}
+}
