@@ -278,6 +278,7 @@ func serverRequestShape(s *metrics.ServerStats) (prompt, output float64, ok bool
 func shapeDistance(p1, o1, p2, o2 float64) float64 {
 	return math.Abs(math.Log(math.Max(p1, 1)/math.Max(p2, 1))) + math.Abs(math.Log(math.Max(o1, 1)/math.Max(o2, 1)))
 }
+
 // ttftObjective is the verdict's first failing TTFT objective, or nil.
 func ttftObjective(v *Verdict) *Objective {
 	for i := range v.Objectives {

@@ -34,7 +34,7 @@ const (
 	// minRequestsToCompare: two classes' TTFT p95 compared from fewer
 	// first tokens than this say nothing (a 70B serves ~10 probes in 15 s).
 	minRequestsToCompare = 10
-	tailOverMean       = 3.0  // p99 / mean at or above: the mean says nothing about the tail
-	stutterShare       = 0.01 // share of gaps above the class's stall gap
-	interferenceTTFT   = 0.5  // interactive TTFT p95 / batch TTFT p95 at or above: they share one queue
+	tailOverMean         = 3.0  // p99 / mean at or above: the mean says nothing about the tail
+	stutterShare         = 0.01 // share of gaps above the class's stall gap
+	interferenceTTFT     = 0.5  // interactive TTFT p95 / batch TTFT p95 at or above: they share one queue
 )

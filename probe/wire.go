@@ -27,7 +27,7 @@ type wireReader struct {
 	// coalesceAfter: past this many reads, a read that ended no event is
 	// merged with the next one; 0: never.
 	coalesceAfter int
-	total    int64
+	total         int64
 }
 
 // errStreamTooLong ends a stream over its budget.
