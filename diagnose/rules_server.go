@@ -104,6 +104,13 @@ func queueSaturation(in *ruleInput) (Finding, bool) {
 	if deep && slowQueue {
 		f.Confidence += 0.15
 	}
+	if c := in.queueLargestInFailingTTFT(); c != nil {
+		bd := &c.TTFTBreakdown
+		next := math.Max(*bd.Prefill, math.Max(0, c.TTFT.P50-*bd.Queue-*bd.Prefill))
+		f.Summary += fmt.Sprintf("; the queue is the largest part of %s's TTFT (p50 %.0f ms: queue %.0f, prefill %.0f, the rest %.0f)",
+			c.Name, c.TTFT.P50, *bd.Queue, *bd.Prefill, math.Max(0, c.TTFT.P50-*bd.Queue-*bd.Prefill))
+		f.Evidence = append(f.Evidence, Evidence{Signal: c.Name + ".ttft_queue_p50_ms", Value: *bd.Queue, Threshold: next, Unit: "ms"}) // against the next largest part
+	}
 	if w := in.waitingBatchClass(); w != "" && (slowQueue || deep || atCap) {
 		// A batch class that spends a third of each request waiting for
 		// its first token misses its throughput in the queue.
@@ -122,6 +129,18 @@ func queueSaturation(in *ruleInput) (Finding, bool) {
 		f.Severity = SeverityInfo
 	}
 	return f, true
+}
+
+// queueLargestInFailingTTFT is the first class failing a TTFT objective
+// whose TTFT's largest part is the server's queue, or nil.
+func (in *ruleInput) queueLargestInFailingTTFT() *metrics.ClassStats {
+	for i := range in.view.Classes {
+		c := &in.view.Classes[i]
+		if v := in.verdict(c.Name); v != nil && ttftObjective(v) != nil && c.TTFTBreakdown.Largest == "queue" && c.TTFTBreakdown.Queue != nil && c.TTFTBreakdown.Prefill != nil {
+			return c
+		}
+	}
+	return nil
 }
 
 // waitingBatchClass names a batch class that misses its throughput or

@@ -167,6 +167,11 @@ type TTFTBreakdown struct {
 	Queue   *float64
 	Prefill *float64
 	Network *float64
+	// Largest names the largest part of the class's TTFT p50: "queue",
+	// "prefill", or "network" (what the client waits beyond the server's
+	// queue and prefill: the network, a proxy, the server's HTTP layer);
+	// "" when the server does not publish its queue and prefill times.
+	Largest string
 }
 
 // Throughput is per second over the view's span.

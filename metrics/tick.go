@@ -98,6 +98,18 @@ func breakdown(c *ClassStats, s *ServerStats) TTFTBreakdown {
 	if s.Prefill.Count > 0 {
 		b.Prefill = ptrf(s.Prefill.P50)
 	}
+	b.Largest = ""
+	if b.Queue != nil && b.Prefill != nil && c.TTFT.Count > 0 {
+		rest := math.Max(0, c.TTFT.P50-*b.Queue-*b.Prefill)
+		switch {
+		case *b.Queue >= *b.Prefill && *b.Queue >= rest:
+			b.Largest = "queue"
+		case *b.Prefill >= rest:
+			b.Largest = "prefill"
+		default:
+			b.Largest = "network"
+		}
+	}
 	return b
 }
 

@@ -116,6 +116,7 @@ func buildClass(cs *metrics.ClassStats, v *diagnose.Verdict, gateway bool) Class
 			Queue:   finitePtr(cs.TTFTBreakdown.Queue),
 			Prefill: finitePtr(cs.TTFTBreakdown.Prefill),
 			Network: finitePtr(cs.TTFTBreakdown.Network),
+			Largest: cs.TTFTBreakdown.Largest,
 		},
 		OutputTokens: tokens(&cs.OutputTokens, cs.Requests),
 		InputTokens:  tokens(&cs.InputTokens, cs.Requests),

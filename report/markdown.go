@@ -214,8 +214,12 @@ func writeLatency(b *strings.Builder, r *Report) {
 	for _, c := range r.Classes {
 		bd := c.TTFTBreakdownMs
 		e := c.E2EPerOutputTokenMs
+		split := ms(bd.Queue) + " / " + ms(bd.Prefill) + " / " + ms(bd.Network)
+		if bd.Largest != "" {
+			split += " (largest: " + bd.Largest + ")"
+		}
 		row(b, c.Name,
-			ms(bd.Queue)+" / "+ms(bd.Prefill)+" / "+ms(bd.Network),
+			split,
 			ms(e.P50)+" / "+ms(e.P95)+" / "+ms(e.P99),
 			tokenCell(&c.OutputTokens), tokenCell(&c.InputTokens))
 	}

@@ -150,6 +150,10 @@ type Breakdown struct {
 	Queue   *float64 `json:"queue"`
 	Prefill *float64 `json:"prefill"`
 	Network *float64 `json:"network"`
+	// Largest names the largest part of the class's TTFT p50: "queue",
+	// "prefill" or "network" (beyond the server's queue and prefill);
+	// empty when the server does not publish them.
+	Largest string `json:"largest,omitempty"`
 }
 
 // Tokens summarise tokens per request; p50 and p95 are null without
