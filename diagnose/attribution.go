@@ -32,6 +32,12 @@ type Attribution struct {
 	// step), the batch (c × mean running) and the fixed rest. They sum to 1.
 	PrefillShare, BatchShare, BaseShare float64
 
+	// BatchFlat: the running batch hardly moved over the intervals (its
+	// spread under 2% of its mean), so its cost cannot be told from the
+	// fixed cost: both are in BaseShare, and BatchShare is 0 for want of
+	// evidence, not because the batch is free.
+	BatchFlat bool
+
 	// Interference is E[step | prompt tokens prefilled in the interval] /
 	// E[step | none]: how much slower steps are when they carry prefill
 	// work; 0 when either kind of interval is missing.
@@ -110,7 +116,8 @@ func Attribute(ivs []metrics.Interval) (Attribution, bool) {
 		a = 0
 	}
 	at := Attribution{Intervals: len(xs), Basis: basis, BaseMs: a, PerPrefillTokenMs: b, PerSequenceMs: c,
-		MeanStepMs: my, MeanPrefillTokens: mp, MeanRunning: mr}
+		MeanStepMs: my, MeanPrefillTokens: mp, MeanRunning: mr,
+		BatchFlat: math.Sqrt(srr/n) < 0.02*mr}
 	if syy > 0 {
 		var sse float64
 		for _, x := range xs {

@@ -149,3 +149,32 @@ func TestAttributeNeedsServerSignals(t *testing.T) {
 		t.Errorf("basis %q ok %v, want client_gap", at.Basis, ok)
 	}
 }
+
+// A batch that does not move cannot be told from the fixed cost: the fit
+// says so rather than calling the batch free.
+func TestAttributeFlatBatch(t *testing.T) {
+	var ivs []metrics.Interval
+	for i := range 20 {
+		prefill := float64(i%5) * 400 // prompt tokens per step
+		running := 64.0
+		step := 10 + 0.05*prefill + 0.2*running
+		gen := running * 1000 / step
+		ivs = append(ivs, metrics.Interval{
+			PromptTokensPerS: fp(prefill * 1000 / step), GenerationTokensPerS: fp(gen),
+			Running: fp(running), ServerITLMs: fp(step),
+		})
+	}
+	at, ok := Attribute(ivs)
+	if !ok {
+		t.Fatal("no attribution")
+	}
+	if !at.BatchFlat || at.BatchShare != 0 {
+		t.Errorf("flat batch: BatchFlat %v, batch share %.2f", at.BatchFlat, at.BatchShare)
+	}
+	if math.Abs(at.PerPrefillTokenMs-0.05) > 0.005 {
+		t.Errorf("b = %.4f, want 0.05", at.PerPrefillTokenMs)
+	}
+	if math.Abs(at.BaseMs-(10+0.2*64)) > 0.5 {
+		t.Errorf("a = %.2f, want the fixed and batch cost together (%.1f)", at.BaseMs, 10+0.2*64)
+	}
+}

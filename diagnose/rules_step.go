@@ -20,9 +20,13 @@ const causeShare = 1.0 / 3
 
 // stepEvidence is the attribution as evidence rows.
 func stepEvidence(at *Attribution) []Evidence {
+	batch := "server.step_batch_share"
+	if at.BatchFlat {
+		batch += " (the batch did not vary: its cost is in the fixed share)"
+	}
 	return []Evidence{
 		{Signal: "server.step_prefill_share", Value: at.PrefillShare, Threshold: causeShare, Unit: "ratio"},
-		{Signal: "server.step_batch_share", Value: at.BatchShare, Threshold: causeShare, Unit: "ratio"},
+		{Signal: batch, Value: at.BatchShare, Threshold: causeShare, Unit: "ratio"},
 		{Signal: "server.step_ms", Value: at.MeanStepMs, Threshold: at.BaseMs, Unit: "ms"}, // against the fixed cost: what an idle server's step takes
 	}
 }
