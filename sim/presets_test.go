@@ -71,32 +71,23 @@ func simulatePreset(t *testing.T, hw, scenario string, mod func(*Knobs), d time.
 			batch = append(batch, vprobe{arrival: now, st: st})
 			workers[i] = &batch[len(batch)-1]
 		}
-		dur := e.schedule(now)
-		if dur == 0 {
-			next := nextProbe
-			if a := e.nextArrival(); a > 0 && a < next {
-				next = a
+		now = advance(e, now, nextProbe, func() {
+			c := e.stepCost()
+			cost.baseMs += c.baseMs
+			cost.batchMs += c.batchMs
+			cost.prefillMs += c.prefillMs
+			steps++
+			if c.prefillMs > 0 {
+				prefillSteps++
 			}
-			now = max(next, now+1)
-			continue
-		}
-		c := e.stepCost()
-		cost.baseMs += c.baseMs
-		cost.batchMs += c.batchMs
-		cost.prefillMs += c.prefillMs
-		steps++
-		if c.prefillMs > 0 {
-			prefillSteps++
-		}
-		st := e.state()
-		if st.Running >= k.MaxNumSeqs {
-			atCap++
-		}
-		runningXs = append(runningXs, float64(st.Running))
-		waitingXs = append(waitingXs, float64(st.Waiting))
-		kvXs = append(kvXs, st.KVUsage)
-		now += int64(dur)
-		e.complete(now)
+			st := e.state()
+			if st.Running >= k.MaxNumSeqs {
+				atCap++
+			}
+			runningXs = append(runningXs, float64(st.Running))
+			waitingXs = append(waitingXs, float64(st.Waiting))
+			kvXs = append(kvXs, st.KVUsage)
+		})
 	}
 	r := presetRun{
 		interactive: vrun{probes: inter}.probeStats(),

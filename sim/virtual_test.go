@@ -48,21 +48,28 @@ func simulate(t *testing.T, k Knobs, d time.Duration, probeRPS float64, probePro
 			out.probes = append(out.probes, vprobe{arrival: nextProbe, st: st})
 			nextProbe += int64(rng.ExpFloat64() / probeRPS * 1e9)
 		}
-		dur := e.schedule(now)
-		if dur == 0 {
-			next := nextProbe
-			if a := e.nextArrival(); a > 0 && a < next {
-				next = a
-			}
-			now = max(next, now+1)
-			continue
-		}
-		out.states = append(out.states, e.state())
-		now += int64(dur)
-		e.complete(now)
+		now = advance(e, now, nextProbe, func() { out.states = append(out.states, e.state()) })
 	}
 	out.seconds = d.Seconds()
 	return out
+}
+
+// advance runs one engine step at now and returns when it ends, calling
+// onStep after scheduling it; when nothing can run, it returns the next
+// arrival (the engine's own, or nextProbe).
+func advance(e *engine, now, nextProbe int64, onStep func()) int64 {
+	dur := e.schedule(now)
+	if dur == 0 {
+		next := nextProbe
+		if a := e.nextArrival(); a > 0 && a < next {
+			next = a
+		}
+		return max(next, now+1)
+	}
+	onStep()
+	now += int64(dur)
+	e.complete(now)
+	return now
 }
 
 // probeStats are what a client would measure on finished probes.
