@@ -144,6 +144,7 @@ type matrixResult struct {
 		rule, severity string
 		confidence     float64
 	}
+	summaries []string // rule (severity confidence): summary, for a case that went wrong
 }
 
 func (r *matrixResult) ok() bool { return r.first == r.c.want }
@@ -189,6 +190,7 @@ func TestDiagnosisMatrix(t *testing.T) {
 						rule, severity string
 						confidence     float64
 					}{f.Rule, f.Severity, f.Confidence})
+					res.summaries = append(res.summaries, fmt.Sprintf("%s (%s %.2f): %s", f.Rule, f.Severity, f.Confidence, f.Summary))
 					if res.first == "" && f.Severity != "info" {
 						res.first, res.conf = f.Rule, f.Confidence
 					}
@@ -242,7 +244,7 @@ func TestDiagnosisMatrix(t *testing.T) {
 	sort.Slice(results, func(i, j int) bool { return results[i].c.name < results[j].c.name })
 	for _, r := range results {
 		if !r.ok() {
-			t.Errorf("%s: first finding above info %s, want %s", r.c.name, orNone(r.first), orNone(r.c.want))
+			t.Errorf("%s: first finding above info %s, want %s; findings:\n\t%s", r.c.name, orNone(r.first), orNone(r.c.want), strings.Join(r.summaries, "\n\t"))
 		}
 	}
 }
