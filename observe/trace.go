@@ -17,7 +17,10 @@ const (
 // A Trace is built by exactly one goroutine (the request's) and handed to
 // the sink when the request ends; nobody mutates it afterwards.
 type Trace struct {
-	ID       string // W3C trace id sent in traceparent (never a metric label)
+	ID string // W3C trace id sent in traceparent (never a metric label)
+	// SpanID is the parent-id sent in traceparent: the client span a
+	// server's own spans are children of (an OTLP export uses it).
+	SpanID   string
 	Class    string // traffic class name from the config
 	Kind     string // "interactive" | "batch"
 	Path     string // "direct" (target) or "gateway"

@@ -144,11 +144,11 @@ func endpoint(base, path string) string {
 	return base + path
 }
 
-func newTraceParent() (traceID, header string) {
+func newTraceParent() (traceID, spanID, header string) {
 	var b [24]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
-	traceID = hex.EncodeToString(b[:16])
-	return traceID, "00-" + traceID + "-" + hex.EncodeToString(b[16:]) + "-01"
+	traceID, spanID = hex.EncodeToString(b[:16]), hex.EncodeToString(b[16:])
+	return traceID, spanID, "00-" + traceID + "-" + spanID + "-01"
 }
 
 // redact removes the API key from text that came from the server.

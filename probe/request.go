@@ -195,7 +195,7 @@ func (c *Client) Stream(ctx context.Context, r Request) observe.Trace {
 		tr.Priority = *r.Priority
 	}
 	var tp string
-	tr.ID, tp = newTraceParent()
+	tr.ID, tr.SpanID, tp = newTraceParent()
 	var text *strings.Builder
 	if r.Validate != nil {
 		text = &strings.Builder{}

@@ -94,12 +94,18 @@ func (s *session) prepare(ctx context.Context) (int, error) {
 		}
 		s.traces = newTraceWriter(f)
 	}
+	otlpExp, err := openOTLP(s.spec.common.otlpEndpoint, s.spec.common.insecure)
+	if err != nil {
+		return report.ExitUsage, err
+	}
+	s.otlp = otlpExp
 	for i, cl := range cfg.Classes {
 		sink := func(t observe.Trace) {
 			if s.traces != nil {
 				s.traces.Write(&t)
 			}
 			s.send(&t)
+			s.exportSpan(&t)
 		}
 		r, err := probe.NewRunner(cl, s.client, sink, probe.RunnerOptions{
 			Seed:            s.spec.seed + int64(i)*7919,

@@ -103,6 +103,7 @@ type commonFlags struct {
 	listenMetrics string
 	record        string
 	once          bool
+	otlpEndpoint  string
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet) {
@@ -121,6 +122,7 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.noColor, "no-color", false, "no colours (also NO_COLOR)")
 	fs.StringVar(&c.gpuMetrics, "gpu-metrics", "", "read GPUs from a dcgm-exporter `URL` instead of NVML")
 	fs.StringVar(&c.listenMetrics, "listen-metrics", "", "serve tokentop's own measurements for Prometheus at `ADDR`/metrics (e.g. 127.0.0.1:9464)")
+	fs.StringVar(&c.otlpEndpoint, "otlp-endpoint", "", "export one OpenTelemetry span per probe request to this OTLP/HTTP collector `URL` (e.g. http://127.0.0.1:4318)")
 }
 
 // finish validates the flags against the environment and loads the config.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tokentop/tokentop/config"
 	"github.com/tokentop/tokentop/diagnose"
+	"github.com/tokentop/tokentop/export/otlp"
 	"github.com/tokentop/tokentop/metrics"
 	"github.com/tokentop/tokentop/metrics/record"
 	"github.com/tokentop/tokentop/observe"
@@ -47,6 +48,7 @@ type session struct {
 	rec     *record.Writer // nil when not recording; used only by the pipeline goroutine
 	exp     *exporter.Exporter
 	expLn   net.Listener
+	otlp    *otlp.Exporter // --otlp-endpoint; nil without
 
 	events   chan observe.Event
 	pipeDone chan struct{}
@@ -184,6 +186,7 @@ func runSession(ctx context.Context, e env, spec sessionSpec) (int, error) {
 
 // close releases what prepare opened.
 func (s *session) close() {
+	s.closeOTLP()
 	if s.client != nil {
 		s.client.CloseIdle()
 	}
