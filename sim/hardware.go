@@ -1,10 +1,5 @@
 package sim
 
-import (
-	"fmt"
-	"strings"
-)
-
 // Hardware presets calibrate the cost model to a model size and GPU, so
 // the demo shows the trade-offs at the speed of the hardware a user has:
 // the same scenario on a 1B model is mostly fixed per-step cost, on a 70B
@@ -50,16 +45,7 @@ func hardwareTable() map[string]hardware {
 // HardwareNames lists the presets in size order.
 func HardwareNames() []string { return []string{"small", "default", "large"} }
 
-// ApplyHardware sets k's cost model and KV cache to the named preset.
-func ApplyHardware(k *Knobs, name string) error {
-	h, ok := hardwareTable()[name]
-	if !ok {
-		return fmt.Errorf("unknown hardware preset %q (valid: %s)", name, strings.Join(HardwareNames(), ", "))
-	}
-	h.apply(k)
-	return nil
-}
-
+// apply sets k's cost model and KV cache to the preset's.
 func (h hardware) apply(k *Knobs) {
 	k.PrefillTokensPerS, k.DecodeStepMs, k.DecodeMsPerSeq, k.KVBlocks = h.prefillTokensPerS, h.decodeStepMs, h.decodeMsPerSeq, h.kvBlocks
 }

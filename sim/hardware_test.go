@@ -9,9 +9,7 @@ func TestHardwarePresets(t *testing.T) {
 	var prev *Knobs
 	for _, name := range HardwareNames() {
 		k := DefaultKnobs()
-		if err := ApplyHardware(&k, name); err != nil {
-			t.Fatal(err)
-		}
+		hardwareTable()[name].apply(&k)
 		if err := k.Validate(); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -28,10 +26,14 @@ func TestHardwarePresets(t *testing.T) {
 		prev = &k
 	}
 	def := DefaultKnobs()
-	if err := ApplyHardware(&def, "default"); err != nil || def != DefaultKnobs() {
-		t.Errorf("the default preset is not DefaultKnobs: %v", err)
+	hardwareTable()["default"].apply(&def)
+	if def != DefaultKnobs() {
+		t.Error("the default preset is not DefaultKnobs")
 	}
-	if err := ApplyHardware(&def, "huge"); err == nil {
+	if err := Configure(&def, "huge", "healthy"); err == nil {
 		t.Error("an unknown preset was accepted")
+	}
+	if err := Configure(&def, "default", "no-such-scenario"); err == nil {
+		t.Error("an unknown scenario was accepted")
 	}
 }
