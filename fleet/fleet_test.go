@@ -332,7 +332,7 @@ func TestFleetProfiles(t *testing.T) {
 		t.Errorf("table:\n%s", table)
 	}
 	panel := RenderInstance(byInst["sgl-p:30000"], ViewOptions{Width: 120, NoColor: true})
-	for _, want := range []string{"sgl-p:30000 · prefill · qwen · sglang", "KV transfer", "p95 40"} {
+	for _, want := range []string{"sgl-p:30000 · prefill · qwen · sglang", "KV transfer", "p95 40ms"} {
 		if !strings.Contains(panel, want) {
 			t.Errorf("instance panel lacks %q:\n%s", want, panel)
 		}

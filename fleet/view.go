@@ -93,13 +93,14 @@ func (st styles) severity(s string) lipgloss.Style {
 // TTFT p95 and its worst finding.
 func RenderTable(r *Result, o ViewOptions) string {
 	st := newStyles(o.NoColor)
-	spark := 16
-	if o.Width < 120 {
+	spark := 14
+	if o.Width < 140 {
 		spark = 8
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n", st.head.Render(fmt.Sprintf("%-3s %-28s %-9s %-7s %-*s %-*s %-*s %9s  %s",
 		"#", "instance", "role", "KV p95", spark+5, "queue", spark+5, "kv", spark+7, "gen tok/s", "TTFT p95", "worst finding")))
+	// instance is 28 cells wide: with the rest, a row fits 160 columns.
 	rows := o.Height - 4
 	if rows < 1 {
 		rows = 1
@@ -116,7 +117,7 @@ func RenderTable(r *Result, o ViewOptions) string {
 		}
 		ttft := "—"
 		if in.Server.TTFT.Count > 0 {
-			ttft = fmt.Sprintf("%.0fms", in.Server.TTFT.P95)
+			ttft = fmtMs(in.Server.TTFT.P95)
 		}
 		worst := st.dim.Render("no finding")
 		if f := in.Worst(); f != nil {
@@ -179,7 +180,7 @@ func RenderInstance(in *Instance, o ViewOptions) string {
 			fmt.Fprintf(&b, "  %-22s —\n", name)
 			return
 		}
-		fmt.Fprintf(&b, "  %-22s p50 %.0f  p95 %.0f  p99 %.0f ms  (%d)\n", name, d.P50, d.P95, d.P99, d.Count)
+		fmt.Fprintf(&b, "  %-22s p50 %s  p95 %s  p99 %s  (%d)\n", name, fmtMs(d.P50), fmtMs(d.P95), fmtMs(d.P99), d.Count)
 	}
 	dist("server TTFT", s.TTFT)
 	dist("server ITL", s.ITL)
@@ -202,6 +203,14 @@ func RenderInstance(in *Instance, o ViewOptions) string {
 		}
 	}
 	return b.String()
+}
+
+// fmtMs writes a latency in ms, in seconds from 10 s on.
+func fmtMs(ms float64) string {
+	if ms >= 10_000 {
+		return fmt.Sprintf("%.0fs", ms/1000)
+	}
+	return fmt.Sprintf("%.0fms", ms)
 }
 
 func lastOf(vs []float64, format string) string {
