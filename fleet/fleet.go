@@ -165,15 +165,12 @@ type Instance struct {
 	// them from scraping the instance every Step; its latency Dists come
 	// from histogram_quantile over the window.
 	Server metrics.ServerStats
-	// KVTransfer is the KV-cache transfer time between disaggregated
-	// workers over the window (Count 0 where the server has none).
-	KVTransfer metrics.Dist
 	// Last is the instance's last sample in the window, mapped like a
 	// scrape (canonical signals, latest values).
 	Last *prom.Sample
-	// Derived are window figures of the new families: the prefix-cache
-	// hit rate, speculative acceptance, KV-transfer failures per second
-	// over the window (absent when the server does not say).
+	// Derived are window figures the server statistics do not carry:
+	// the share of prompt tokens the server computed itself (absent when
+	// the server does not say).
 	Derived map[string]float64
 	// Series are per-step values for sparklines: queue_depth, running,
 	// kv_usage, generation_tokens_per_s (NaN where absent).
@@ -217,10 +214,6 @@ func (f *Fleet) Read(ctx context.Context, now time.Time) (*Result, error) {
 	for _, g := range groups {
 		in := g.instance(f.o.Window, f.o.Step, now)
 		for name, d := range hists[g.key] {
-			if name == prom.HistKVTransfer {
-				in.KVTransfer = d
-				continue
-			}
 			setDist(&in.Server, name, d)
 		}
 		in.Misses = serverMisses(&in.Server, f.o.Classes)
@@ -436,41 +429,20 @@ func (g *group) instance(window, step time.Duration, now time.Time) Instance {
 }
 
 // Derived window figures (Instance.Derived keys).
-const (
-	DerivedPrefixHitRate        = "prefix_cache_hit_rate_window"
-	DerivedSpecAcceptRate       = "spec_accept_rate_window"
-	DerivedKVTransferFailPerS   = "kv_transfer_failures_per_s"
-	DerivedPrefillComputedShare = "prefill_computed_share"
-)
+const DerivedPrefillComputedShare = "prefill_computed_share"
 
-// derived computes the window's ratios of counter increases, checked
-// against what they can mean.
+// derived computes the window's share of prompt tokens computed (not
+// served from a cache or a transfer), from the first and last sample.
 func derived(first, last *prom.Sample) map[string]float64 {
 	out := map[string]float64{}
-	dt := last.At.Sub(first.At).Seconds()
-	inc := func(name string) (float64, bool) {
-		a, ok1 := first.Signal(name)
-		b, ok2 := last.Signal(name)
-		if !ok1 || !ok2 || dt <= 0 {
-			return 0, false
-		}
-		if b < a { // a restart: the counter starts again from 0
-			return b, true
-		}
-		return b - a, true
-	}
-	ratio := func(key, num, den string) {
-		n, ok1 := inc(num)
-		d, ok2 := inc(den)
-		if ok1 && ok2 && d > 0 && n >= 0 && n <= d {
-			out[key] = n / d
-		}
-	}
-	ratio(DerivedPrefixHitRate, prom.SignalPrefixCacheHits, prom.SignalPrefixCacheQueries)
-	ratio(DerivedSpecAcceptRate, prom.SignalSpecAcceptedTokens, prom.SignalSpecDraftTokens)
-	ratio(DerivedPrefillComputedShare, prom.SignalPrefillComputed, prom.SignalPromptTokensTotal)
-	if n, ok := inc(prom.SignalKVTransferFailures); ok {
-		out[DerivedKVTransferFailPerS] = n / dt
+	a1, ok1 := first.Signal(prom.SignalPrefillComputed)
+	b1, ok2 := last.Signal(prom.SignalPrefillComputed)
+	a2, ok3 := first.Signal(prom.SignalPromptTokensTotal)
+	b2, ok4 := last.Signal(prom.SignalPromptTokensTotal)
+	// No share across a restart (a counter going down): the window is
+	// too short to split it.
+	if ok1 && ok2 && ok3 && ok4 && b1 >= a1 && b2 > a2 && b1-a1 <= b2-a2 {
+		out[DerivedPrefillComputedShare] = (b1 - a1) / (b2 - a2)
 	}
 	return out
 }
@@ -524,6 +496,8 @@ func setDist(s *metrics.ServerStats, name string, d metrics.Dist) {
 		s.Prefill = d
 	case prom.HistDecode:
 		s.Decode = d
+	case prom.HistKVTransfer:
+		s.KVTransfer = d
 	}
 }
 

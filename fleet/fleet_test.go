@@ -248,7 +248,7 @@ func TestFleetProfiles(t *testing.T) {
 	near("vllm ttft mean ms", v.Server.TTFT.Mean, 1500)
 	near("vllm itl p50 ms (V1 name)", v.Server.ITL.P50, 30)
 	near("vllm queue time p50 ms", v.Server.Queue.P50, 900)
-	near("vllm prefix hit rate over the window", v.Derived[DerivedPrefixHitRate], 0.25)
+	near("vllm prefix hit rate over the window", deref(v.Server.PrefixCacheHitRate), 0.25)
 	if got, _ := v.Last.Signal(prom.SignalWaitingCapacity); got != 12 {
 		t.Errorf("vllm waiting for capacity %g, want 12", got)
 	}
@@ -259,9 +259,10 @@ func TestFleetProfiles(t *testing.T) {
 	s := byInst["sgl-p:30000"]
 	near("sglang running", s.Server.Running.P50, 6)
 	near("sglang prompt tok/s (compute + cache, rank 0)", *s.Server.PromptTokensPerS, 800)
-	near("sglang kv transfer p95 ms", s.KVTransfer.P95, 40)
-	near("sglang kv transfer mean ms", s.KVTransfer.Mean, 12)
-	near("sglang kv transfer failures/s", s.Derived[DerivedKVTransferFailPerS], 0.5)
+	near("sglang kv transfer p95 ms", s.Server.KVTransfer.P95, 40)
+	near("sglang kv transfer mean ms", s.Server.KVTransfer.Mean, 12)
+	near("sglang kv transfer failures/s", deref(s.Server.KVTransferFailuresPerS), 0.5)
+	near("sglang prompt computed share", s.Derived[DerivedPrefillComputedShare], 600.0/800)
 	// Dynamo: queued out of in flight.
 	d := byInst["dyn-fe:8080"]
 	near("dynamo queue", d.Server.QueueDepth.P50, 30)
@@ -337,6 +338,13 @@ func TestFleetProfiles(t *testing.T) {
 			t.Errorf("instance panel lacks %q:\n%s", want, panel)
 		}
 	}
+}
+
+func deref(p *float64) float64 {
+	if p == nil {
+		return math.NaN()
+	}
+	return *p
 }
 
 // TestFleetEmptyAndErrors: no series is an empty result (exit 3); an

@@ -64,6 +64,10 @@ const (
 	SigPreemptPerS    = "preemptions_per_s"
 	SigPromptPerS     = "prompt_tokens_per_s"
 	SigGenerationPerS = "generation_tokens_per_s"
+	// The 2025–26 families over the window.
+	SigPrefixHitRate      = "prefix_cache_hit_rate_window"
+	SigSpecAcceptRate     = "spec_accept_rate_window"
+	SigKVTransferFailPerS = "kv_transfer_failures_per_s"
 )
 
 // Build turns a reading into the report.
@@ -112,17 +116,16 @@ func buildInstance(in *Instance) InstanceReport {
 	sig[SigRunningP50] = gauge(s.Running, s.Running.P50)
 	sig[SigKVP95], sig[SigKVMax] = gauge(s.KVUsage, s.KVUsage.P95), gauge(s.KVUsage, s.KVUsage.Max)
 	sig[SigPreemptPerS], sig[SigPromptPerS], sig[SigGenerationPerS] = ptr(s.PreemptionsPerS), ptr(s.PromptTokensPerS), ptr(s.GenerationTokensPerS)
-	for _, k := range []string{DerivedPrefixHitRate, DerivedSpecAcceptRate, DerivedKVTransferFailPerS, DerivedPrefillComputedShare} {
-		if v, ok := in.Derived[k]; ok {
-			sig[k] = num(v)
-		} else {
-			sig[k] = nil
-		}
+	sig[SigPrefixHitRate], sig[SigSpecAcceptRate] = ptr(s.PrefixCacheHitRate), ptr(s.SpecAcceptRate)
+	sig[SigKVTransferFailPerS] = ptr(s.KVTransferFailuresPerS)
+	sig[DerivedPrefillComputedShare] = nil
+	if v, ok := in.Derived[DerivedPrefillComputedShare]; ok {
+		sig[DerivedPrefillComputedShare] = num(v)
 	}
 	hists := map[string]report.Dist{
 		"server_ttft_ms": dist(s.TTFT), "server_itl_ms": dist(s.ITL), "server_e2e_ms": dist(s.E2E),
 		"server_queue_ms": dist(s.Queue), "server_prefill_ms": dist(s.Prefill), "server_decode_ms": dist(s.Decode),
-		"server_kv_transfer_ms": dist(in.KVTransfer),
+		"server_kv_transfer_ms": dist(s.KVTransfer),
 	}
 	series := map[string][]*float64{}
 	for k, vs := range in.Series {

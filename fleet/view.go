@@ -186,11 +186,19 @@ func RenderInstance(in *Instance, o ViewOptions) string {
 	dist("server ITL", s.ITL)
 	dist("server E2E", s.E2E)
 	dist("server queue time", s.Queue)
-	dist("KV transfer", in.KVTransfer)
-	for _, k := range []string{DerivedPrefixHitRate, DerivedSpecAcceptRate, DerivedPrefillComputedShare, DerivedKVTransferFailPerS} {
-		if v, ok := in.Derived[k]; ok {
-			fmt.Fprintf(&b, "  %-22s %.3g\n", strings.ReplaceAll(k, "_", " "), v)
+	dist("KV transfer", s.KVTransfer)
+	ratio := func(name string, v *float64) {
+		if v != nil {
+			fmt.Fprintf(&b, "  %-22s %.0f%%\n", name, 100**v)
 		}
+	}
+	ratio("prefix cache hits", s.PrefixCacheHitRate)
+	ratio("spec. acceptance", s.SpecAcceptRate)
+	if v, ok := in.Derived[DerivedPrefillComputedShare]; ok {
+		ratio("prompt computed", &v)
+	}
+	if v := s.KVTransferFailuresPerS; v != nil {
+		fmt.Fprintf(&b, "  %-22s %.2f/s\n", "KV transfer failures", *v)
 	}
 	b.WriteString("\n")
 	if len(in.Findings) == 0 {

@@ -13,7 +13,7 @@ import (
 )
 
 // serverHistNames are the canonical server histograms kept as windowed deltas.
-var serverHistNames = [...]string{prom.HistTTFT, prom.HistITL, prom.HistE2E, prom.HistQueue, prom.HistPrefill, prom.HistDecode}
+var serverHistNames = [...]string{prom.HistTTFT, prom.HistITL, prom.HistE2E, prom.HistQueue, prom.HistPrefill, prom.HistDecode, prom.HistKVTransfer}
 
 // serverAccum accumulates scrapes over one slot (or the run).
 type serverAccum struct {
@@ -29,6 +29,14 @@ type serverAccum struct {
 	hasPreempt, hasPrompt bool
 	hasGen, hasFinished   bool
 	hists                 map[string]prom.Histogram // summed deltas
+	// Increases of the 2025–26 counters, each pair only over intervals
+	// where both members were present.
+	prefixHits, prefixQueries float64
+	hasPrefix                 bool
+	specAccepted, specDrafted float64
+	hasSpec                   bool
+	kvFail                    float64
+	hasKVFail                 bool
 }
 
 func newServerAccum(m mapping.IndexMapping) *serverAccum {
@@ -82,6 +90,20 @@ func (s *serverAccum) addScrape(prev, cur *prom.Sample) {
 	inc(prom.SignalPreemptionsTotal, &s.preempt, &s.hasPreempt)
 	inc(prom.SignalPromptTokensTotal, &s.prompt, &s.hasPrompt)
 	inc(prom.SignalGenerationTokens, &s.gen, &s.hasGen)
+	pair := func(num, den string, n, d *float64, has *bool) {
+		a1, ok1 := prev.Signal(num)
+		b1, ok2 := cur.Signal(num)
+		a2, ok3 := prev.Signal(den)
+		b2, ok4 := cur.Signal(den)
+		if ok1 && ok2 && ok3 && ok4 {
+			*n += counterIncrease(a1, b1)
+			*d += counterIncrease(a2, b2)
+			*has = true
+		}
+	}
+	pair(prom.SignalPrefixCacheHits, prom.SignalPrefixCacheQueries, &s.prefixHits, &s.prefixQueries, &s.hasPrefix)
+	pair(prom.SignalSpecAcceptedTokens, prom.SignalSpecDraftTokens, &s.specAccepted, &s.specDrafted, &s.hasSpec)
+	inc(prom.SignalKVTransferFailures, &s.kvFail, &s.hasKVFail)
 	inc(prom.SignalRequestSuccessTotal, &s.finished, &s.hasFinished)
 	for _, name := range serverHistNames {
 		c, ok := cur.Histograms[name]
@@ -144,6 +166,14 @@ func (s *serverAccum) merge(o *serverAccum) {
 	s.hasPreempt = s.hasPreempt || o.hasPreempt
 	s.hasPrompt = s.hasPrompt || o.hasPrompt
 	s.hasGen = s.hasGen || o.hasGen
+	s.prefixHits += o.prefixHits
+	s.prefixQueries += o.prefixQueries
+	s.hasPrefix = s.hasPrefix || o.hasPrefix
+	s.specAccepted += o.specAccepted
+	s.specDrafted += o.specDrafted
+	s.hasSpec = s.hasSpec || o.hasSpec
+	s.kvFail += o.kvFail
+	s.hasKVFail = s.hasKVFail || o.hasKVFail
 	for name, h := range o.hists {
 		s.hists[name] = addHist(s.hists[name], h)
 	}
@@ -176,6 +206,19 @@ func (s *serverAccum) stats(profile, variant string, scrapeOK bool, last *prom.S
 	st.Queue = histDist(s.hists[prom.HistQueue])
 	st.Prefill = histDist(s.hists[prom.HistPrefill])
 	st.Decode = histDist(s.hists[prom.HistDecode])
+	st.KVTransfer = histDist(s.hists[prom.HistKVTransfer])
+	share := func(n, d float64, has bool) *float64 {
+		// A share of what was looked up: beyond [0, 1] the counters
+		// disagree (a restart between them), and it is unknown.
+		if !has || d <= 0 || n < 0 || n > d {
+			return nil
+		}
+		r := n / d
+		return &r
+	}
+	st.PrefixCacheHitRate = share(s.prefixHits, s.prefixQueries, s.hasPrefix)
+	st.SpecAcceptRate = share(s.specAccepted, s.specDrafted, s.hasSpec)
+	st.KVTransferFailuresPerS = rate(s.kvFail, s.hasKVFail)
 	return st
 }
 

@@ -225,6 +225,16 @@ type ServerStats struct {
 	Queue   Dist
 	Prefill Dist
 	Decode  Dist
+	// From the 2025–26 families (README, "Server metrics of 2025–26"),
+	// over the span; nil (Count 0) where the server does not say.
+	// PrefixCacheHitRate is prompt tokens found in the prefix cache over
+	// those looked up; SpecAcceptRate is drafted tokens accepted over
+	// drafted; KVTransferFailuresPerS counts failed KV transfers between
+	// disaggregated workers; KVTransfer is one transfer's time.
+	PrefixCacheHitRate     *float64
+	SpecAcceptRate         *float64
+	KVTransferFailuresPerS *float64
+	KVTransfer             Dist
 }
 
 // GaugeStats summarise a gauge sampled at every scrape. Count == 0 when the
