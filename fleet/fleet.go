@@ -151,6 +151,9 @@ type Result struct {
 	At        time.Time
 	Window    time.Duration
 	Instances []Instance // worst first
+	// Probes are the client-side SLIs other tokentop instances export
+	// (--listen-metrics), per instance and class.
+	Probes []Probe
 	// Warnings are what the engine or the mapping said, and the caps that
 	// cut an answer; at most maxWarnings.
 	Warnings []string
@@ -175,8 +178,9 @@ type Instance struct {
 	// Series are per-step values for sparklines: queue_depth, running,
 	// kv_usage, generation_tokens_per_s (NaN where absent).
 	Series map[string][]float64
-	// Misses are the objectives of Options.Classes the server's own
-	// latency quantiles miss (see serverMisses).
+	// Misses are the failing SLOs of tokentop probes labelled with this
+	// instance (ProbeTargetLabel), then the objectives of Options.Classes
+	// the server's own latency quantiles miss (see serverMisses).
 	Misses   []Miss
 	Findings []diagnose.Finding
 }
@@ -211,12 +215,19 @@ func (f *Fleet) Read(ctx context.Context, now time.Time) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Other tokentop instances' client SLIs: not needed for a reading, so
+	// an engine that cannot answer them costs a warning only.
+	probes, err := f.readProbes(ctx, now, res)
+	if err != nil {
+		res.warnf("tokentop probes' series not read: %v", err)
+	}
+	res.Probes = probes
 	for _, g := range groups {
 		in := g.instance(f.o.Window, f.o.Step, now)
 		for name, d := range hists[g.key] {
 			setDist(&in.Server, name, d)
 		}
-		in.Misses = serverMisses(&in.Server, f.o.Classes)
+		in.Misses = append(probeMisses(probes, in.Instance), serverMisses(&in.Server, f.o.Classes)...)
 		in.Findings = grade(diagnose.Evaluate(&metrics.View{Span: f.o.Window, Server: in.Server}, f.o.Classes).Findings, in.Misses)
 		res.Instances = append(res.Instances, in)
 	}

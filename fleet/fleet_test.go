@@ -31,10 +31,12 @@ type fakeEngine struct {
 	series []fakeSeries
 	// hist answers per bucket family: instance -> quantile -> value;
 	// counts and sums per family and instance.
-	quant   map[string]map[string]map[float64]float64
-	counts  map[string]map[string]float64
-	sums    map[string]map[string]float64
-	labels  map[string]model.LabelSet // extra labels of the answers per instance
+	quant  map[string]map[string]map[float64]float64
+	counts map[string]map[string]float64
+	sums   map[string]map[string]float64
+	labels map[string]model.LabelSet // extra labels of the answers per instance
+	// probes answer the query for other tokentop instances' series.
+	probes  model.Vector
 	queries []string
 }
 
@@ -73,6 +75,9 @@ func (f *fakeEngine) Query(_ context.Context, q string, _ time.Time, _ ...v1.Opt
 			m[k] = lv
 		}
 		vec = append(vec, &model.Sample{Metric: m, Value: model.SampleValue(v)})
+	}
+	if strings.HasPrefix(q, `{__name__=~"tokentop_(`) {
+		return f.probes, nil, nil, nil
 	}
 	if m := quantileRe.FindStringSubmatch(q); m != nil {
 		qv, _ := strconv.ParseFloat(m[1], 64)
@@ -195,6 +200,25 @@ func TestFleetProfiles(t *testing.T) {
 			"trt:8000":    {"model_name": "llama"},
 		},
 	}
+	probe := func(name, class, target string, extra string, v float64) *model.Sample {
+		m := model.Metric{"__name__": model.LabelValue(name), "instance": "tokentop-1:9464", "job": "tokentop", "class": model.LabelValue(class)}
+		if target != "" {
+			m[ProbeTargetLabel] = model.LabelValue(target)
+		}
+		if extra != "" {
+			m["quantile"] = model.LabelValue(extra)
+		}
+		return &model.Sample{Metric: m, Value: model.SampleValue(v)}
+	}
+	eng.probes = model.Vector{
+		probe("tokentop_ttft_seconds", "interactive", "trt:8000", "0.95", 1.5),
+		probe("tokentop_ttft_seconds", "interactive", "trt:8000", "0.5", 0.4),
+		probe("tokentop_itl_seconds", "interactive", "trt:8000", "0.95", 0.05),
+		probe("tokentop_slo_pass", "interactive", "trt:8000", "", 0),
+		probe("tokentop_goodput_ratio", "interactive", "trt:8000", "", 0.7),
+		probe("tokentop_slo_pass", "batch", "", "", 1),
+		probe("tokentop_ttft_seconds", "batch", "", "0.95", math.Inf(1)), // not a latency: left out
+	}
 	f, err := New(eng, Options{Selector: `{job="llm"}`, Window: time.Minute, Step: 5 * time.Second, Classes: config.Default().Classes})
 	if err != nil {
 		t.Fatal(err)
@@ -291,8 +315,23 @@ func TestFleetProfiles(t *testing.T) {
 			}
 		}
 	}
-	if len(byInst["trt:8000"].Misses) != 0 {
-		t.Errorf("trtllm misses %+v, want none (TTFT p95 100 ms)", byInst["trt:8000"].Misses)
+	// The server's own TTFT p95 (100 ms) meets the objective; the probe
+	// labelled with this instance fails its SLO.
+	if ms := byInst["trt:8000"].Misses; len(ms) != 1 || ms[0].Source != "tokentop tokentop-1:9464" || ms[0].Class != "interactive" {
+		t.Errorf("trtllm misses %+v, want the failing probe's only", ms)
+	}
+	if len(res.Probes) != 2 {
+		t.Fatalf("probes %+v", res.Probes)
+	}
+	pr := res.Probes[1] // sorted by instance, then class: batch, interactive
+	if pr.Class != "interactive" || pr.Target != "trt:8000" || pr.SLOPass == nil || *pr.SLOPass || pr.Goodput == nil || *pr.Goodput != 0.7 {
+		t.Errorf("probe %+v", pr)
+	}
+	near("probe ttft p95 ms", pr.TTFT.P95, 1500)
+	near("probe ttft p50 ms", pr.TTFT.P50, 400)
+	near("probe itl p95 ms", pr.ITL.P95, 50)
+	if b := res.Probes[0]; b.Class != "batch" || b.TTFT.Count != 0 || b.SLOPass == nil || !*b.SLOPass {
+		t.Errorf("batch probe %+v", b)
 	}
 	if order[0] != "vllm-a:8000" && order[0] != "dyn-fe:8080" || order[3] != "trt:8000" {
 		t.Errorf("order %v: the two critical first, the light trtllm last", order)
@@ -307,7 +346,7 @@ func TestFleetProfiles(t *testing.T) {
 	if err := WriteJSON(&js, rep); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{`"schema": "tokentop.fleet/v1"`, `"window_s": 60`, `"instances": [`, `"signals": {`, `"findings": [`, `"server_kv_transfer_ms"`, `"waiting_for_capacity": 12`} {
+	for _, k := range []string{`"target_instance": "trt:8000"`, `"source": "tokentop tokentop-1:9464"`, `"schema": "tokentop.fleet/v1"`, `"window_s": 60`, `"instances": [`, `"signals": {`, `"findings": [`, `"server_kv_transfer_ms"`, `"waiting_for_capacity": 12`} {
 		if !strings.Contains(js.String(), k) {
 			t.Errorf("JSON lacks %s", k)
 		}
@@ -321,9 +360,9 @@ func TestFleetProfiles(t *testing.T) {
 	if code := ExitCode(rep); code != 1 {
 		t.Errorf("exit %d, want 1", code)
 	}
-	// Every query is bounded by the selector.
+	// Every query of the servers' series is bounded by the selector.
 	for _, q := range eng.queries {
-		if !strings.Contains(q, `job="llm"`) {
+		if !strings.Contains(q, `job="llm"`) && !strings.Contains(q, "tokentop_(") {
 			t.Errorf("query without the selector: %s", q)
 		}
 	}

@@ -14,10 +14,15 @@ import (
 // objective it can show.
 type Miss struct {
 	Class     string  `json:"class"`
-	Objective string  `json:"objective"` // e.g. "ttft_p95_ms"
-	Actual    float64 `json:"actual"`    // ms, the server's quantile
-	Target    float64 `json:"target"`    // ms
+	Objective string  `json:"objective"` // e.g. "ttft_p95_ms", or "slo_pass" from a probe
+	Actual    float64 `json:"actual"`    // ms for a server quantile; 0 for a failing probe
+	Target    float64 `json:"target"`    // ms; 1 for a probe's slo_pass
+	// Source is "server histogram", or the tokentop instance whose probes
+	// (labelled with ProbeTargetLabel) fail the class's SLO.
+	Source string `json:"source"`
 }
+
+const sourceServer = "server histogram"
 
 // serverMisses compares the server's TTFT, ITL and E2E quantiles with each
 // class's percentile objectives. The server's histograms hold every
@@ -41,7 +46,7 @@ func serverMisses(s *metrics.ServerStats, classes []config.Class) []Miss {
 				}
 				t := float64(o.target.Milliseconds())
 				if o.actual > t {
-					out = append(out, Miss{Class: cl.Name, Objective: kind + "_" + o.name + "_ms", Actual: o.actual, Target: t})
+					out = append(out, Miss{Class: cl.Name, Objective: kind + "_" + o.name + "_ms", Actual: o.actual, Target: t, Source: sourceServer})
 				}
 			}
 		}
@@ -73,10 +78,14 @@ func grade(fs []diagnose.Finding, misses []Miss) []diagnose.Finding {
 			continue
 		}
 		m := misses[0]
-		f.Evidence = append(f.Evidence, diagnose.Evidence{
+		ev := diagnose.Evidence{
 			Signal: fmt.Sprintf("server.%s (server histogram) vs %s.%s", strings.TrimSuffix(m.Objective, "_ms"), m.Class, m.Objective),
 			Value:  m.Actual, Threshold: m.Target, Unit: "ms",
-		})
+		}
+		if m.Source != sourceServer {
+			ev = diagnose.Evidence{Signal: fmt.Sprintf("%s.%s (%s)", m.Class, m.Objective, m.Source), Value: m.Actual, Threshold: m.Target}
+		}
+		f.Evidence = append(f.Evidence, ev)
 	}
 	return fs
 }

@@ -35,7 +35,21 @@ type Report struct {
 	WindowS     float64          `json:"window_s"`
 	Instances   []InstanceReport `json:"instances"`
 	// Beyond the contract.
-	Warnings []string `json:"warnings"`
+	Probes   []ProbeReport `json:"probes"`
+	Warnings []string      `json:"warnings"`
+}
+
+// ProbeReport is one class of one tokentop instance reading the fleet's
+// servers (its --listen-metrics series): client-side SLIs.
+type ProbeReport struct {
+	Instance string      `json:"instance"`
+	Class    string      `json:"class"`
+	Target   string      `json:"target_instance"`
+	TTFTMs   report.Dist `json:"ttft_ms"`
+	ITLMs    report.Dist `json:"itl_ms"`
+	E2EMs    report.Dist `json:"e2e_ms"`
+	SLOPass  *bool       `json:"slo_pass"`
+	Goodput  *float64    `json:"goodput_ratio"`
 }
 
 // InstanceReport is one row of the report.
@@ -79,6 +93,11 @@ func Build(r *Result, m Meta) Report {
 	}
 	for i := range r.Instances {
 		out.Instances = append(out.Instances, buildInstance(&r.Instances[i]))
+	}
+	out.Probes = make([]ProbeReport, 0, len(r.Probes))
+	for _, p := range r.Probes {
+		out.Probes = append(out.Probes, ProbeReport{Instance: p.Instance, Class: p.Class, Target: p.Target,
+			TTFTMs: dist(p.TTFT), ITLMs: dist(p.ITL), E2EMs: dist(p.E2E), SLOPass: p.SLOPass, Goodput: p.Goodput})
 	}
 	return out
 }
@@ -243,6 +262,17 @@ func WriteMarkdown(w io.Writer, r Report) error {
 			if f.Advice != "" {
 				fmt.Fprintf(&b, "  - advice: %s\n", f.Advice)
 			}
+		}
+	}
+	if len(r.Probes) > 0 {
+		b.WriteString("\n## tokentop probes\n\n| tokentop | class | target | TTFT p95 ms | ITL p95 ms | SLO |\n|---|---|---|---|---|---|\n")
+		for _, p := range r.Probes {
+			slo := "—"
+			if p.SLOPass != nil {
+				slo = map[bool]string{true: "pass", false: "fail"}[*p.SLOPass]
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", cell(p.Instance), cell(p.Class), cell(dash(p.Target)),
+				fmtNum(p.TTFTMs.P95, 0), fmtNum(p.ITLMs.P95, 1), slo)
 		}
 	}
 	if len(r.Warnings) > 0 {
