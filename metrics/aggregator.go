@@ -7,6 +7,7 @@ package metrics
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"time"
 
@@ -58,13 +59,20 @@ type Aggregator struct {
 	// token yet) or E2E (streaming).
 	pending map[string]*pendingRequest
 
-	lastScrape  *prom.Sample // last successful scrape
-	scrapeOK    bool
-	profile     string
-	variant     string
-	lastGPU     *observe.GPUSample
-	jobs        map[string]*jobState
+	lastScrape *prom.Sample // last successful scrape
+	scrapeOK   bool
+	profile    string
+	variant    string
+	lastGPU    *observe.GPUSample
+	jobs       map[string]*jobState
+	// series are the closed steps of the console's time series (shared,
+	// immutable, by every snapshot until the next step closes); seriesSt
+	// the step in progress; rates the server's token rates between its
+	// last two scrapes.
 	series      Series
+	seriesSt    seriesState
+	rates       tokenRates
+	classNames  []string
 	sources     map[string]*SourceStatus
 	sourceOrder []string
 
@@ -110,13 +118,12 @@ func NewAggregator(o Options) *Aggregator {
 		jobs:     map[string]*jobState{},
 		pending:  map[string]*pendingRequest{},
 		sources:  map[string]*SourceStatus{},
-		series: Series{
-			TTFTP95:          map[string][]float64{},
-			OutputTokensPerS: map[string][]float64{},
-		},
+		series:   Series{Step: SeriesStep},
+		rates:    tokenRates{prompt: math.NaN(), gen: math.NaN()},
 	}
 	for i, c := range o.Classes {
 		a.classIx[c.Name] = i
+		a.classNames = append(a.classNames, c.Name)
 	}
 	a.run = a.newSlot(o.Started)
 	a.cur = newIntervalAccum(a.mapping)
@@ -271,6 +278,7 @@ func (a *Aggregator) addScrape(e *observe.Scrape) {
 		live.server.addScrape(a.lastScrape, s)
 	}
 	a.closeInterval(a.lastScrape, s)
+	a.noteScrapeRates(a.lastScrape, s)
 	a.lastScrape = s
 }
 

@@ -18,8 +18,8 @@ type Snapshot struct {
 	Window time.Duration
 	Live   View
 	Run    View
-	// Series holds one point per tick for the console's time-series lines,
-	// oldest first, at most SeriesLen points.
+	// Series are the console's time series, one point a second (see
+	// Series), the last SeriesLen seconds.
 	Series Series
 	// Sources is the health of each data source (probe, scraper, nvml...).
 	Sources []SourceStatus
@@ -285,20 +285,6 @@ type ProbeStats struct {
 	// Reliable.
 	ReliableP99Ms float64
 	Reliable      bool
-}
-
-// SeriesLen is how many ticks the console's lines keep.
-const SeriesLen = 240
-
-// Series are per-tick points for live lines. A NaN marks "no data".
-type Series struct {
-	QueueDepth []float64
-	Running    []float64
-	KVUsage    []float64
-	// Per class, TTFT p95 over the live window, in ms.
-	TTFTP95 map[string][]float64
-	// Per class, output tokens/s over the live window.
-	OutputTokensPerS map[string][]float64
 }
 
 // SourceStatus reports the freshness of one data source.

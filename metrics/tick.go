@@ -1,11 +1,8 @@
 package metrics
 
 import (
-	"math"
 	"slices"
 	"time"
-
-	"github.com/tokentop/tokentop/metrics/prom"
 )
 
 // Tick builds the Snapshot for now and advances the live series by one
@@ -32,8 +29,8 @@ func (a *Aggregator) Tick(now time.Time) *Snapshot {
 		Live:    a.view(liveAcc, liveSpan, inFlight),
 		Run:     a.view(a.run, max(elapsed, 0), inFlight),
 	}
-	a.appendSeries(&snap.Live, now)
-	snap.Series = a.copySeries()
+	a.advanceSeries(&snap.Live, now)
+	snap.Series = a.series
 	snap.Sources = a.sourceStatuses(now)
 	snap.KnobChanges = slices.Clone(a.knobs)
 	snap.Run.Intervals = slices.Clone(a.intervals)
@@ -114,54 +111,6 @@ func breakdown(c *ClassStats, s *ServerStats) TTFTBreakdown {
 }
 
 func ptrf(v float64) *float64 { return &v }
-
-func (a *Aggregator) appendSeries(live *View, now time.Time) {
-	fresh := a.lastScrape != nil && a.scrapeOK && now.Sub(a.lastScrape.At) <= a.opts.StaleAfter
-	point := func(name string) float64 {
-		if !fresh {
-			return math.NaN()
-		}
-		if v, ok := a.lastScrape.Signal(name); ok {
-			return v
-		}
-		return math.NaN()
-	}
-	push := func(s []float64, v float64) []float64 {
-		s = append(s, v)
-		if len(s) > SeriesLen {
-			s = s[len(s)-SeriesLen:]
-		}
-		return s
-	}
-	a.series.QueueDepth = push(a.series.QueueDepth, point(prom.SignalQueueDepth))
-	a.series.Running = push(a.series.Running, point(prom.SignalRunning))
-	a.series.KVUsage = push(a.series.KVUsage, point(prom.SignalKVUsage))
-	for _, c := range live.Classes {
-		v := math.NaN()
-		if c.TTFT.Count > 0 {
-			v = c.TTFT.P95
-		}
-		a.series.TTFTP95[c.Name] = push(a.series.TTFTP95[c.Name], v)
-		a.series.OutputTokensPerS[c.Name] = push(a.series.OutputTokensPerS[c.Name], c.Throughput.OutputTokensPerS)
-	}
-}
-
-func (a *Aggregator) copySeries() Series {
-	out := Series{
-		QueueDepth:       append([]float64(nil), a.series.QueueDepth...),
-		Running:          append([]float64(nil), a.series.Running...),
-		KVUsage:          append([]float64(nil), a.series.KVUsage...),
-		TTFTP95:          make(map[string][]float64, len(a.series.TTFTP95)),
-		OutputTokensPerS: make(map[string][]float64, len(a.series.OutputTokensPerS)),
-	}
-	for k, v := range a.series.TTFTP95 {
-		out.TTFTP95[k] = append([]float64(nil), v...)
-	}
-	for k, v := range a.series.OutputTokensPerS {
-		out.OutputTokensPerS[k] = append([]float64(nil), v...)
-	}
-	return out
-}
 
 func (a *Aggregator) sourceStatuses(now time.Time) []SourceStatus {
 	out := make([]SourceStatus, 0, len(a.sourceOrder))
