@@ -58,6 +58,35 @@ func wave(n int, lo, hi float64, gap bool) []float64 {
 	return s
 }
 
+// series builds n one-second points ending at end; failing makes the queue
+// and KV grow over the last third, TTFT follow, and the scraper miss a
+// stretch.
+func series(end time.Time, n int, failing bool) metrics.Series {
+	ramp := func(s []float64, by float64) []float64 {
+		if failing {
+			for i := 2 * len(s) / 3; i < len(s); i++ {
+				s[i] *= 1 + by*float64(i-2*len(s)/3)/float64(len(s)/3)
+			}
+		}
+		return s
+	}
+	gap := failing
+	gpu := metrics.GPUSeries{Index: 0, Util: wave(n, 0.7, 0.99, false), MemBWUtil: wave(n, 0.3, 0.5, false)}
+	return metrics.Series{
+		Step: time.Second, End: end,
+		QueueDepth:           ramp(wave(n, 0, 9, gap), 5),
+		Running:              wave(n, 18, 24, gap),
+		KVUsage:              ramp(wave(n, 0.3, 0.55, gap), 0.8),
+		PromptTokensPerS:     wave(n, 15000, 24000, gap),
+		GenerationTokensPerS: wave(n, 4500, 5400, gap),
+		Classes: []metrics.ClassSeries{
+			{Name: "interactive", TTFTP95: ramp(wave(n, 300, 480, false), 8), ITLP95: wave(n, 28, 36, false), OutputTokensPerS: wave(n, 420, 470, false)},
+			{Name: "batch", TTFTP95: wave(n, 1500, 2000, false), ITLP95: wave(n, 55, 64, false), OutputTokensPerS: wave(n, 2300, 2600, false)},
+		},
+		GPUs: []metrics.GPUSeries{gpu},
+	}
+}
+
 func healthySnap() *metrics.Snapshot {
 	inter := metrics.ClassStats{
 		Name: "interactive", Kind: "interactive",
@@ -94,7 +123,7 @@ func healthySnap() *metrics.Snapshot {
 			QueueDepth:      metrics.GaugeStats{Count: 120, Last: 3, P50: 2, P95: 6, Max: 9},
 			Running:         metrics.GaugeStats{Count: 120, Last: 22, P50: 21, P95: 24, Max: 24},
 			KVUsage:         metrics.GaugeStats{Count: 120, Last: 0.41, P50: 0.38, P95: 0.52, Max: 0.57},
-			PreemptionsPerS: f64(0), GenerationTokensPerS: f64(5120),
+			PreemptionsPerS: f64(0), GenerationTokensPerS: f64(5120), PromptTokensPerS: f64(21300),
 			TTFT: dist(160, 380, 590, 190, 690, logBins(40, 1.3, 10, 40, 60, 30, 8)),
 			ITL:  dist(19, 31, 44, 21, 70, logBins(8, 1.3, 100, 900, 2000, 700, 60)),
 		},
@@ -117,11 +146,7 @@ func healthySnap() *metrics.Snapshot {
 	return &metrics.Snapshot{
 		At: t0.Add(83 * time.Second), Started: t0, Window: 30 * time.Second,
 		Live: live, Run: run,
-		Series: metrics.Series{
-			QueueDepth: wave(metrics.SeriesLen, 0, 9, false),
-			Running:    wave(metrics.SeriesLen, 18, 24, false),
-			KVUsage:    wave(metrics.SeriesLen, 0.3, 0.57, false),
-		},
+		Series: series(t0.Add(83*time.Second), 83, false),
 		Sources: []metrics.SourceStatus{
 			{Name: "probe", LastSuccess: t0.Add(83 * time.Second)},
 			{Name: "scrape", LastSuccess: t0.Add(82750 * time.Millisecond)},
@@ -172,10 +197,17 @@ func failingSnap() *metrics.Snapshot {
 		}
 		v.GPU.Devices = devs
 	}
-	s.Series.QueueDepth = wave(metrics.SeriesLen, 10, 52, true)
-	s.Series.KVUsage = wave(metrics.SeriesLen, 0.8, 1, true)
-	s.Sources[1] = metrics.SourceStatus{Name: "scrape", LastSuccess: t0.Add(71 * time.Second), Stale: true,
-		LastError: "connection refused", LastErrorAt: t0.Add(82 * time.Second)}
+	// A run of ten minutes: the series fill the default five-minute span,
+	// the queue grows in its last third, and a knob was turned.
+	s.At = t0.Add(10 * time.Minute)
+	s.Started = t0
+	s.Series = series(s.At, 600, true)
+	s.KnobChanges = []observe.KnobChange{{At: t0.Add(7*time.Minute + 30*time.Second), Knob: "max-num-seqs", Value: "64"}}
+	for i := range s.Sources {
+		s.Sources[i].LastSuccess = s.Sources[i].LastSuccess.Add(s.At.Sub(t0.Add(83 * time.Second)))
+	}
+	s.Sources[1] = metrics.SourceStatus{Name: "scrape", LastSuccess: s.At.Add(-12 * time.Second), Stale: true,
+		LastError: "connection refused", LastErrorAt: s.At.Add(-time.Second)}
 	return s
 }
 
@@ -228,11 +260,10 @@ func noDataSnap() *metrics.Snapshot {
 		Server: metrics.ServerStats{Profile: "", ScrapeOK: false},
 		GPU:    metrics.GPUStats{Status: "waiting for the first GPU sample"},
 	}
-	nan := []float64{math.NaN(), math.NaN()}
 	return &metrics.Snapshot{
 		At: t0.Add(2 * time.Second), Started: t0, Window: 30 * time.Second,
 		Live: empty, Run: empty,
-		Series: metrics.Series{QueueDepth: nan, KVUsage: nan},
+		Series: series(t0.Add(2*time.Second), 2, false),
 		Sources: []metrics.SourceStatus{
 			{Name: "probe"}, {Name: "scrape"},
 		},

@@ -9,8 +9,53 @@ import (
 
 func classBodyLines(rows int) int { return 3*(rows+2) + 4 + 2 }
 
-// wide is the framed layout: classes side by side, then server and GPU, then
-// findings. It returns nil when the body does not fit it.
+// findingsWanted is how many lines the findings ask for under a title:
+// one "no findings" line, or a headline and evidence each, at most eight.
+func (r *renderer) findingsWanted() int {
+	if len(r.d.Findings) == 0 {
+		return 1
+	}
+	return max(2, min(2*len(r.d.Findings), 8))
+}
+
+func (r *renderer) findingsTitle() string {
+	title := "findings"
+	if n := len(r.d.Findings); n > 0 {
+		title += " (" + strconv.Itoa(n) + ")"
+	}
+	return title
+}
+
+// serverGPU is the framed server and GPU row of the wide layout: side by
+// side when there are GPUs, else one box whose last line says why there
+// are none.
+func (r *renderer) serverGPU() []string {
+	const h = 5
+	srvTitle := "server · " + r.scrapeWord()
+	if len(r.v.GPU.Devices) == 0 {
+		// No GPU box to fill: the gauges and rates share a line, and the
+		// probe and the GPU status take the last.
+		iw := r.w - 4
+		sl := r.serverLines(iw, 2, false)
+		lines := []string{sl[0], sl[1], fit(r.probeLine(false)+r.t.dim(" · ")+r.gpuLines(1)[0], iw)}
+		return box(r.t, srvTitle, lines, r.w, h)
+	}
+	lw := r.w * 9 / 20
+	rw := r.w - lw - 1
+	gl := []string{fit(r.probeLine(false), rw-4)}
+	for _, l := range r.gpuLines(h - 3) {
+		gl = append(gl, fit(l, rw-4))
+	}
+	gpuTitle := "GPU · probe"
+	if r.v.GPU.Source != "" {
+		gpuTitle = "GPU (" + r.v.GPU.Source + ") · probe"
+	}
+	return sideBySide([][]string{box(r.t, srvTitle, r.serverLines(lw-4, 3, false), lw, h), box(r.t, gpuTitle, gl, rw, h)}, []int{lw, rw}, 1)
+}
+
+// wide is the framed layout: classes side by side, the time series, server
+// and GPU, then findings sized to what they say. It returns nil when the
+// body does not fit it.
 func (r *renderer) wide(bodyH int) []string {
 	if r.w < wideMinWidth || r.h < wideMinHeight {
 		return nil
@@ -22,16 +67,23 @@ func (r *renderer) wide(bodyH int) []string {
 		shown, rest = cls[:ncols], cls[ncols:]
 	}
 	summ := min(len(rest), 2)
-	const serverH = 8
-	// Findings keep room for up to four of them with evidence; taller
-	// histograms get what is left.
-	minFindings := 2 + max(2, min(2*len(r.d.Findings), 8))
+	srv := r.serverGPU()
+	findH := 1
+	if len(r.d.Findings) > 0 {
+		findH = 2 + r.findingsWanted()
+	}
+	// The time series get two fifths of the body, the histograms what is
+	// left, between one and four rows.
+	trendsMin := max(trendMinLines+2, bodyH*2/5)
+	// left with the fewest, the time series need at least a row of charts.
 	rows := 0
-	for hr := 4; hr >= 1; hr-- {
-		if classBodyLines(hr)+2+summ+serverH+minFindings <= bodyH {
+	for hr := 4; hr >= 1 && rows == 0; hr-- {
+		if classBodyLines(hr)+2+summ+len(srv)+findH+trendsMin <= bodyH {
 			rows = hr
-			break
 		}
+	}
+	if rows == 0 && classBodyLines(1)+2+summ+len(srv)+findH+trendMinLines+2 <= bodyH {
+		rows = 1
 	}
 	if rows == 0 {
 		return nil
@@ -64,32 +116,22 @@ func (r *renderer) wide(bodyH int) []string {
 		}
 		body = append(body, fit(line, r.w))
 	}
-	// The server lines need fewer columns than the GPU rows, whose clock
-	// event words are long.
-	lw := r.w * 9 / 20
-	rw := r.w - lw - 1
-	srv := box(r.t, "server · "+r.scrapeWord(), r.serverLines(lw-4, 2, false), lw, serverH)
-	gl := []string{fit(r.probeLine(false), rw-4)}
-	for _, l := range r.gpuLines(serverH - 3) {
-		gl = append(gl, fit(l, rw-4))
+	th := bodyH - len(body) - len(srv) - findH
+	body = append(body, box(r.t, r.trendTitle(), r.trendLines(r.w-4, th-2, false), r.w, th)...)
+	body = append(body, srv...)
+	if len(r.d.Findings) == 0 {
+		return append(body, rule(r.t, "no findings", r.w))
 	}
-	gpuTitle := "GPU · probe"
-	if r.v.GPU.Source != "" {
-		gpuTitle = "GPU (" + r.v.GPU.Source + ") · probe"
-	}
-	body = append(body, sideBySide([][]string{srv, box(r.t, gpuTitle, gl, rw, serverH)}, []int{lw, rw}, 1)...)
-	fh := bodyH - len(body)
-	title := "findings"
-	if n := len(r.d.Findings); n > 0 {
-		title += " (" + strconv.Itoa(n) + ")"
-	}
-	body = append(body, box(r.t, title, r.findingLines(r.w-4, fh-2), r.w, fh)...)
-	return body
+	return append(body, box(r.t, r.findingsTitle(), r.findingLines(r.w-4, findH-2), r.w, findH)...)
 }
 
 // compact is the unframed layout for small terminals: the focused class in
-// detail, one line for each other class, then server, GPU, probe and
-// findings, with spare lines going to findings.
+// detail, one line for each other class, the time series, then server,
+// probe and GPU, and findings. Lines beyond the tightest form go, in this
+// order, to: the findings' headlines, the time series, the failing
+// objectives, the first finding's evidence, the server's own latency, a
+// server rule and separate probe and GPU lines, then more findings and
+// taller charts.
 func (r *renderer) compact(bodyH int) []string {
 	w := r.w
 	cls := r.classes()
@@ -97,11 +139,27 @@ func (r *renderer) compact(bodyH int) []string {
 	if len(cls) > 1 {
 		others = min(len(cls)-1, 2)
 	}
-	// Fixed lines in the tightest form: class rule, counts, three
-	// histograms, E2E, goodput+SLO, others, server (2), probe+GPU, findings
-	// rule, at least two findings lines.
-	base := 1 + 1 + 3 + 1 + 1 + others + 2 + 1 + 1 + 2
-	roomy := bodyH >= base+3 // separate SLO line, server rule, probe line
+	nf := len(r.d.Findings)
+	// The tightest form: class rule, counts, three histograms, E2E,
+	// goodput, others, one server line, probe and GPU, the findings rule
+	// (or "no findings").
+	base := 1 + 1 + 3 + 1 + 1 + others + 1 + 1 + 1
+	spare := bodyH - base - min(nf, 3)
+	trends := spare >= trendCompactLines+1
+	if trends {
+		spare -= trendCompactLines + 1
+	}
+	take := func(n int) bool {
+		if spare >= n {
+			spare -= n
+			return true
+		}
+		return false
+	}
+	sloLine := take(1)
+	evidence := nf > 0 && take(1)
+	serverTTFT := take(1)
+	roomy := take(2)
 	var out []string
 	if len(cls) == 0 {
 		out = append(out, rule(r.t, "classes", w), r.t.dim("no traffic classes in this view"))
@@ -123,7 +181,7 @@ func (r *renderer) compact(bodyH int) []string {
 		}
 		out = append(out, fit(e2e, w))
 		fails := failing(v, true)
-		if roomy {
+		if sloLine {
 			out = append(out, fit(goodput(v), w))
 			// The counts line already says PASS or FAIL; this one says why.
 			slo := r.sloWord(v)
@@ -149,29 +207,42 @@ func (r *renderer) compact(bodyH int) []string {
 			out = append(out, fit(line, w))
 		}
 	}
+	var tail []string
+	sl := r.serverLines(w, 2, !roomy)
 	if roomy {
-		out = append(out, rule(r.t, "server · "+r.scrapeWord(), w))
+		tail = append(tail, rule(r.t, "server · "+r.scrapeWord(), w), sl[0])
+	} else {
+		tail = append(tail, fit(sl[0]+r.t.dim(" · ")+r.scrapeWord(), w))
 	}
-	out = append(out, r.serverLines(w, 1, !roomy)...)
+	if serverTTFT {
+		tail = append(tail, sl[1])
+	}
 	gpu := r.gpuLines(2)
 	if roomy {
-		out = append(out, fit(r.probeLine(false), w))
-		// A second GPU line only when findings keep at least four lines.
-		n := 1
-		if bodyH-len(out)-1-len(gpu)-4 >= 0 {
-			n = len(gpu)
-		}
-		for _, l := range gpu[:n] {
-			out = append(out, fit(l, w))
-		}
+		tail = append(tail, fit(r.probeLine(false), w), fit(gpu[0], w))
 	} else {
-		out = append(out, fit(r.probeLine(true)+r.t.dim(" │ ")+gpu[0], w))
+		tail = append(tail, fit(r.probeLine(true)+r.t.dim(" │ ")+gpu[0], w))
 	}
-	title := "findings"
-	if n := len(r.d.Findings); n > 0 {
-		title += " (" + strconv.Itoa(n) + ")"
+	findH := 1
+	if nf > 0 {
+		findH = 1 + min(nf, 3)
+		if evidence {
+			findH++
+		}
+		// What is left goes to the findings up to what they ask for,
+		// then to the charts.
+		more := min(spare, 1+r.findingsWanted()-findH)
+		findH += max(more, 0)
 	}
-	out = append(out, rule(r.t, title, w))
+	if th := bodyH - len(out) - len(tail) - findH; trends && th > trendCompactLines {
+		out = append(out, rule(r.t, r.trendTitle(), w))
+		out = append(out, r.trendLines(w, th-1, false)...)
+	}
+	out = append(out, tail...)
+	if nf == 0 {
+		return append(out, rule(r.t, "no findings", w))
+	}
+	out = append(out, rule(r.t, r.findingsTitle(), w))
 	return append(out, r.findingLines(w, bodyH-len(out))...)
 }
 

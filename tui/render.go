@@ -3,6 +3,7 @@ package tui
 import (
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/charmbracelet/lipgloss"
 
@@ -33,6 +34,8 @@ type UIState struct {
 	Focus int
 	// RunView shows the whole session (Snapshot.Run) instead of the trailing
 	// window (Snapshot.Live).
+	// Span is how far back the time series reach (0: five minutes).
+	Span      time.Duration
 	RunView   bool
 	ShowHelp  bool
 	ShowKnobs bool

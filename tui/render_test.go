@@ -39,7 +39,7 @@ func golden(t *testing.T, name, got string) {
 	}
 }
 
-var sizes = []struct{ w, h int }{{160, 48}, {80, 24}}
+var sizes = []struct{ w, h int }{{160, 48}, {80, 24}, {250, 70}}
 
 // Below the minimum size the console says so whatever the data: one
 // golden, and every fixture must draw exactly it.
@@ -101,7 +101,7 @@ func TestRenderOverlaysGolden(t *testing.T) {
 // above the minimum, all of them must be on screen.
 var panelMarkers = []string{
 	"TTFT", "ITL", "chunk gap", "E2E", "tok/s", "goodput", "SLO",
-	"queue", "KV", "running", "preempt", "server TTFT",
+	"queue", "KV", "running", "preempt",
 	"GPU", "probe self-lag", "findings",
 }
 
@@ -124,6 +124,27 @@ func TestRenderShowsEveryPanel(t *testing.T) {
 	}
 }
 
+// From 80×24 up, the time series are on screen: charts with their y
+// labels, the SLO line and a clock-time axis.
+func TestRenderShowsTimeSeries(t *testing.T) {
+	for _, f := range fixtures() {
+		for _, sz := range []struct{ w, h int }{{80, 24}, {120, 34}, {160, 48}, {200, 60}, {250, 70}} {
+			out := Render(f.snap, f.diag, sz.w, sz.h, UIState{NoColor: true})
+			for _, want := range []string{"time series · last 5m", "TTFT p95", "└", "┤"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("%s %dx%d: no %q:\n%s", f.name, sz.w, sz.h, want, out)
+				}
+			}
+			if f.name == "healthy" && !strings.Contains(out, "╌") {
+				t.Errorf("%s %dx%d: no SLO line:\n%s", f.name, sz.w, sz.h, out)
+			}
+			if f.name == "failing" && !strings.Contains(out, "k max-num-seqs=64 13:07:30") && sz.h > 24 {
+				t.Errorf("%s %dx%d: the knob change is not marked:\n%s", f.name, sz.w, sz.h, out)
+			}
+		}
+	}
+}
+
 func TestRenderContent(t *testing.T) {
 	tests := []struct {
 		name string
@@ -131,7 +152,7 @@ func TestRenderContent(t *testing.T) {
 		w, h int
 		want []string
 	}{
-		{"verdict pass", fixtures()[0], 160, 48, []string{"SLO PASS", "goodput", "163/166 requests = 98.2%", "ITL (token)", "ITL (chunk)", "no findings", "GPU0 H200 util 87%/99% mem 72% 612W bw 45%", "probe self-lag p99 1.2ms"}},
+		{"verdict pass", fixtures()[0], 160, 48, []string{"SLO PASS", "goodput", "163/166 requests = 98.2%", "ITL (token)", "ITL (chunk)", "no findings", "GPU0 H200 util 87%/99% mem 72% bw 45% 612W 1980MHz", "server TTFT p50 160ms", "prompt 21.3k tok/s", "probe self-lag p99 1.2ms"}},
 		{"verdict fail", fixtures()[1], 160, 48, []string{"SLO FAIL", "ttft_p95_ms 3.90s > 800ms", "output_tokens_per_s 2472/s < 3000/s",
 			"CRIT prefill_contention 86%", "ttft_p95_ms 3.90s vs 800ms", "WARN kv_cache_pressure", "UNRELIABLE: tokentop itself is lagging", "scrape stale 12s",
 			"sw_power_cap,hw_thermal_slowdown", "more GPUs", "preempt 3.40/s", "scrape failing"}},

@@ -7,79 +7,54 @@ import (
 	"github.com/tokentop/tokentop/metrics"
 )
 
-// seriesRows draws a live line over the last points of a series, labelled
-// on the left, scaled to top (or to its visible maximum when top is 0).
-func (r *renderer) seriesRows(label, sub string, s []float64, top float64, w, rows int) []string {
-	lw := 17
-	out := make([]string, rows)
-	pts := tail(s, w-lw)
-	if len(pts) == 0 || allNaN(pts) {
-		out[0] = pad(r.t.label(label), lw) + r.t.dim("no data")
-		if rows > 1 {
-			out[1] = sub
-		}
-		return out
-	}
-	if top == 0 {
-		top = max(maxOf(pts), 1)
-	}
-	bars := barRows(pts, top, rows)
-	for i := range rows {
-		l := ""
-		switch i {
-		case 0:
-			l = label
-		case 1:
-			l = sub
-		}
-		out[i] = pad(r.t.label(l), lw-1) + " " + r.t.info(bars[i])
-	}
-	return out
-}
-
-func gaugeSub(g metrics.GaugeStats, f func(float64) string) string {
+// gaugeText is "queue 3 (p95 6, max 9)", or a dash when not exposed; short
+// leaves out the p95.
+func gaugeText(name string, g metrics.GaugeStats, f func(float64) string, short bool) string {
 	if g.Count == 0 {
-		return "not exposed"
+		return name + " " + dash
 	}
-	return "now " + f(g.Last) + " max " + f(g.Max)
+	if short {
+		return name + " " + f(g.Last) + " max " + f(g.Max)
+	}
+	return name + " " + f(g.Last) + " (p95 " + f(g.P95) + ", max " + f(g.Max) + ")"
 }
 
-// serverLines draws queue depth and KV occupancy as live lines, then the
-// scheduler and server-side latency figures; withProfile adds the profile
-// and scrape health when no title carries them.
-func (r *renderer) serverLines(iw, rows int, withProfile bool) []string {
+// serverLines are the server's figures in words (their lines over time are
+// in the time series) in n lines (2 or 3): gauges, rates, then the server's
+// own latency; withProfile adds the profile and scrape health when no
+// title carries them.
+func (r *renderer) serverLines(iw, n int, withProfile bool) []string {
 	sv := &r.v.Server
-	var out []string
-	ser := &r.s.Series
-	if rows == 1 {
-		hw := (iw - 3) / 2
-		out = append(out,
-			pad(r.compactSeries("queue", sv.QueueDepth, fmtNum, ser.QueueDepth, 0, hw), hw)+r.t.dim(" │ ")+
-				r.compactSeries("KV", sv.KVUsage, fmtPct0, ser.KVUsage, 1, iw-hw-3))
+	short := iw < 100
+	var gauges string
+	if short {
+		gauges = gaugeText("queue", sv.QueueDepth, fmtNum, true) + " · " + gaugeText("KV", sv.KVUsage, fmtPct0, true) +
+			" · running " + gaugeNow(sv.Running)
 	} else {
-		out = append(out, r.seriesRows("queue depth", gaugeSub(sv.QueueDepth, fmtNum), ser.QueueDepth, 0, iw, rows)...)
-		out = append(out, r.seriesRows("KV cache", gaugeSub(sv.KVUsage, fmtPct0), ser.KVUsage, 1, iw, rows)...)
+		gauges = gaugeText("queue", sv.QueueDepth, fmtNum, false) + " · " + gaugeText("running", sv.Running, fmtNum, false) +
+			" · " + gaugeText("KV", sv.KVUsage, fmtPct0, false)
 	}
-	run := "running " + dash
-	if sv.Running.Count > 0 {
-		run = "running " + fmtNum(sv.Running.Last) + " (p95 " + fmtNum(sv.Running.P95) + ")"
+	// The server's own output rate, all traffic included: what a smaller
+	// batch costs in throughput.
+	rates := "preempt " + ptr(sv.PreemptionsPerS, fmtRate) + " · gen " + ptr(sv.GenerationTokensPerS, fmtNum) + " tok/s"
+	if sv.PromptTokensPerS != nil {
+		rates += " · prompt " + fmtNum(*sv.PromptTokensPerS) + " tok/s"
 	}
-	pre := "preempt " + dash
-	if sv.PreemptionsPerS != nil {
-		pre = "preempt " + fmtRate(*sv.PreemptionsPerS)
-	}
-	line := run + " · " + pre
-	if sv.GenerationTokensPerS != nil {
-		// The server's own output rate, all traffic included: what a
-		// smaller batch costs in throughput.
-		line += " · gen " + fmtNum(*sv.GenerationTokensPerS) + " tok/s"
-	}
-	if withProfile {
-		line += " · " + r.scrapeWord()
-	}
-	out = append(out, fit(line, iw))
 	srv := "server TTFT " + p5095(sv.TTFT) + " · ITL " + p5095(sv.ITL)
-	return append(out, fit(srv, iw))
+	if withProfile {
+		srv += " · " + r.scrapeWord()
+	}
+	if n < 3 {
+		return []string{fit(gauges+" · "+rates, iw), fit(srv, iw)}
+	}
+	return []string{fit(gauges, iw), fit(rates, iw), fit(srv, iw)}
+}
+
+func gaugeNow(g metrics.GaugeStats) string {
+	if g.Count == 0 {
+		return dash
+	}
+	return fmtNum(g.Last)
 }
 
 func (r *renderer) scrapeWord() string {
@@ -102,27 +77,6 @@ func p5095(d metrics.Dist) string {
 		return dash
 	}
 	return "p50 " + fmtLowerMs(d.P50, d.Lower.P50) + " p95 " + fmtLowerMs(d.P95, d.Lower.P95)
-}
-
-func (r *renderer) compactSeries(label string, g metrics.GaugeStats, f func(float64) string, s []float64, top float64, w int) string {
-	head := label + " " + dash
-	if g.Count > 0 {
-		head = label + " " + f(g.Last)
-	}
-	head = pad(r.t.label(head), 10)
-	suffix := ""
-	if g.Count > 0 {
-		suffix = " max " + f(g.Max)
-	}
-	room := w - cells(head) - cells(suffix)
-	pts := tail(s, room)
-	if len(pts) == 0 || allNaN(pts) {
-		return head + r.t.dim("no data")
-	}
-	if top == 0 {
-		top = max(maxOf(pts), 1)
-	}
-	return head + r.t.info(barRows(pts, top, 1)[0]) + r.t.dim(suffix)
 }
 
 func (r *renderer) probeLine(short bool) string {
@@ -168,10 +122,23 @@ func (r *renderer) gpuLines(n int) []string {
 		}
 		s := "GPU" + strconv.Itoa(dv.Index) + " " + fit(strings.TrimPrefix(dv.Name, "NVIDIA "), 16) +
 			" util " + ptr(dv.UtilP50, fmtPct0) + "/" + ptr(dv.UtilMax, fmtPct0) +
-			" mem " + ptr(dv.MemUsedFracMax, fmtPct0) +
-			" " + ptr(dv.PowerWP50, func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) + "W" })
+			" mem " + ptr(dv.MemUsedFracMax, fmtPct0)
 		if dv.MemBWUtilP50 != nil {
 			s += " bw " + fmtPct0(*dv.MemBWUtilP50)
+		}
+		s += " " + ptr(dv.PowerWP50, fmtWatts)
+		if l := dv.Last.PowerLimitW; l != nil {
+			s += "/" + fmtWatts(*l)
+		}
+		if c := dv.Last.SMClockMHz; c != nil {
+			s += " " + strconv.FormatUint(uint64(*c), 10)
+			if m := dv.Last.SMClockMaxMHz; m != nil {
+				s += "/" + strconv.FormatUint(uint64(*m), 10)
+			}
+			s += "MHz"
+		}
+		if tc := dv.Last.TempC; tc != nil {
+			s += " " + strconv.FormatUint(uint64(*tc), 10) + "°C"
 		}
 		if len(dv.ClockEventWords) > 0 {
 			s += " " + r.t.warn(strings.Join(dv.ClockEventWords, ","))
@@ -180,3 +147,5 @@ func (r *renderer) gpuLines(n int) []string {
 	}
 	return out
 }
+
+func fmtWatts(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) + "W" }
