@@ -13,6 +13,22 @@ import (
 // Prompt-length buckets of the report, by measured prompt tokens.
 var promptBucketNames = [...]string{"0-512", "512-2k", "2k-8k", "8k+"}
 
+// Output-length buckets of the console's bucket table, by output tokens.
+var outputBucketNames = [...]string{"0-128", "128-512", "512-2k", "2k+"}
+
+func outputBucket(tokens int) int {
+	switch {
+	case tokens < 128:
+		return 0
+	case tokens < 512:
+		return 1
+	case tokens < 2048:
+		return 2
+	default:
+		return 3
+	}
+}
+
 func promptBucket(tokens int) int {
 	switch {
 	case tokens < 512:
@@ -211,8 +227,10 @@ type classAccum struct {
 	good, validOut, expected                    int64
 	jobs, jobsOnTime, deadlineReqs, deadlineMet int64
 
-	buckets [len(promptBucketNames)]bucketAccum
-	paths   map[string]*pathAccum
+	buckets    [len(promptBucketNames)]bucketAccum
+	outBuckets [len(outputBucketNames)]bucketAccum
+	paths      map[string]*pathAccum
+	slow       slowest
 }
 
 type bucketAccum struct {
@@ -243,12 +261,70 @@ func newClassAccum(m mapping.IndexMapping) *classAccum {
 		ttftCens:     newSketch(m),
 		e2eCens:      newSketch(m),
 		paths:        map[string]*pathAccum{},
+		slow:         slowest{},
 	}
 	for i := range c.buckets {
-		c.buckets[i] = bucketAccum{ttft: newSketch(m), itl: newSketch(m), chunkGap: newSketch(m), e2e: newSketch(m),
-			ttftCens: newSketch(m), e2eCens: newSketch(m)}
+		c.buckets[i] = newBucketAccum(m)
+	}
+	for i := range c.outBuckets {
+		c.outBuckets[i] = newBucketAccum(m)
 	}
 	return c
+}
+
+func newBucketAccum(m mapping.IndexMapping) bucketAccum {
+	return bucketAccum{ttft: newSketch(m), itl: newSketch(m), chunkGap: newSketch(m), e2e: newSketch(m),
+		ttftCens: newSketch(m), e2eCens: newSketch(m)}
+}
+
+// add accounts a request in its bucket. The bucket needs the server's final
+// token counts, known only at the end, so it takes every sample then (class
+// and path may have had the first token and gaps while the stream ran).
+func (b *bucketAccum) add(rm *requestMeasures) {
+	b.requests++
+	if rm.hasTTFT {
+		b.ttft.add(rm.ttftMs)
+	}
+	for _, g := range rm.chunkGapsMs {
+		b.chunkGap.add(g)
+	}
+	itl := rm.tokenGapsMs
+	if itl == nil {
+		itl = rm.chunkGapsMs
+	}
+	for _, g := range itl {
+		b.itl.add(g)
+	}
+	if rm.censoredTTFTMs > 0 {
+		b.ttftCens.add(rm.censoredTTFTMs)
+	}
+	if rm.censoredE2EMs > 0 {
+		b.e2eCens.add(rm.censoredE2EMs)
+	}
+	if rm.completed {
+		b.e2e.add(rm.e2eMs)
+	}
+}
+
+func (b *bucketAccum) merge(o *bucketAccum) {
+	b.requests += o.requests
+	b.ttft.merge(o.ttft)
+	b.itl.merge(o.itl)
+	b.chunkGap.merge(o.chunkGap)
+	b.e2e.merge(o.e2e)
+	b.ttftCens.merge(o.ttftCens)
+	b.e2eCens.merge(o.e2eCens)
+}
+
+func (b *bucketAccum) stats(name string) BucketStats {
+	return BucketStats{
+		Bucket:   name,
+		Requests: b.requests,
+		TTFT:     censoredDist(b.ttft, b.ttftCens, nil),
+		ITL:      b.itl.dist(),
+		ChunkGap: b.chunkGap.dist(),
+		E2E:      censoredDist(b.e2e, b.e2eCens, nil),
+	}
 }
 
 func (c *classAccum) path(m mapping.IndexMapping, name string) *pathAccum {
@@ -284,8 +360,8 @@ func (c *classAccum) add(m mapping.IndexMapping, t *observe.Trace, rm *requestMe
 	if t.Valid {
 		c.valid++
 	}
-	b := &c.buckets[promptBucket(rm.inputTokens)]
-	b.requests++
+	c.buckets[promptBucket(rm.inputTokens)].add(rm)
+	c.outBuckets[outputBucket(rm.outputTokens)].add(rm)
 	p := c.path(m, pathName(t.Path))
 	p.requests++
 	p.eventsInReads += rm.eventsInReads
@@ -299,19 +375,12 @@ func (c *classAccum) add(m mapping.IndexMapping, t *observe.Trace, rm *requestMe
 	if rm.hasFirstAny {
 		c.firstAny.add(rm.firstAnyMs)
 	}
-	if rm.hasTTFT {
-		// The prompt bucket needs the server's prompt token count, known
-		// only now; class and path TTFT may already have been accounted
-		// when the first token arrived (see Aggregator.AddFirstToken).
-		b.ttft.add(rm.ttftMs)
-		if !t.FirstTokenReported {
-			c.addFirstToken(p, rm.ttftMs, rm.ttftIntendedMs)
-		}
+	// Class and path TTFT and the first gaps may already have been
+	// accounted while the stream ran (see Aggregator.AddFirstToken).
+	if rm.hasTTFT && !t.FirstTokenReported {
+		c.addFirstToken(p, rm.ttftMs, rm.ttftIntendedMs)
 	}
 	for i, g := range rm.chunkGapsMs {
-		// The prompt bucket needs the final prompt token count; the class
-		// and path may have had the first gaps while the stream ran.
-		b.chunkGap.add(g)
 		if i >= t.GapsReported {
 			c.addGap(p, g, stallGapMs)
 		}
@@ -319,26 +388,19 @@ func (c *classAccum) add(m mapping.IndexMapping, t *observe.Trace, rm *requestMe
 	if rm.tokenGapsMs != nil {
 		for _, g := range rm.tokenGapsMs {
 			c.tokenGap.add(g)
-			b.itl.add(g)
 		}
 	} else if len(rm.chunkGapsMs) > 0 {
 		c.chunkBasisRequests++
-		for _, g := range rm.chunkGapsMs {
-			b.itl.add(g)
-		}
 	}
 	if rm.censoredTTFTMs > 0 {
 		c.ttftCens.add(rm.censoredTTFTMs)
 		p.ttftCens.add(rm.censoredTTFTMs)
-		b.ttftCens.add(rm.censoredTTFTMs)
 	}
 	if rm.censoredE2EMs > 0 {
 		c.e2eCens.add(rm.censoredE2EMs)
-		b.e2eCens.add(rm.censoredE2EMs)
 	}
 	if rm.completed {
 		c.e2e.add(rm.e2eMs)
-		b.e2e.add(rm.e2eMs)
 		if rm.outputTokens > 0 {
 			c.e2ePerToken.add(rm.e2eMs / float64(rm.outputTokens))
 		}
@@ -431,15 +493,12 @@ func (c *classAccum) merge(o *classAccum) {
 	c.deadlineReqs += o.deadlineReqs
 	c.deadlineMet += o.deadlineMet
 	for i := range c.buckets {
-		b, ob := &c.buckets[i], &o.buckets[i]
-		b.requests += ob.requests
-		b.ttft.merge(ob.ttft)
-		b.itl.merge(ob.itl)
-		b.chunkGap.merge(ob.chunkGap)
-		b.e2e.merge(ob.e2e)
-		b.ttftCens.merge(ob.ttftCens)
-		b.e2eCens.merge(ob.e2eCens)
+		c.buckets[i].merge(&o.buckets[i])
 	}
+	for i := range c.outBuckets {
+		c.outBuckets[i].merge(&o.outBuckets[i])
+	}
+	c.slow.merge(o.slow)
 	for name, op := range o.paths {
 		p := c.paths[name]
 		if p == nil {
@@ -515,16 +574,13 @@ func (c *classAccum) stats(name, kind string, span time.Duration, pathOrder []st
 	}
 	cs.ByPromptBucket = make([]BucketStats, len(c.buckets))
 	for i := range c.buckets {
-		b := &c.buckets[i]
-		cs.ByPromptBucket[i] = BucketStats{
-			Bucket:   promptBucketNames[i],
-			Requests: b.requests,
-			TTFT:     censoredDist(b.ttft, b.ttftCens, nil),
-			ITL:      b.itl.dist(),
-			ChunkGap: b.chunkGap.dist(),
-			E2E:      censoredDist(b.e2e, b.e2eCens, nil),
-		}
+		cs.ByPromptBucket[i] = c.buckets[i].stats(promptBucketNames[i])
 	}
+	cs.ByOutputBucket = make([]BucketStats, len(c.outBuckets))
+	for i := range c.outBuckets {
+		cs.ByOutputBucket[i] = c.outBuckets[i].stats(outputBucketNames[i])
+	}
+	cs.Slowest = c.slow.list(pathOrder)
 	for _, name := range pathOrder {
 		p := c.paths[name]
 		if p == nil {

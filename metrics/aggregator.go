@@ -72,6 +72,7 @@ type Aggregator struct {
 	series      Series
 	seriesSt    seriesState
 	rates       tokenRates
+	signals     []SignalReading
 	classNames  []string
 	sources     map[string]*SourceStatus
 	sourceOrder []string
@@ -279,6 +280,7 @@ func (a *Aggregator) addScrape(e *observe.Scrape) {
 	}
 	a.closeInterval(a.lastScrape, s)
 	a.noteScrapeRates(a.lastScrape, s)
+	a.noteSignals(s)
 	a.lastScrape = s
 }
 

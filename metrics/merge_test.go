@@ -17,6 +17,7 @@ func settable(v reflect.Value) reflect.Value {
 var (
 	sketchType    = reflect.TypeOf((*sketch)(nil))
 	pathAccumType = reflect.TypeOf((*pathAccum)(nil))
+	slowestType   = reflect.TypeOf(slowest(nil))
 )
 
 // fill gives every field of the struct v a non-zero value.
@@ -39,6 +40,8 @@ func fill(t *testing.T, v reflect.Value, m mapping.IndexMapping, path string) {
 			p := newPathAccum(m)
 			fill(t, reflect.ValueOf(p).Elem(), m, name+"[p]")
 			f.Set(reflect.ValueOf(map[string]*pathAccum{"p": p}))
+		case f.Type() == slowestType:
+			f.Set(reflect.ValueOf(slowest{"p": {{ID: "r", Path: "p", EndMs: 9}}}))
 		case f.Kind() == reflect.Array && f.Type().Elem().Kind() == reflect.Struct:
 			for j := 0; j < f.Len(); j++ {
 				fill(t, f.Index(j), m, name)

@@ -74,6 +74,7 @@ func (a *Aggregator) addTrace(t *observe.Trace) {
 	if live != nil {
 		live.classes[ci].add(a.mapping, t, &rm, stall)
 	}
+	a.offerSlowest(t, &rm, ci, live)
 	a.trackJob(t, ci, live)
 
 	src := a.source("probe")

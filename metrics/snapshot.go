@@ -25,6 +25,10 @@ type Snapshot struct {
 	Sources []SourceStatus
 	// KnobChanges are the demo's knob changes, oldest first (the last 64).
 	KnobChanges []observe.KnobChange
+	// ServerSignals are the canonical signals and histograms, in
+	// prom.SignalNames and prom.HistogramNames order, as last read; empty
+	// before the first successful scrape.
+	ServerSignals []SignalReading
 }
 
 // View is the statistics over one span of time.
@@ -159,7 +163,11 @@ type ClassStats struct {
 	DeadlineMet       int64 // ... finished valid before it
 
 	ByPromptBucket []BucketStats // fixed order: 0-512, 512-2k, 2k-8k, 8k+
+	ByOutputBucket []BucketStats // by output tokens, fixed order: 0-128, 128-512, 512-2k, 2k+
 	Paths          []PathStats   // "direct", then "gateway" when set
+	// Slowest are the view's slowest requests (send to end), at most
+	// MaxSlowest per path, in path order, each path slowest first.
+	Slowest []RequestTiming
 }
 
 // TTFTBreakdown holds medians in ms; nil where the data cannot tell.
@@ -182,7 +190,7 @@ type Throughput struct {
 	JobsPerS         float64
 }
 
-// BucketStats are the latency keys for one prompt-length bucket.
+// BucketStats are the latency keys for one prompt- or output-length bucket.
 type BucketStats struct {
 	Bucket   string
 	Requests int64

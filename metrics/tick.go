@@ -33,6 +33,7 @@ func (a *Aggregator) Tick(now time.Time) *Snapshot {
 	snap.Series = a.series
 	snap.Sources = a.sourceStatuses(now)
 	snap.KnobChanges = slices.Clone(a.knobs)
+	snap.ServerSignals = slices.Clone(a.signals)
 	snap.Run.Intervals = slices.Clone(a.intervals)
 	for i, iv := range a.intervals {
 		if iv.End.After(now.Add(-a.opts.Window)) {

@@ -1,0 +1,215 @@
+package metrics
+
+import (
+	"math"
+	"slices"
+	"time"
+
+	"github.com/tokentop/tokentop/metrics/prom"
+	"github.com/tokentop/tokentop/observe"
+)
+
+// MaxSlowest is how many of its slowest requests a class keeps per path,
+// per view: enough to see a pattern, bounded whatever the traffic.
+const MaxSlowest = 8
+
+// MaxTimelineGaps bounds the chunk gaps a timeline keeps; a longer stream's
+// gaps are folded, in order, into this many (each the largest of its run,
+// so a stall is never averaged away).
+const MaxTimelineGaps = 512
+
+// RequestTiming is one request's timeline, for the console's list of the
+// slowest requests. Offsets are milliseconds after Sent; -1 when the
+// moment did not happen.
+type RequestTiming struct {
+	ID           string
+	Path         string
+	Sent         time.Time
+	Attempt      int
+	PromptTokens int
+	OutputTokens int
+	// IntendedMs is how long the request waited in tokentop between its
+	// intended start and Sent (client-side queueing), ≥ 0.
+	IntendedMs   float64
+	HeadersMs    float64
+	FirstByteMs  float64
+	FirstTokenMs float64 // first content token
+	EndMs        float64
+	// GapsMs are the chunk gaps between content events in order (folded
+	// to MaxTimelineGaps); Gaps is how many there were, MaxGapMs the
+	// largest.
+	GapsMs   []float64
+	Gaps     int
+	MaxGapMs float64
+	Status   int
+	Err      string // error kind; "" when the request succeeded
+	// Censored: the request ended while still waiting (cut short by a
+	// timeout or the end of the run); its figures are lower bounds.
+	Censored bool
+}
+
+// DurationMs is what the slowest are ranked by: send to end.
+func (r *RequestTiming) DurationMs() float64 { return r.EndMs }
+
+// slowest keeps the slowest requests of a class by path, slowest first.
+type slowest map[string][]RequestTiming
+
+// wants reports whether a request lasting ms would enter path's list.
+func (s slowest) wants(path string, ms float64) bool {
+	l := s[path]
+	return len(l) < MaxSlowest || ms > l[len(l)-1].EndMs
+}
+
+func (s slowest) offer(r RequestTiming) {
+	if !s.wants(r.Path, r.EndMs) {
+		return
+	}
+	l := append(s[r.Path], r)
+	slices.SortStableFunc(l, func(a, b RequestTiming) int { return cmpDesc(a.EndMs, b.EndMs) })
+	if len(l) > MaxSlowest {
+		l = l[:MaxSlowest]
+	}
+	s[r.Path] = l
+}
+
+func (s slowest) merge(o slowest) {
+	for _, l := range o {
+		for _, r := range l {
+			s.offer(r)
+		}
+	}
+}
+
+// list returns the requests in path order, each path slowest first.
+func (s slowest) list(pathOrder []string) []RequestTiming {
+	var out []RequestTiming
+	for _, p := range pathOrder {
+		out = append(out, s[p]...)
+	}
+	return out
+}
+
+func cmpDesc(a, b float64) int {
+	switch {
+	case a > b:
+		return -1
+	case a < b:
+		return 1
+	}
+	return 0
+}
+
+// offerSlowest keeps a finished request's timeline where it is among the
+// slowest of its class and path, in the run and in its live slot; the
+// timeline is built only then.
+func (a *Aggregator) offerSlowest(t *observe.Trace, rm *requestMeasures, ci int, live *slot) {
+	if t.Sent.IsZero() || t.End.IsZero() {
+		return
+	}
+	ms, path := msBetween(t.Sent, t.End), pathName(t.Path)
+	lists := []slowest{a.run.classes[ci].slow}
+	if live != nil {
+		lists = append(lists, live.classes[ci].slow)
+	}
+	var r *RequestTiming
+	for _, l := range lists {
+		if !l.wants(path, ms) {
+			continue
+		}
+		if r == nil {
+			tm := timing(t, rm)
+			r = &tm
+		}
+		l.offer(*r)
+	}
+}
+
+// timing builds a trace's timeline from its measures.
+func timing(t *observe.Trace, rm *requestMeasures) RequestTiming {
+	off := func(at time.Time) float64 {
+		if at.IsZero() || t.Sent.IsZero() {
+			return -1
+		}
+		return msBetween(t.Sent, at)
+	}
+	r := RequestTiming{
+		ID: t.ID, Path: pathName(t.Path), Sent: t.Sent, Attempt: t.Attempt,
+		PromptTokens: rm.inputTokens, OutputTokens: rm.outputTokens,
+		IntendedMs:   math.Max(msBetween(t.IntendedStart, t.Sent), 0),
+		HeadersMs:    off(t.Headers),
+		FirstByteMs:  off(t.FirstByte),
+		FirstTokenMs: -1,
+		EndMs:        off(t.End),
+		Gaps:         len(rm.chunkGapsMs),
+		Status:       t.Status,
+		Censored:     rm.censoredTTFTMs > 0 || rm.censoredE2EMs > 0,
+	}
+	if rm.hasTTFT {
+		r.FirstTokenMs = rm.ttftMs
+	}
+	if t.Err != nil {
+		r.Err = string(t.Err.Kind)
+	}
+	for _, g := range rm.chunkGapsMs {
+		r.MaxGapMs = math.Max(r.MaxGapMs, g)
+	}
+	r.GapsMs = foldMax(rm.chunkGapsMs, MaxTimelineGaps)
+	return r
+}
+
+// foldMax returns vals, or, when longer than n, n values each the largest
+// of its run of consecutive values.
+func foldMax(vals []float64, n int) []float64 {
+	if len(vals) <= n {
+		return slices.Clone(vals)
+	}
+	out := make([]float64, n)
+	for i := range out {
+		lo, hi := i*len(vals)/n, (i+1)*len(vals)/n
+		out[i] = slices.Max(vals[lo:max(hi, lo+1)])
+	}
+	return out
+}
+
+// SignalReading is one canonical server signal as last read: its value in
+// the latest scrape that had it, and when that was.
+type SignalReading struct {
+	Name string
+	// Histogram is true for the canonical histograms; Value is then the
+	// cumulative count of observations.
+	Histogram bool
+	Value     float64
+	// Seen is the time of the latest scrape that had the signal; zero
+	// when no scrape has. InLast is true when the latest successful
+	// scrape had it.
+	Seen   time.Time
+	InLast bool
+}
+
+// noteSignals records which canonical signals a successful scrape had.
+func (a *Aggregator) noteSignals(s *prom.Sample) {
+	if a.signals == nil {
+		for _, n := range prom.SignalNames() {
+			a.signals = append(a.signals, SignalReading{Name: n})
+		}
+		for _, n := range prom.HistogramNames() {
+			a.signals = append(a.signals, SignalReading{Name: n, Histogram: true})
+		}
+	}
+	for i := range a.signals {
+		r := &a.signals[i]
+		var v float64
+		var ok bool
+		if r.Histogram {
+			var h prom.Histogram
+			h, ok = s.Histograms[r.Name]
+			v = h.Count
+		} else {
+			v, ok = s.Signal(r.Name)
+		}
+		r.InLast = ok
+		if ok {
+			r.Value, r.Seen = v, s.At
+		}
+	}
+}
