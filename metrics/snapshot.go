@@ -82,6 +82,15 @@ type LowerBounds struct {
 	P50, P95, P99, Mean, Max bool
 }
 
+// CensoredShare is the fraction of the samples that are lower bounds (0
+// without samples).
+func (d *Dist) CensoredShare() float64 {
+	if d.Count == 0 {
+		return 0
+	}
+	return float64(d.Censored) / float64(d.Count)
+}
+
 // LowerBound reports whether any reported percentile is only a lower bound.
 func (d *Dist) LowerBound() bool { return d.Lower.P50 || d.Lower.P95 || d.Lower.P99 }
 

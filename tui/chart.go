@@ -341,7 +341,10 @@ func (r *renderer) timeAxis(win timeWindow, w, lines int) []string {
 		last = at + len(lbl)
 	}
 	for _, m := range win.marks {
-		axis[origin+win.col(m.at, cols)] = []rune(m.glyph)[0]
+		// A mark never hides a clock label written into the axis.
+		if at := origin + win.col(m.at, cols); axis[at] == '─' || axis[at] == '┬' || axis[at] == '└' {
+			axis[at] = []rune(m.glyph)[0]
+		}
 	}
 	if lines == 1 {
 		return []string{r.t.dim(string(axis))}

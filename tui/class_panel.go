@@ -135,11 +135,20 @@ func (r *renderer) summary(c *metrics.ClassStats) string {
 }
 
 // histLines draws a titled histogram: a line with the percentiles, rows of
-// bars and an axis with the edges of the populated bins.
-func (r *renderer) histLines(label string, d metrics.Dist, extra string, w, rows int) []string {
+// bars and an axis with the edges of the populated bins, the p50/p95/p99
+// markers and the SLO target (NaN for none).
+func (r *renderer) histLines(label string, d metrics.Dist, target float64, extra string, w, rows int) []string {
 	head := pad(r.t.label(label), 14) + triple(d, "  ")
 	if d.Count > 0 {
 		head += "  n=" + fmtInt(d.Count)
+	}
+	if d.Censored > 0 {
+		// Requests still waiting count at their age: the share of the
+		// distribution that is only a lower bound.
+		head += "  " + r.t.warn("≥ "+fmtPct(d.CensoredShare())+" waiting")
+	}
+	if !math.IsNaN(target) {
+		head += "  SLO " + fmtMs(target)
 	}
 	if extra != "" {
 		head += "  " + extra
@@ -156,14 +165,16 @@ func (r *renderer) histLines(label string, d metrics.Dist, extra string, w, rows
 	for _, row := range barRows(vals, maxOf(vals), rows) {
 		out = append(out, "  "+r.t.info(row))
 	}
-	out = append(out, "  "+r.t.dim(axis(d, lo, hi, len(vals), w-2)))
+	out = append(out, "  "+r.t.dim(axis(d, target, lo, hi, len(vals), w-2)))
 	return out
 }
 
-// axis marks where p50, p95 and p99 fall under a histogram n columns wide
-// and labels its edges where the markers leave room, within room cells.
-// Bins are log-spaced, so a value's column is its log position in [lo, hi).
-func axis(d metrics.Dist, lo, hi float64, n, room int) string {
+// axis marks where p50, p95, p99 and the SLO target fall under a histogram
+// n columns wide and labels its edges where the markers leave room, within
+// room cells. Bins are log-spaced, so a value's column is its log position
+// in [lo, hi); when the range spans a decade or more the axis says "log"
+// and labels the decades it crosses.
+func axis(d metrics.Dist, target, lo, hi float64, n, room int) string {
 	room = max(room, n)
 	cells := []rune(strings.Repeat(" ", room))
 	put := func(at int, s string) bool {
@@ -179,24 +190,43 @@ func axis(d metrics.Dist, lo, hi float64, n, room int) string {
 		copy(cells[at:], rs)
 		return true
 	}
+	colOf := func(v float64) int {
+		return min(int(math.Log(v/lo)/math.Log(hi/lo)*float64(n)), n-1)
+	}
 	if lo > 0 && hi > lo {
 		for _, m := range []struct {
 			v   float64
 			tag string
-		}{{d.P50, "▲50"}, {d.P95, "▲95"}, {d.P99, "▲99"}} {
-			if m.v < lo || m.v > hi {
+		}{{d.P50, "▲50"}, {d.P95, "▲95"}, {d.P99, "▲99"}, {target, "◆SLO"}} {
+			if math.IsNaN(m.v) || m.v < lo || m.v > hi {
 				continue
 			}
-			col := int(math.Log(m.v/lo) / math.Log(hi/lo) * float64(n))
-			put(min(col, n-1), m.tag)
+			put(colOf(m.v), m.tag)
 		}
 	}
 	put(0, fmtMs(lo))
 	his := fmtMs(hi)
+	wide := lo > 0 && hi/lo >= 10
+	if wide {
+		his += " log"
+	}
 	if !put(n-len([]rune(his)), his) {
 		put(n+1, his)
 	}
+	if wide {
+		for dec := math.Pow(10, math.Ceil(math.Log10(lo))); dec < hi; dec *= 10 {
+			put(colOf(dec), "┆"+decade(dec))
+		}
+	}
 	return strings.TrimRight(string(cells), " ")
+}
+
+// decade labels a power of ten of milliseconds.
+func decade(ms float64) string {
+	if ms >= 1000 {
+		return strconv.FormatFloat(ms/1000, 'f', -1, 64) + "s"
+	}
+	return strconv.FormatFloat(ms, 'f', -1, 64) + "ms"
 }
 
 // compactHist is a one-line histogram: label, percentiles, bars, range.
@@ -229,13 +259,13 @@ func (r *renderer) compactHist(label string, d metrics.Dist, w int) string {
 func (r *renderer) classBody(c *metrics.ClassStats, iw, rows int) []string {
 	v := r.verdict(c.Name)
 	out := []string{fit(counts(c), iw)}
-	out = append(out, r.histLines("TTFT", c.TTFT, "", iw, rows)...)
-	out = append(out, r.histLines(itlLabel(c), c.ITL, "", iw, rows)...)
+	out = append(out, r.histLines("TTFT", c.TTFT, r.target(c.Name, diagnose.ObjTTFTP95), "", iw, rows)...)
+	out = append(out, r.histLines(itlLabel(c), c.ITL, r.target(c.Name, diagnose.ObjITLP95), "", iw, rows)...)
 	stalls := ""
 	if c.Gaps > 0 {
 		stalls = "stalls " + fmtPct(c.StallFraction)
 	}
-	out = append(out, r.histLines("chunk gap", c.ChunkGap, stalls, iw, rows)...)
+	out = append(out, r.histLines("chunk gap", c.ChunkGap, math.NaN(), stalls, iw, rows)...)
 	out = append(out, fit(pad(r.t.label("E2E"), 14)+triple(c.E2E, "  "), iw))
 	out = append(out, fit(pad(r.t.label("output"), 14)+fmtNum(c.Throughput.OutputTokensPerS)+" tok/s · "+
 		fmtRate(c.Throughput.RequestsPerS)+" req", iw))

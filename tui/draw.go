@@ -31,7 +31,21 @@ func newTheme(noColor bool, r *lipgloss.Renderer) theme {
 	}
 	st := func(fg string, bold bool) paint {
 		style := r.NewStyle().Foreground(lipgloss.Color(fg)).Bold(bold)
-		return func(s string) string { return style.Render(s) }
+		// The escape sequences around one cell, taken once: wrapping a
+		// string in them is what Render does to a single line, at a
+		// fraction of its cost (a frame paints a few thousand pieces).
+		styled := style.Render("x")
+		i := strings.Index(styled, "x")
+		if i < 0 {
+			return func(s string) string { return style.Render(s) }
+		}
+		pre, post := styled[:i], styled[i+1:]
+		return func(s string) string {
+			if s == "" || strings.ContainsRune(s, '\n') {
+				return style.Render(s)
+			}
+			return pre + s + post
+		}
 	}
 	return theme{
 		title: st("14", true),

@@ -355,3 +355,69 @@ func fixtures() []fixture {
 		{"overload", overloadSnap(), noDataDiag()},
 	}
 }
+
+// drillSnap is failingSnap with what the drill-downs show: the slowest
+// requests on both paths, the bucket tables, every server signal and a GPU
+// with every field read.
+func drillSnap() *metrics.Snapshot {
+	s := failingSnap()
+	sent := s.At.Add(-20 * time.Second)
+	req := func(id, path string, first, end float64, gaps []float64, err string) metrics.RequestTiming {
+		mx := 0.0
+		for _, g := range gaps {
+			mx = math.Max(mx, g)
+		}
+		return metrics.RequestTiming{ID: id, Path: path, Sent: sent, PromptTokens: 2900, OutputTokens: len(gaps) + 1,
+			IntendedMs: 3, HeadersMs: 41, FirstByteMs: 42, FirstTokenMs: first, EndMs: end,
+			GapsMs: gaps, Gaps: len(gaps), MaxGapMs: mx, Status: 200, Err: err}
+	}
+	gaps := make([]float64, 240)
+	for i := range gaps {
+		gaps[i] = 20 + 10*math.Sin(float64(i)/5)
+		if i == 150 {
+			gaps[i] = 2400 // a stall
+		}
+	}
+	slow := []metrics.RequestTiming{
+		req("4bf92f3577b34da6a3ce929d0e0e4736", "direct", 5100, 12400, gaps, ""),
+		req("00f067aa0ba902b7a3ce929d0e0e4736", "direct", 3900, 9800, gaps[:200], ""),
+		req("a3ce929d0e0e47364bf92f3577b34da6", "direct", 30000, 30000, nil, "timeout"),
+		req("b7ad6b7169203331a3ce929d0e0e4736", "gateway", 5600, 13100, gaps, ""),
+		req("0af7651916cd43dd8448eb211c80319c", "gateway", 4200, 10100, gaps[:180], ""),
+	}
+	slow[2].Censored, slow[2].FirstTokenMs, slow[2].Status = true, -1, 0
+	bucket := func(name string, n int64, ttft float64) metrics.BucketStats {
+		if n == 0 {
+			return metrics.BucketStats{Bucket: name}
+		}
+		return metrics.BucketStats{Bucket: name, Requests: n,
+			TTFT:     metrics.Dist{Count: n, P50: ttft, P95: ttft * 2.2, P99: ttft * 3},
+			ITL:      metrics.Dist{Count: n * 200, P50: 21, P95: 34, P99: 48},
+			ChunkGap: metrics.Dist{Count: n * 200, P50: 22, P95: 36, P99: 51},
+			E2E:      metrics.Dist{Count: n, P50: ttft + 4000, P95: ttft*2.2 + 6000, P99: ttft*3 + 7000}}
+	}
+	for _, v := range []*metrics.View{&s.Live, &s.Run} {
+		c := &v.Classes[0]
+		c.Slowest = slow
+		c.ByPromptBucket = []metrics.BucketStats{bucket("0-512", 60, 420), bucket("512-2k", 70, 980), bucket("2k-8k", 36, 3100), bucket("8k+", 0, 0)}
+		c.ByOutputBucket = []metrics.BucketStats{bucket("0-128", 20, 900), bucket("128-512", 146, 1500), bucket("512-2k", 0, 0), bucket("2k+", 0, 0)}
+		c.TTFT.Censored = 9
+		c.TTFT.Lower.P99 = true
+		d := &v.GPU.Devices[0]
+		d.Last = observe.GPUDevice{Index: 0, Name: d.Name, UUID: "GPU-5c1a7f3e-9b2d-4e61-8f0a-2d3c4b5a6978",
+			Util: f64(0.97), MemUsedBytes: u64(74 << 30), MemTotalBytes: u64(80 << 30), MemBWUtil: f64(0.62), SMActivity: f64(0.81),
+			SMClockMHz: u32(1410), SMClockMaxMHz: u32(1980), PowerW: f64(698), PowerLimitW: f64(700), TempC: u32(84),
+			ClockEventWords: []string{"sw_power_cap"}, ClockEventReasons: u64(0x4),
+			Processes: []observe.GPUProcess{{PID: 4121, UsedBytes: 72 << 30}, {PID: 4388, UsedUnknown: true}}}
+		d.MemBWUtilP50 = f64(0.58)
+	}
+	scraped := s.At.Add(-12 * time.Second)
+	for _, n := range []string{"queue_depth", "running", "kv_usage", "preemptions_total", "prompt_tokens_total", "generation_tokens_total"} {
+		s.ServerSignals = append(s.ServerSignals, metrics.SignalReading{Name: n, Value: 41, Seen: scraped, InLast: true})
+	}
+	s.ServerSignals = append(s.ServerSignals,
+		metrics.SignalReading{Name: "prefix_cache_hit_rate", Value: 0.31, Seen: scraped.Add(-50 * time.Second)},
+		metrics.SignalReading{Name: "request_success_total"},
+		metrics.SignalReading{Name: "server_ttft_seconds", Histogram: true, Value: 18211, Seen: scraped, InLast: true})
+	return s
+}

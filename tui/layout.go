@@ -249,13 +249,21 @@ func (r *renderer) compact(bodyH int) []string {
 func (r *renderer) help(bodyH int) []string {
 	lines := []string{
 		rule(r.t, "help (? or esc to close)", r.w),
-		"q, ctrl+c   quit",
-		"tab         next class (shift+tab: previous)",
+		"q, ctrl+c   quit (a one-screen summary stays on the terminal)",
+		"tab, 1-9    next class (shift+tab: previous), or jump to class 1-9",
+		"p           pause: freeze the screen while data keeps being gathered",
+		"+/-         time-series span: 1m 2m 5m 10m 15m",
+		"e           expand: every time series over the body (slowest list: the selected timeline)",
+		"s           slowest requests with their timelines (↑/↓ select, / filter)",
+		"b           by prompt-length and output-length bucket",
+		"m           server: every canonical signal and when it was read",
+		"g           GPUs: every field tokentop reads",
+		"esc         back: clear the filter, collapse, leave the view",
 		"r           toggle the live window and the whole run",
 		"?           this help",
 	}
 	if r.st.KnobsAvailable {
-		lines = append(lines, "k           simulator knobs: ↑/↓ select, ←/→ or -/+ adjust")
+		lines = append(lines, "k           simulator knobs: ↑/↓ select, ←/→ or -/+ adjust, space/enter toggle")
 	}
 	lines = append(lines, "",
 		"TTFT        send → first content token, with its histogram",
@@ -263,7 +271,8 @@ func (r *renderer) help(bodyH int) []string {
 		"chunk gap   gaps between stream events as the client received them",
 		"goodput     useful work within the SLO: numerator/denominator = ratio",
 		"SLO         PASS, FAIL with the objectives that failed, or NO DATA",
-		"server      queue depth and KV-cache occupancy lines from /metrics",
+		"time series one point a second: ╌ the SLO target, k a knob turned, ! a finding raised",
+		"server      queue depth, running, KV-cache occupancy and token rates from /metrics",
 		"GPU         per-device utilisation, memory, power and clock events",
 		"probe       tokentop's own scheduling lag; UNRELIABLE when it is the bottleneck",
 		"findings    likely causes, most likely first, with evidence value vs threshold",
@@ -275,7 +284,7 @@ func (r *renderer) help(bodyH int) []string {
 }
 
 func (r *renderer) knobPanel(bodyH int) []string {
-	out := []string{rule(r.t, "simulator knobs (↑/↓ select · ←/→ or -/+ adjust · k close)", r.w)}
+	out := []string{rule(r.t, "simulator knobs (↑/↓ select · ←/→ or -/+ adjust · space toggle · k close)", r.w)}
 	if r.st.Message != "" {
 		out = append(out, fit(r.t.warn(r.st.Message), r.w))
 	}

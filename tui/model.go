@@ -30,6 +30,9 @@ type Options struct {
 	// target http://127.0.0.1:8000".
 	Title   string
 	NoColor bool
+	// ASCII draws with ASCII characters only, for terminals without
+	// Unicode.
+	ASCII bool
 	// Knobs lets the console adjust the embedded simulator; nil outside the
 	// demo, and then the knob panel is not offered.
 	Knobs KnobController
@@ -39,25 +42,54 @@ type Options struct {
 // console.
 type KnobController interface {
 	Knobs() []Knob
-	// Adjust moves the named knob by step increments (negative to lower).
+	// Adjust moves the named knob by step increments (negative to lower);
+	// a boolean knob toggles whatever the step.
 	Adjust(name string, step int) error
 }
 
 // Knob is one adjustable simulator setting as displayed.
 type Knob struct {
 	Name, Value, Help string
+	// Bool knobs toggle with space and enter as well as ←/→.
+	Bool bool
+}
+
+// Drill-down views, each with its key.
+const (
+	DrillSlowest = "slowest" // s
+	DrillBuckets = "buckets" // b
+	DrillServer  = "server"  // m
+	DrillGPU     = "gpu"     // g
+)
+
+// shown is what the screen draws: the latest data, or what it was when the
+// user paused.
+type shown struct {
+	snap    *metrics.Snapshot
+	diag    diagnose.Diagnosis
+	runDiag *diagnose.Diagnosis
+	held    map[string]Held
 }
 
 // Model is the bubbletea model of the console.
 type Model struct {
-	knobs   KnobController
-	snap    *metrics.Snapshot
-	diag    diagnose.Diagnosis
-	runDiag *diagnose.Diagnosis
-	width   int
-	height  int
-	st      UIState
-	hold    *findingHold
+	knobs  KnobController
+	latest shown // always the newest data, paused or not
+	frozen *shown
+	width  int
+	height int
+	st     UIState
+	hold   *findingHold
+	// frame memoises the last View: with the data and the UI unchanged
+	// (paused, or a key that changed nothing) it is not drawn again.
+	frame *frameCache
+	gen   uint64 // counts changes to what View draws
+}
+
+type frameCache struct {
+	gen           uint64
+	width, height int
+	out           string
 }
 
 var _ tea.Model = Model{}
@@ -67,9 +99,11 @@ var _ tea.Model = Model{}
 func New(o Options) Model {
 	return Model{
 		knobs: o.Knobs,
+		frame: &frameCache{},
 		st: UIState{
 			Title:          o.Title,
 			NoColor:        o.NoColor,
+			ASCII:          o.ASCII,
 			KnobsAvailable: o.Knobs != nil,
 		},
 	}
@@ -81,42 +115,84 @@ func (m Model) Init() tea.Cmd { return nil }
 // State returns the current UI state (for tests and embedding).
 func (m Model) State() UIState { return m.st }
 
+// Latest returns the newest snapshot and diagnoses received, paused or
+// not: what the quit summary reports.
+func (m Model) Latest() (*metrics.Snapshot, diagnose.Diagnosis, *diagnose.Diagnosis) {
+	return m.latest.snap, m.latest.diag, m.latest.runDiag
+}
+
 // Update implements tea.Model.
 func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	switch msg := msg.(type) {
 	case SnapshotMsg:
-		m.snap = msg.Snap
-		m.diag = msg.Diag
+		m.latest = shown{snap: msg.Snap, diag: msg.Diag, runDiag: msg.RunDiag}
 		if msg.Snap != nil {
 			if m.hold == nil {
 				m.hold = &findingHold{}
 			}
-			m.diag, m.st.Held = m.hold.update(msg.Diag, msg.Snap.At)
+			m.latest.diag, m.latest.held = m.hold.update(msg.Diag, msg.Snap.At)
 		}
-		m.runDiag = msg.RunDiag
+		if m.frozen != nil {
+			// Paused: the data keeps being gathered, the screen stays.
+			return m, nil
+		}
+		m.st.Held = m.latest.held
 		if m.st.ShowKnobs {
 			m.refreshKnobs()
 		}
+		m.gen++
 		return m, nil
 	case tea.WindowSizeMsg:
 		m.width, m.height = msg.Width, msg.Height
 		return m, nil
 	case tea.KeyMsg:
-		return m.key(msg)
+		before := m.st
+		mm, cmd := m.key(msg)
+		if !sameState(&before, &mm.st) || (mm.frozen == nil) != (m.frozen == nil) {
+			mm.gen++
+		}
+		return mm, cmd
 	}
 	return m, nil
 }
 
-func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
+// sameState is a cheap check that a key changed nothing on screen.
+func sameState(a, b *UIState) bool {
+	return a.Focus == b.Focus && a.Span == b.Span && a.RunView == b.RunView && a.ShowHelp == b.ShowHelp &&
+		a.ShowKnobs == b.ShowKnobs && a.KnobCursor == b.KnobCursor && a.Message == b.Message && a.Paused == b.Paused &&
+		a.Drill == b.Drill && a.Expanded == b.Expanded && a.Filter == b.Filter && a.Filtering == b.Filtering &&
+		a.Cursor == b.Cursor && len(a.Knobs) == len(b.Knobs) && knobsEqual(a.Knobs, b.Knobs)
+}
+
+func knobsEqual(a, b []Knob) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func (m Model) key(msg tea.KeyMsg) (Model, tea.Cmd) {
 	k := msg.String()
+	if m.st.Filtering {
+		return m.filterKey(msg), nil
+	}
 	switch k {
 	case "q", "ctrl+c":
 		return m, tea.Quit
 	case "tab":
 		m.st.Focus = m.cycle(m.st.Focus, 1)
+		m.st.Cursor = 0
 		return m, nil
 	case "shift+tab":
 		m.st.Focus = m.cycle(m.st.Focus, -1)
+		m.st.Cursor = 0
+		return m, nil
+	case "1", "2", "3", "4", "5", "6", "7", "8", "9":
+		if n := int(k[0] - '1'); n < m.classCount() {
+			m.st.Focus, m.st.Cursor = n, 0
+		}
 		return m, nil
 	case "?":
 		m.st.ShowHelp = !m.st.ShowHelp
@@ -126,9 +202,28 @@ func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 		return m, nil
 	case "r":
 		m.st.RunView = !m.st.RunView
+		m.st.Cursor = 0
+		return m, nil
+	case "p":
+		m.togglePause()
 		return m, nil
 	case "esc":
-		m.st.ShowHelp, m.st.ShowKnobs = false, false
+		m.back()
+		return m, nil
+	case "e":
+		m.st.Expanded = !m.st.Expanded
+		return m, nil
+	case "s", "b", "m", "g":
+		d := map[string]string{"s": DrillSlowest, "b": DrillBuckets, "m": DrillServer, "g": DrillGPU}[k]
+		if m.st.Drill == d {
+			d = ""
+		}
+		m.st.Drill, m.st.Expanded, m.st.Cursor, m.st.ShowHelp = d, false, 0, false
+		return m, nil
+	case "/":
+		if m.st.Drill == DrillSlowest {
+			m.st.Filtering = true
+		}
 		return m, nil
 	case "k":
 		if m.knobs == nil {
@@ -141,9 +236,77 @@ func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 		}
 		return m, nil
 	}
-	if !m.st.ShowKnobs || m.knobs == nil {
+	if m.st.ShowKnobs && m.knobs != nil {
+		m.knobKey(k)
 		return m, nil
 	}
+	switch k {
+	case "+", "=":
+		m.st.Span = nextSpan(spanOf(&m.st), 1)
+	case "-", "_":
+		m.st.Span = nextSpan(spanOf(&m.st), -1)
+	case "up":
+		m.st.Cursor = max(m.st.Cursor-1, 0)
+	case "down":
+		switch m.st.Drill {
+		case DrillSlowest:
+			m.st.Cursor = min(m.st.Cursor+1, max(m.slowCount()-1, 0))
+		case DrillGPU:
+			m.st.Cursor = min(m.st.Cursor+1, max(m.gpuCount()-1, 0))
+		}
+	}
+	return m, nil
+}
+
+// back is esc: close the innermost of filter, expansion, drill-down, help
+// and knobs.
+func (m *Model) back() {
+	switch {
+	case m.st.Filter != "":
+		m.st.Filter, m.st.Cursor = "", 0
+	case m.st.Expanded:
+		m.st.Expanded = false
+	case m.st.Drill != "":
+		m.st.Drill = ""
+	default:
+		m.st.ShowHelp, m.st.ShowKnobs = false, false
+	}
+}
+
+// filterKey edits the request-list filter while it is being typed.
+func (m Model) filterKey(msg tea.KeyMsg) Model {
+	switch msg.Type {
+	case tea.KeyEnter:
+		m.st.Filtering = false
+	case tea.KeyEsc:
+		m.st.Filtering, m.st.Filter = false, ""
+	case tea.KeyBackspace:
+		if r := []rune(m.st.Filter); len(r) > 0 {
+			m.st.Filter = string(r[:len(r)-1])
+		}
+	case tea.KeyRunes, tea.KeySpace:
+		// Bounded: a filter is a word or two, not a paste.
+		if len(m.st.Filter) < 64 {
+			m.st.Filter += string(msg.Runes)
+		}
+	}
+	m.st.Cursor = 0
+	return m
+}
+
+func (m *Model) togglePause() {
+	if m.frozen != nil {
+		m.frozen = nil
+		m.st.Paused = false
+		m.st.Held = m.latest.held
+		return
+	}
+	f := m.latest
+	m.frozen = &f
+	m.st.Paused = true
+}
+
+func (m *Model) knobKey(k string) {
 	switch k {
 	case "up":
 		if m.st.KnobCursor > 0 {
@@ -157,28 +320,69 @@ func (m Model) key(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 		m.adjust(-1)
 	case "right", "+", "=":
 		m.adjust(1)
+	case " ", "enter":
+		if c := m.st.KnobCursor; c < len(m.st.Knobs) && m.st.Knobs[c].Bool {
+			m.adjust(1)
+		}
 	}
-	return m, nil
+}
+
+// view is what the screen shows: frozen while paused.
+func (m Model) view() shown {
+	if m.frozen != nil {
+		return *m.frozen
+	}
+	return m.latest
+}
+
+func (m Model) classCount() int {
+	s := m.view().snap
+	if s == nil {
+		return 0
+	}
+	if m.st.RunView {
+		return len(s.Run.Classes)
+	}
+	return len(s.Live.Classes)
 }
 
 // cycle moves the focused class index by d, wrapping over the classes of
 // the current snapshot.
 func (m Model) cycle(focus, d int) int {
-	n := 0
-	if m.snap != nil {
-		n = len(m.viewOf().Classes)
-	}
+	n := m.classCount()
 	if n == 0 {
 		return 0
 	}
 	return ((focus+d)%n + n) % n
 }
 
-func (m Model) viewOf() *metrics.View {
-	if m.st.RunView {
-		return &m.snap.Run
+// slowCount is how many requests the slowest list shows.
+func (m Model) slowCount() int {
+	sh := m.view()
+	if sh.snap == nil {
+		return 0
 	}
-	return &m.snap.Live
+	v := &sh.snap.Live
+	if m.st.RunView {
+		v = &sh.snap.Run
+	}
+	n := len(v.Classes)
+	if n == 0 {
+		return 0
+	}
+	c := &v.Classes[((m.st.Focus%n)+n)%n]
+	return len(filterSlowest(c.Slowest, m.st.Filter))
+}
+
+func (m Model) gpuCount() int {
+	sh := m.view()
+	if sh.snap == nil {
+		return 0
+	}
+	if m.st.RunView {
+		return len(sh.snap.Run.GPU.Devices)
+	}
+	return len(sh.snap.Live.GPU.Devices)
 }
 
 func (m *Model) refreshKnobs() {
@@ -201,11 +405,30 @@ func (m *Model) adjust(step int) {
 	m.refreshKnobs()
 }
 
-// View implements tea.Model.
+// View implements tea.Model. The frame is drawn again only when the data,
+// the UI state or the size changed.
 func (m Model) View() string {
-	d := m.diag
-	if m.st.RunView && m.runDiag != nil {
-		d = *m.runDiag
+	if c := m.frame; c != nil && c.gen == m.gen && c.width == m.width && c.height == m.height && c.out != "" {
+		return c.out
 	}
-	return Render(m.snap, d, m.width, m.height, m.st)
+	sh := m.view()
+	d := sh.diag
+	if m.st.RunView && sh.runDiag != nil {
+		d = *sh.runDiag
+	}
+	out := Render(sh.snap, d, m.width, m.height, m.st)
+	if m.frame != nil {
+		*m.frame = frameCache{gen: m.gen, width: m.width, height: m.height, out: out}
+	}
+	return out
+}
+
+// Summary is the one-screen record printed when the console quits: the
+// newest data, judged over the whole run, as wide as the console was.
+func (m Model) Summary() string {
+	d := m.latest.diag
+	if m.latest.runDiag != nil {
+		d = *m.latest.runDiag
+	}
+	return Summary(m.latest.snap, d, SummaryOptions{Title: m.st.Title, Width: m.width, ASCII: m.st.ASCII})
 }

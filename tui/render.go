@@ -29,6 +29,23 @@ const (
 type UIState struct {
 	Title   string
 	NoColor bool
+	// ASCII draws with ASCII characters only.
+	ASCII bool
+	// Paused: the screen shows the data as it was when the user pressed
+	// p; newer data is still gathered.
+	Paused bool
+	// Drill is the drill-down view shown instead of the main one ("" for
+	// none; DrillSlowest, DrillBuckets, DrillServer, DrillGPU).
+	Drill string
+	// Expanded gives the focused panel the whole body: the time series on
+	// the main view, the selected request in the slowest list.
+	Expanded bool
+	// Filter narrows the slowest list (ID, path or error substring);
+	// Filtering is true while it is being typed.
+	Filter    string
+	Filtering bool
+	// Cursor is the selected row of the slowest list.
+	Cursor int
 	// Focus indexes the class shown first (the only one in detail on small
 	// terminals); it wraps over the view's classes.
 	Focus int
@@ -71,7 +88,11 @@ func Render(s *metrics.Snapshot, d diagnose.Diagnosis, width, height int, st UIS
 	for i, l := range lines {
 		lines[i] = strings.TrimRight(fit(l, width), " ")
 	}
-	return strings.Join(lines, "\n")
+	out := strings.Join(lines, "\n")
+	if st.ASCII {
+		out = toASCII(out)
+	}
+	return out
 }
 
 func tooSmall(w, h int) string {
@@ -101,6 +122,11 @@ func (r *renderer) render() []string {
 	switch {
 	case r.st.ShowHelp:
 		body = r.help(bodyH)
+	case r.st.Drill != "":
+		body = r.drill(bodyH)
+	case r.st.Expanded && r.s != nil:
+		// The time series take the body, every class charted.
+		body = append([]string{rule(r.t, r.trendTitle()+" · e or esc back", r.w)}, r.trendLines(r.w, bodyH-1, true)...)
 	case r.st.ShowKnobs:
 		// The knobs take the bottom of the screen so a presenter sees the
 		// distributions move while turning them.
@@ -152,7 +178,13 @@ func (r *renderer) header() []string {
 		r.v = &r.s.Run
 		tag = "RUN whole session"
 	}
-	first := spread(r.t.title(fit(title, max(r.w-cells(tag)-2, 1))), r.t.label(tag), r.w)
+	paint := r.t.label
+	if r.st.Paused {
+		// The data is still gathered; the screen says it is not live.
+		tag = "PAUSED at " + r.s.At.Format("15:04:05") + " (p resumes) · " + tag
+		paint = r.t.warn
+	}
+	first := spread(r.t.title(fit(title, max(r.w-cells(tag)-2, 1))), paint(tag), r.w)
 
 	var reqs, errs, inflight int64
 	for _, c := range r.v.Classes {
@@ -202,9 +234,19 @@ func (r *renderer) header() []string {
 }
 
 func (r *renderer) footer() string {
-	keys := "q quit · tab class · r live/run · ? help"
+	// The keys, most needed first; those that do not fit go, "? help"
+	// lists them all.
+	items := []string{"q quit", "tab class", "p pause", "+/- span", "s slowest", "b buckets", "m server", "g GPU", "e expand", "r live/run"}
+	if r.st.Paused {
+		items[2] = "p resume"
+	}
 	if r.st.KnobsAvailable {
-		keys += " · k knobs"
+		items = append([]string{items[0], "k knobs"}, items[1:]...)
+	}
+	keys := strings.Join(items, " · ") + " · ? help"
+	for len(items) > 1 && cells(keys) > r.w {
+		items = items[:len(items)-1]
+		keys = strings.Join(items, " · ") + " · ? help"
 	}
 	if r.st.Message != "" && !r.st.ShowKnobs {
 		return spread(r.t.dim(keys), r.t.warn(r.st.Message), r.w)

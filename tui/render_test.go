@@ -16,12 +16,17 @@ import (
 	"github.com/muesli/termenv"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+// updating reports the -update flag: rewrite the golden files in
+// testdata/. teatest's golden package defines the flag (one flag for both).
+func updating() bool {
+	f := flag.Lookup("update")
+	return f != nil && f.Value.String() == "true"
+}
 
 func golden(t *testing.T, name, got string) {
 	t.Helper()
 	path := filepath.Join("testdata", name+".golden")
-	if *update {
+	if updating() {
 		if err := os.MkdirAll("testdata", 0o755); err != nil {
 			t.Fatal(err)
 		}

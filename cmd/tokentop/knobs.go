@@ -25,6 +25,7 @@ type liveKnob struct {
 	name, help string
 	get        func(k *sim.Knobs) string
 	step       func(k *sim.Knobs, n int)
+	boolean    bool // toggles, whatever the step
 }
 
 var _ tui.KnobController = (*simKnobs)(nil)
@@ -33,25 +34,33 @@ func liveKnobs() []liveKnob {
 	return []liveKnob{
 		{"max-num-seqs", "running batch cap: lower = smoother streams, fewer tokens/s",
 			func(k *sim.Knobs) string { return strconv.Itoa(k.MaxNumSeqs) },
-			func(k *sim.Knobs, n int) { k.MaxNumSeqs = scaleInt(k.MaxNumSeqs, n, 1, 4096) }},
+			func(k *sim.Knobs, n int) { k.MaxNumSeqs = scaleInt(k.MaxNumSeqs, n, 1, 4096) }, false},
 		{"max-batched-tokens", "token budget per step (chunk size with chunked prefill)",
 			func(k *sim.Knobs) string { return strconv.Itoa(k.MaxBatchedTokens) },
-			func(k *sim.Knobs, n int) { k.MaxBatchedTokens = scaleInt(k.MaxBatchedTokens, n, 64, 1<<17) }},
+			func(k *sim.Knobs, n int) { k.MaxBatchedTokens = scaleInt(k.MaxBatchedTokens, n, 64, 1<<17) }, false},
 		{"chunked-prefill", "split long prompts so decodes keep flowing",
 			func(k *sim.Knobs) string { return strconv.FormatBool(k.ChunkedPrefill) },
-			func(k *sim.Knobs, n int) { k.ChunkedPrefill = !k.ChunkedPrefill }},
+			func(k *sim.Knobs, n int) {
+				k.ChunkedPrefill = !k.ChunkedPrefill
+				// Without chunked prefill a prompt must fit one step, as
+				// vLLM requires: the budget grows to the context length
+				// rather than the toggle being refused.
+				if !k.ChunkedPrefill {
+					k.MaxBatchedTokens = max(k.MaxBatchedTokens, k.MaxModelLen)
+				}
+			}, true},
 		{"priority-scheduling", "serve interactive (lower priority value) first",
 			func(k *sim.Knobs) string { return strconv.FormatBool(k.PriorityScheduling) },
-			func(k *sim.Knobs, n int) { k.PriorityScheduling = !k.PriorityScheduling }},
+			func(k *sim.Knobs, n int) { k.PriorityScheduling = !k.PriorityScheduling }, true},
 		{"background-interactive-rps", "simulated interactive users per second",
 			func(k *sim.Knobs) string { return strconv.FormatFloat(k.BackgroundInteractiveRPS, 'f', 1, 64) },
-			func(k *sim.Knobs, n int) { k.BackgroundInteractiveRPS = max(0, k.BackgroundInteractiveRPS+float64(n)) }},
+			func(k *sim.Knobs, n int) { k.BackgroundInteractiveRPS = max(0, k.BackgroundInteractiveRPS+float64(n)) }, false},
 		{"background-batch-concurrency", "simulated batch workers",
 			func(k *sim.Knobs) string { return strconv.Itoa(k.BackgroundBatchConcurrency) },
-			func(k *sim.Knobs, n int) { k.BackgroundBatchConcurrency = max(0, k.BackgroundBatchConcurrency+8*n) }},
+			func(k *sim.Knobs, n int) { k.BackgroundBatchConcurrency = max(0, k.BackgroundBatchConcurrency+8*n) }, false},
 		{"background-prompt-tokens", "median prompt of simulated interactive users",
 			func(k *sim.Knobs) string { return strconv.Itoa(k.BackgroundPromptTokens) },
-			func(k *sim.Knobs, n int) { k.BackgroundPromptTokens = scaleInt(k.BackgroundPromptTokens, n, 16, 32768) }},
+			func(k *sim.Knobs, n int) { k.BackgroundPromptTokens = scaleInt(k.BackgroundPromptTokens, n, 16, 32768) }, false},
 	}
 }
 
@@ -70,7 +79,7 @@ func (s *simKnobs) Knobs() []tui.Knob {
 	k := s.srv.Knobs()
 	var out []tui.Knob
 	for _, lk := range liveKnobs() {
-		out = append(out, tui.Knob{Name: lk.name, Value: lk.get(&k), Help: lk.help})
+		out = append(out, tui.Knob{Name: lk.name, Value: lk.get(&k), Help: lk.help, Bool: lk.boolean})
 	}
 	return out
 }

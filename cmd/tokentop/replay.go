@@ -24,6 +24,7 @@ type replayFlags struct {
 	reportPath string
 	format     string
 	noColor    bool
+	ascii      bool
 	speed      float64
 }
 
@@ -34,9 +35,10 @@ func runReplay(ctx context.Context, e env, args []string) (int, error) {
 	fs.StringVar(&f.reportPath, "report", "", "write the report to `PATH` (- for stdout) when the replay ends")
 	fs.StringVar(&f.format, "format", "json", "report format: json or markdown")
 	fs.BoolVar(&f.noColor, "no-color", false, "no colours (also NO_COLOR)")
+	fs.BoolVar(&f.ascii, "ascii", false, "draw the console with ASCII only (automatic when the locale is not UTF-8)")
 	fs.Float64Var(&f.speed, "speed", 1, "console replay speed (2 = twice as fast)")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: tokentop replay FILE [--headless] [--report PATH|-] [--format json|markdown] [--speed X] [--no-color]")
+		fmt.Fprintln(fs.Output(), "usage: tokentop replay FILE [--headless] [--report PATH|-] [--format json|markdown] [--speed X] [--no-color] [--ascii]")
 		fs.PrintDefaults()
 	}
 	// FILE may come before or after the flags.
@@ -67,6 +69,9 @@ func runReplay(ctx context.Context, e env, args []string) (int, error) {
 	}
 	if e.Getenv("NO_COLOR") != "" {
 		f.noColor = true
+	}
+	if asciiLocale(e.Getenv) {
+		f.ascii = true
 	}
 	if f.headless && f.reportPath == "" {
 		f.reportPath = "-"
@@ -121,7 +126,7 @@ func replayConsole(ctx context.Context, e env, rd *record.Reader, f replayFlags)
 	h := rd.Header()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	prog := tea.NewProgram(tui.New(tui.Options{Title: "replay · " + h.Title, NoColor: f.noColor}),
+	prog := tea.NewProgram(tui.New(tui.Options{Title: "replay · " + h.Title, NoColor: f.noColor, ASCII: f.ascii}),
 		tea.WithAltScreen(), tea.WithContext(ctx), tea.WithInput(e.Stdin), tea.WithOutput(e.Stdout))
 	var last *metrics.Snapshot
 	done := make(chan error, 1)
@@ -152,9 +157,10 @@ func replayConsole(ctx context.Context, e env, rd *record.Reader, f replayFlags)
 			return nil
 		})
 	}()
-	_, err := prog.Run()
+	final, err := prog.Run()
 	cancel()
 	replayErr := <-done
+	printSummary(e.Stdout, final, f.reportPath)
 	if err != nil && !errors.Is(err, tea.ErrProgramKilled) && ctx.Err() == nil {
 		return last, fmt.Errorf("console: %w", err)
 	}

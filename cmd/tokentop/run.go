@@ -99,6 +99,7 @@ type commonFlags struct {
 	insecure      bool
 	strictOpenAI  bool
 	noColor       bool
+	ascii         bool
 	gpuMetrics    string
 	listenMetrics string
 	record        string
@@ -120,6 +121,7 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.insecure, "insecure", false, "skip TLS certificate verification")
 	fs.BoolVar(&c.strictOpenAI, "strict-openai", false, "send only OpenAI's own request fields (no min_tokens, ignore_eos, continuous_usage_stats), for servers that reject unknown fields; output lengths are then the model's")
 	fs.BoolVar(&c.noColor, "no-color", false, "no colours (also NO_COLOR)")
+	fs.BoolVar(&c.ascii, "ascii", false, "draw the console with ASCII only (automatic when the locale is not UTF-8)")
 	fs.StringVar(&c.gpuMetrics, "gpu-metrics", "", "read GPUs from a dcgm-exporter `URL` instead of NVML")
 	fs.StringVar(&c.listenMetrics, "listen-metrics", "", "serve tokentop's own measurements for Prometheus at `ADDR`/metrics (e.g. 127.0.0.1:9464)")
 	fs.StringVar(&c.otlpEndpoint, "otlp-endpoint", "", "export one OpenTelemetry span per probe request to this OTLP/HTTP collector `URL` (e.g. http://127.0.0.1:4318)")
@@ -132,6 +134,9 @@ func (c *commonFlags) finish(e env) (config.Config, error) {
 	}
 	if e.Getenv("NO_COLOR") != "" {
 		c.noColor = true
+	}
+	if asciiLocale(e.Getenv) {
+		c.ascii = true
 	}
 	if c.headless && c.duration <= 0 && !c.once {
 		return config.Config{}, usagef("--duration is required with --headless (or when stdout is not a terminal), unless --once")

@@ -120,7 +120,7 @@ func runSession(ctx context.Context, e env, spec sessionSpec) (int, error) {
 
 	var prog *tea.Program
 	if !spec.common.headless {
-		prog = tea.NewProgram(tui.New(tui.Options{Title: spec.title, NoColor: spec.common.noColor, Knobs: spec.knobs}),
+		prog = tea.NewProgram(tui.New(tui.Options{Title: spec.title, NoColor: spec.common.noColor, ASCII: spec.common.ascii, Knobs: spec.knobs}),
 			tea.WithAltScreen(), tea.WithContext(ctx), tea.WithInput(e.Stdin), tea.WithOutput(e.Stdout))
 	}
 	final := make(chan *metrics.Snapshot, 1)
@@ -159,9 +159,10 @@ func runSession(ctx context.Context, e env, spec sessionSpec) (int, error) {
 			case <-quitOnEnd:
 			}
 		}()
-		_, err := prog.Run()
+		final, err := prog.Run()
 		close(quitOnEnd)
 		stopAll()
+		printSummary(e.Stdout, final, spec.common.reportPath)
 		if err != nil && ctx.Err() == nil {
 			return report.ExitNoData, fmt.Errorf("console: %w", err)
 		}

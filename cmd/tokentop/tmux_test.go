@@ -44,8 +44,10 @@ func TestConsoleUnderTmux(t *testing.T) {
 		w, h  int
 		wants []string
 	}{
-		{160, 48, []string{"interactive", "batch", "TTFT", "ITL", "p50", "p95", "p99", "E2E", "tok/s", "goodput", "SLO", "queue", "KV", "findings"}},
-		{80, 24, []string{"interactive", "batch", "TTFT", "ITL", "p99", "E2E", "tok/s", "goodput", "SLO", "queue", "KV", "findings"}},
+		{160, 48, []string{"interactive", "batch", "TTFT", "ITL", "p50", "p95", "p99", "E2E", "tok/s", "goodput", "SLO", "queue", "KV", "findings",
+			"time series · last 5m", "TTFT p95", "queue depth", "┤", "└"}},
+		{80, 24, []string{"interactive", "batch", "TTFT", "ITL", "p99", "E2E", "tok/s", "goodput", "SLO", "queue", "KV", "findings",
+			"time series · last 5m", "TTFT p95", "┤", "└"}},
 	} {
 		t.Run(strings.Join([]string{strconv.Itoa(size.w), strconv.Itoa(size.h)}, "x"), func(t *testing.T) {
 			session := "tokentop-test-" + strconv.Itoa(size.w)
@@ -84,11 +86,62 @@ func TestConsoleUnderTmux(t *testing.T) {
 				t.Errorf("q did not quit cleanly:\n%s", screen)
 			}
 			// The alternate screen is gone: the console's panels are no
-			// longer on the terminal.
-			if strings.Contains(screen, "findings") {
+			// longer on the terminal, its summary is.
+			if strings.Contains(screen, "time series ·") || strings.Contains(screen, "╭─") {
 				t.Errorf("terminal not restored after quit:\n%s", screen)
 			}
+			for _, w := range []string{"whole-run summary", "interactive", "TTFT p50", "batch"} {
+				if !strings.Contains(screen, w) {
+					t.Errorf("the quit summary lacks %q:\n%s", w, screen)
+				}
+			}
 		})
+	}
+}
+
+// TestConsolePauseUnderTmux: p freezes the screen while the demo runs on
+// (the elapsed time, the in-flight counts and the charts stand still),
+// and p again brings it back to life.
+func TestConsolePauseUnderTmux(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the console in tmux")
+	}
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("tmux not installed (.ci/run installs it)")
+	}
+	bin := buildBinary(t)
+	session := "tokentop-test-pause"
+	exec.Command("tmux", "kill-session", "-t", session).Run()
+	tmux(t, "new-session", "-d", "-s", session, "-x", "120", "-y", "40", bin+" demo; echo EXITED:$?; sleep 30")
+	defer exec.Command("tmux", "kill-session", "-t", session).Run()
+	capture := func() string { return tmux(t, "capture-pane", "-p", "-t", session) }
+	waitScreen := func(what string, d time.Duration) string {
+		var screen string
+		for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+			if screen = capture(); strings.Contains(screen, what) {
+				return screen
+			}
+		}
+		t.Fatalf("after %v no %q on screen:\n%s", d, what, screen)
+		return ""
+	}
+	waitScreen("elapsed 3s", 15*time.Second)
+	tmux(t, "send-keys", "-t", session, "p")
+	frozen := waitScreen("PAUSED at", 5*time.Second)
+	// Several snapshots (250 ms apart) and a second of elapsed time later,
+	// the screen is the same.
+	time.Sleep(2 * time.Second)
+	if now := capture(); now != frozen {
+		t.Errorf("the paused screen changed:\n--- paused ---\n%s\n--- 2 s later ---\n%s", frozen, now)
+	}
+	tmux(t, "send-keys", "-t", session, "p")
+	live := waitScreen("LIVE 30s window", 5*time.Second)
+	time.Sleep(1500 * time.Millisecond)
+	if capture() == live {
+		t.Error("the screen stood still after p resumed it")
+	}
+	if screen := quitConsole(t, session); !strings.Contains(screen, "EXITED:0") {
+		t.Errorf("q did not quit cleanly:\n%s", screen)
 	}
 }
 

@@ -1,0 +1,501 @@
+package tui
+
+import (
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tokentop/tokentop/metrics"
+	"github.com/tokentop/tokentop/observe"
+)
+
+// drill draws the drill-down view the UI state names, in exactly bodyH
+// lines.
+func (r *renderer) drill(bodyH int) []string {
+	if r.s == nil {
+		return []string{"", "  waiting for the first snapshot…"}
+	}
+	var out []string
+	switch r.st.Drill {
+	case DrillSlowest:
+		out = r.slowestView(bodyH)
+	case DrillBuckets:
+		out = r.bucketsView(bodyH)
+	case DrillServer:
+		out = r.serverView(bodyH)
+	case DrillGPU:
+		out = r.gpuView(bodyH)
+	}
+	return pad2(out, bodyH)
+}
+
+// focused is the class the drill-downs are about.
+func (r *renderer) focused() *metrics.ClassStats {
+	if cls := r.classes(); len(cls) > 0 {
+		return cls[0]
+	}
+	return nil
+}
+
+// filterSlowest keeps the requests whose ID, path or error contains f.
+func filterSlowest(rs []metrics.RequestTiming, f string) []metrics.RequestTiming {
+	if f == "" {
+		return rs
+	}
+	f = strings.ToLower(f)
+	var out []metrics.RequestTiming
+	for _, q := range rs {
+		if strings.Contains(strings.ToLower(q.ID), f) || strings.Contains(q.Path, f) || (q.Err != "" && strings.Contains(q.Err, f)) ||
+			(f == "err" && q.Err != "") {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+func offMs(v float64) string {
+	if v < 0 {
+		return dash
+	}
+	return fmtMs(v)
+}
+
+func maxGap(q *metrics.RequestTiming) string {
+	if q.Gaps == 0 {
+		return dash
+	}
+	return fmtMs(q.MaxGapMs)
+}
+
+// slowRow is one request of the slowest list in w cells.
+func slowRow(q *metrics.RequestTiming, w int) string {
+	id := q.ID
+	if len(id) > 8 {
+		id = id[:8]
+	}
+	end := offMs(q.EndMs)
+	if q.Censored {
+		end = "≥" + end
+	}
+	s := pad(id, 9) + pad(q.Sent.Format("15:04:05"), 9) + pad(offMs(q.IntendedMs), 7) + pad(offMs(q.HeadersMs), 8) +
+		pad(offMs(q.FirstTokenMs), 8) + pad(end, 8) + pad(strconv.Itoa(q.Gaps), 6) + pad(maxGap(q), 8) +
+		pad(strconv.Itoa(q.PromptTokens)+"/"+strconv.Itoa(q.OutputTokens), 11)
+	if q.Err != "" {
+		s += q.Err
+		if q.Status != 0 {
+			s += " " + strconv.Itoa(q.Status)
+		}
+	}
+	return fit(s, w)
+}
+
+const slowHeader = "id       sent     queued headers  1st tok  end     gaps  max gap tokens in/out"
+
+// slowestView lists the focused class's slowest requests (direct and
+// gateway side by side when both exist) and the selected one's timeline.
+func (r *renderer) slowestView(bodyH int) []string {
+	c := r.focused()
+	if c == nil {
+		return []string{rule(r.t, "slowest requests", r.w), r.t.dim("no traffic classes in this view")}
+	}
+	title := "slowest requests · " + c.Name + " (1-9/tab class · ↑/↓ select · / filter · e expand · esc back)"
+	out := []string{rule(r.t, title, r.w)}
+	rs := filterSlowest(c.Slowest, r.st.Filter)
+	if r.st.Filtering || r.st.Filter != "" {
+		cursor := ""
+		if r.st.Filtering {
+			cursor = "▏"
+		}
+		out = append(out, fit("filter: "+r.st.Filter+cursor+r.t.dim("  ("+strconv.Itoa(len(rs))+" of "+strconv.Itoa(len(c.Slowest))+"; enter done, esc clear)"), r.w))
+	}
+	if len(rs) == 0 {
+		msg := "no finished request in this view yet"
+		if len(c.Slowest) > 0 {
+			msg = "no request matches the filter"
+		}
+		return append(out, r.t.dim(msg))
+	}
+	sel := min(max(r.st.Cursor, 0), len(rs)-1)
+	byPath := map[string][]int{}
+	var paths []string
+	for i, q := range rs {
+		if _, ok := byPath[q.Path]; !ok {
+			paths = append(paths, q.Path)
+		}
+		byPath[q.Path] = append(byPath[q.Path], i)
+	}
+	// The list takes the rows it needs, the timeline the rest (at least
+	// six); expanded, the list keeps its header and a few rows.
+	side := len(paths) > 1 && r.w >= 2*len(slowHeader)+3
+	need := len(rs) + 1
+	if side {
+		need = 2
+		for _, p := range paths[:2] {
+			need = max(need, len(byPath[p])+2)
+		}
+	}
+	room := bodyH - len(out) - 1 - 6
+	if r.st.Expanded {
+		room = 5
+	}
+	listH := max(min(need, room), 3)
+	if side {
+		// Direct and gateway side by side: the same traffic over the two
+		// routes.
+		cw := (r.w - 3) / 2
+		var cols [][]string
+		for _, p := range paths[:2] {
+			col := []string{r.t.label(fit(p, cw)), r.t.dim(fit(slowHeader, cw))}
+			for _, i := range byPath[p] {
+				col = append(col, r.slowLine(&rs[i], i == sel, cw))
+			}
+			cols = append(cols, pad2(col, listH))
+		}
+		out = append(out, sideBySide(cols, []int{cw, cw}, 3)...)
+	} else {
+		list := []string{r.t.dim(fit("   path    "+slowHeader, r.w))}
+		start := max(0, sel-(listH-2))
+		for i := start; i < len(rs) && len(list) < listH; i++ {
+			list = append(list, r.slowLine(&rs[i], i == sel, r.w, rs[i].Path))
+		}
+		out = append(out, pad2(list, listH)...)
+	}
+	tl := "timeline · " + rs[sel].Path + " " + rs[sel].ID
+	if r.st.Expanded {
+		tl += " (expanded · e collapse)"
+	}
+	out = append(out, rule(r.t, tl, r.w))
+	return append(out, r.timeline(&rs[sel], r.w, bodyH-len(out))...)
+}
+
+func (r *renderer) slowLine(q *metrics.RequestTiming, selected bool, w int, path ...string) string {
+	mark := "  "
+	if selected {
+		mark = "▸ "
+	}
+	prefix := mark
+	if len(path) > 0 {
+		prefix += pad(path[0], 8)
+	}
+	line := prefix + slowRow(q, w-cells(prefix))
+	if selected {
+		return r.t.title(fit(line, w))
+	}
+	return fit(line, w)
+}
+
+// timeline draws one request: its moments on a scale from intended send to
+// end, then every chunk gap as bars.
+func (r *renderer) timeline(q *metrics.RequestTiming, w, h int) []string {
+	if h <= 0 {
+		return nil
+	}
+	total := q.IntendedMs + math.Max(q.EndMs, 0)
+	moments := []struct {
+		glyph, name string
+		off         float64 // ms after sent; -1 when it did not happen
+	}{
+		{"s", "sent", 0},
+		{"h", "headers", q.HeadersMs},
+		{"b", "first byte", q.FirstByteMs},
+		{"t", "first token", q.FirstTokenMs},
+		{"e", "end", q.EndMs},
+	}
+	scale := []rune(strings.Repeat("─", max(w-2, 1)))
+	place := func(glyph string, at float64) {
+		col := 0
+		if total > 0 {
+			col = int(math.Round(at / total * float64(len(scale)-1)))
+		}
+		scale[min(max(col, 0), len(scale)-1)] = []rune(glyph)[0]
+	}
+	place("i", 0)
+	legend := []string{"i intended −" + fmtMs(q.IntendedMs)}
+	for _, m := range moments {
+		if m.off < 0 {
+			continue
+		}
+		place(m.glyph, q.IntendedMs+m.off)
+		legend = append(legend, m.glyph+" "+m.name+" +"+fmtMs(m.off))
+	}
+	out := []string{fit(r.t.info(string(scale)), w), fit(r.t.dim(strings.Join(legend, " · ")), w)}
+	detail := "tokens " + strconv.Itoa(q.PromptTokens) + " in / " + strconv.Itoa(q.OutputTokens) + " out · attempt " + strconv.Itoa(q.Attempt)
+	if q.Err != "" {
+		detail += " · " + r.t.bad("error "+q.Err)
+	}
+	if q.Censored {
+		detail += " · " + r.t.warn("cut short while waiting: figures are lower bounds (≥)")
+	}
+	out = append(out, fit(detail, w))
+	if len(q.GapsMs) == 0 || h-len(out) < 2 {
+		return pad2(out, h)
+	}
+	gapRows := max(h-len(out)-2, 1)
+	head := "chunk gaps: " + strconv.Itoa(q.Gaps) + " · max " + fmtMs(q.MaxGapMs)
+	if q.Gaps > len(q.GapsMs) {
+		head += " · " + strconv.Itoa(q.Gaps) + " folded into " + strconv.Itoa(len(q.GapsMs)) + " (largest of each run)"
+	}
+	out = append(out, fit(r.t.label(head), w))
+	vals := fold(q.GapsMs, w-2)
+	for _, row := range barRows(vals, maxOf(vals), gapRows) {
+		out = append(out, "  "+r.t.info(row))
+	}
+	out = append(out, fit(r.t.dim("  first gap → last gap, each column one gap or the largest of its run"), w))
+	return pad2(out, h)
+}
+
+// bucketsView is the focused class by prompt length and by output length.
+func (r *renderer) bucketsView(bodyH int) []string {
+	c := r.focused()
+	if c == nil {
+		return []string{rule(r.t, "buckets", r.w), r.t.dim("no traffic classes in this view")}
+	}
+	out := []string{rule(r.t, "by prompt and output length · "+c.Name+" (1-9/tab class · esc back)", r.w)}
+	head := pad("bucket", 10) + pad("reqs", 7) + pad("TTFT p50", 10) + pad("p95", 9) + pad("p99", 9) + pad(itlLabel(c)+" p95", 16) +
+		pad("gap p95", 9) + pad("E2E p50", 9) + pad("p95", 9) + "p99"
+	table := func(title string, bs []metrics.BucketStats) {
+		out = append(out, "", r.t.label(title), r.t.dim(fit(head, r.w)))
+		for _, b := range bs {
+			line := pad(b.Bucket, 10) + pad(fmtInt(b.Requests), 7)
+			if b.Requests == 0 {
+				out = append(out, r.t.dim(fit(line+"no requests", r.w)))
+				continue
+			}
+			line += pad(pctOf(b.TTFT, 50), 10) + pad(pctOf(b.TTFT, 95), 9) + pad(pctOf(b.TTFT, 99), 9) + pad(pctOf(b.ITL, 95), 16) +
+				pad(pctOf(b.ChunkGap, 95), 9) + pad(pctOf(b.E2E, 50), 9) + pad(pctOf(b.E2E, 95), 9) + pctOf(b.E2E, 99)
+			out = append(out, fit(line, r.w))
+		}
+	}
+	table("by prompt tokens", c.ByPromptBucket)
+	table("by output tokens", c.ByOutputBucket)
+	return append(out, "", r.t.dim(fit("≥ marks a lower bound: requests still waiting count at their age", r.w)))
+}
+
+// pctOf is one percentile of d, "≥" when a lower bound, a dash without data.
+func pctOf(d metrics.Dist, p int) string {
+	if d.Count == 0 {
+		return dash
+	}
+	switch p {
+	case 50:
+		return fmtLowerMs(d.P50, d.Lower.P50)
+	case 95:
+		return fmtLowerMs(d.P95, d.Lower.P95)
+	default:
+		return fmtLowerMs(d.P99, d.Lower.P99)
+	}
+}
+
+// age is how long ago t was, or "never".
+func (r *renderer) age(t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	d := r.s.At.Sub(t)
+	if d < time.Second {
+		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + "s ago"
+	}
+	return fmtDur(d) + " ago"
+}
+
+func (r *renderer) sourceLine(name string) string {
+	for _, s := range r.s.Sources {
+		if s.Name != name {
+			continue
+		}
+		line := name + ": last success " + r.age(s.LastSuccess)
+		if s.Stale {
+			line += " " + r.t.bad("(stale)")
+		}
+		if s.LastError != "" {
+			line += " · last error " + r.age(s.LastErrorAt) + ": " + s.LastError
+		}
+		return line
+	}
+	return name + ": not a source in this session"
+}
+
+// serverView lists every canonical signal with its value and freshness,
+// then the server's own figures over the view.
+func (r *renderer) serverView(bodyH int) []string {
+	sv := &r.v.Server
+	out := []string{rule(r.t, "server · "+r.scrapeWord()+" (esc back)", r.w), fit(r.sourceLine("scrape"), r.w)}
+	if len(r.s.ServerSignals) == 0 {
+		out = append(out, r.t.dim("no successful scrape yet"))
+	} else {
+		out = append(out, "", r.t.dim(fit(pad("canonical signal", 28)+pad("value", 14)+"read", r.w)))
+	}
+	for _, g := range r.s.ServerSignals {
+		val, seen := dash, r.t.dim("not exposed")
+		if !g.Seen.IsZero() {
+			val = fmtNum(g.Value)
+			if g.Histogram {
+				val = fmtNum(g.Value) + " obs"
+			}
+			seen = r.age(g.Seen)
+			if !g.InLast {
+				seen = r.t.warn("missing from the last scrape; " + seen)
+			}
+		}
+		out = append(out, fit(pad(g.Name, 28)+pad(val, 14)+seen, r.w))
+	}
+	gauge := func(name string, g metrics.GaugeStats, f func(float64) string) string {
+		if g.Count == 0 {
+			return pad(name, 14) + dash
+		}
+		s := pad(name, 14) + "now " + f(g.Last) + " · p50 " + f(g.P50) + " · p95 " + f(g.P95) + " · max " + f(g.Max)
+		if g.TrendPerS != nil {
+			s += " · trend " + strconv.FormatFloat(*g.TrendPerS, 'f', 2, 64) + "/s"
+		}
+		return s + " · " + fmtInt(g.Count) + " scrapes"
+	}
+	out = append(out, "", r.t.label(fit("over the "+r.viewWord(), r.w)),
+		fit(gauge("queue depth", sv.QueueDepth, fmtNum), r.w),
+		fit(gauge("running", sv.Running, fmtNum), r.w),
+		fit(gauge("KV cache", sv.KVUsage, fmtPct0), r.w),
+		fit(pad("rates", 14)+"preempt "+ptr(sv.PreemptionsPerS, fmtRate)+" · prompt "+ptr(sv.PromptTokensPerS, fmtNum)+
+			" tok/s · gen "+ptr(sv.GenerationTokensPerS, fmtNum)+" tok/s", r.w))
+	for _, h := range []struct {
+		name string
+		d    metrics.Dist
+	}{{"TTFT", sv.TTFT}, {"ITL", sv.ITL}, {"E2E", sv.E2E}, {"queue time", sv.Queue}, {"prefill", sv.Prefill}, {"decode", sv.Decode}} {
+		line := pad("server "+h.name, 18) + r.t.dim("not exposed")
+		if h.d.Count > 0 {
+			line = pad("server "+h.name, 18) + triple(h.d, "  ") + "  n=" + fmtInt(h.d.Count)
+		}
+		out = append(out, fit(line, r.w))
+	}
+	return out
+}
+
+func (r *renderer) viewWord() string {
+	if r.st.RunView {
+		return "whole run"
+	}
+	return "live window (" + fmtDur(r.v.Span) + ")"
+}
+
+// gpuView shows every field tokentop reads of every GPU.
+func (r *renderer) gpuView(bodyH int) []string {
+	g := &r.v.GPU
+	src := g.Source
+	if src == "" {
+		src = "none"
+	}
+	out := []string{rule(r.t, "GPUs · source "+src+" (esc back)", r.w)}
+	if g.Source != "" {
+		out = append(out, fit(r.sourceLine(g.Source), r.w))
+	}
+	if len(g.Devices) == 0 {
+		st := g.Status
+		if st == "" {
+			st = "no GPU data"
+		}
+		return append(out, "", fit(st, r.w))
+	}
+	sel := min(max(r.st.Cursor, 0), len(g.Devices)-1)
+	// Every device in a line, then the selected one (↑/↓) field by field.
+	out = append(out, "", r.t.dim(fit(pad("  GPU", 26)+pad("util now/p50/max", 18)+pad("memory", 16)+pad("bw", 6)+pad("SM act", 8)+
+		pad("SM clock/max", 14)+pad("power/limit", 13)+pad("temp", 6)+"throttle", r.w)))
+	for i, d := range g.Devices {
+		l := d.Last
+		mark := "  "
+		if i == sel {
+			mark = "▸ "
+		}
+		mem := dash
+		if l.MemUsedBytes != nil && l.MemTotalBytes != nil {
+			mem = strconv.FormatFloat(float64(*l.MemUsedBytes)/(1<<30), 'f', 1, 64) + "/" + fmtBytes(*l.MemTotalBytes)
+		}
+		line := mark + pad("GPU"+strconv.Itoa(d.Index)+" "+strings.TrimPrefix(d.Name, "NVIDIA "), 24) +
+			pad(ptr(l.Util, fmtPct0)+"/"+ptr(d.UtilP50, fmtPct0)+"/"+ptr(d.UtilMax, fmtPct0), 18) + pad(mem, 16) +
+			pad(ptr(l.MemBWUtil, fmtPct0), 6) + pad(ptr(l.SMActivity, fmtPct0), 8) +
+			pad(optU32(l.SMClockMHz)+"/"+optU32(l.SMClockMaxMHz), 14) + pad(ptr(l.PowerW, fmtWatts)+"/"+ptr(l.PowerLimitW, fmtWatts), 13) +
+			pad(ptr(l.TempC, func(v uint32) string { return strconv.FormatUint(uint64(v), 10) + "°C" }), 6) + wordsOr(d.ClockEventWords)
+		if i == sel {
+			line = r.t.title(fit(line, r.w))
+		}
+		out = append(out, fit(line, r.w))
+	}
+	d := g.Devices[sel]
+	l := d.Last
+	name := "GPU" + strconv.Itoa(d.Index) + " " + d.Name
+	if l.UUID != "" {
+		name += " · " + l.UUID
+	}
+	if l.MIG {
+		name += " · MIG"
+	}
+	mem := dash
+	if l.MemUsedBytes != nil && l.MemTotalBytes != nil {
+		mem = fmtBytes(*l.MemUsedBytes) + " / " + fmtBytes(*l.MemTotalBytes)
+	}
+	throttle := dash
+	switch {
+	case l.ClockEventWords == nil:
+		throttle = "not supported"
+	case len(l.ClockEventWords) == 0:
+		throttle = "none"
+	default:
+		throttle = r.t.warn(strings.Join(l.ClockEventWords, ", "))
+	}
+	if l.ClockEventReasons != nil {
+		throttle += " (0x" + strconv.FormatUint(*l.ClockEventReasons, 16) + ")"
+	}
+	watts := func(p *float64) string { return ptr(p, fmtWatts) }
+	out = append(out, "", r.t.label(fit(name+"  (↑/↓ another GPU)", r.w)),
+		fit(pad("  utilisation", 22)+"now "+ptr(l.Util, fmtPct0)+" · p50 "+ptr(d.UtilP50, fmtPct0)+" · max "+ptr(d.UtilMax, fmtPct0)+
+			" · SM activity "+ptr(l.SMActivity, fmtPct0), r.w),
+		fit(pad("  memory", 22)+mem+" · max used "+ptr(d.MemUsedFracMax, fmtPct0)+" · bandwidth now "+ptr(l.MemBWUtil, fmtPct0)+
+			" p50 "+ptr(d.MemBWUtilP50, fmtPct0), r.w),
+		fit(pad("  SM clock vs max", 22)+optU32(l.SMClockMHz)+" / "+optU32(l.SMClockMaxMHz)+" MHz", r.w),
+		fit(pad("  power vs limit", 22)+watts(l.PowerW)+" / "+watts(l.PowerLimitW)+" · p50 "+watts(d.PowerWP50), r.w),
+		fit(pad("  temperature", 22)+optU32(l.TempC)+" °C", r.w),
+		fit(pad("  throttle reasons", 22)+throttle+" · over the view: "+wordsOr(d.ClockEventWords), r.w),
+		fit(pad("  processes", 22)+processes(l.Processes), r.w))
+	if l.Err != "" {
+		out = append(out, fit(r.t.warn("  read errors: "+l.Err), r.w))
+	}
+	return out
+}
+
+func optU32(p *uint32) string {
+	if p == nil {
+		return dash
+	}
+	return strconv.FormatUint(uint64(*p), 10)
+}
+
+func wordsOr(ws []string) string {
+	if len(ws) == 0 {
+		return "none"
+	}
+	return strings.Join(ws, ", ")
+}
+
+func processes(ps []observe.GPUProcess) string {
+	if ps == nil {
+		return "not supported"
+	}
+	if len(ps) == 0 {
+		return "none"
+	}
+	parts := make([]string, 0, len(ps))
+	for _, p := range ps {
+		m := fmtBytes(p.UsedBytes)
+		if p.UsedUnknown {
+			m = "memory unknown"
+		}
+		parts = append(parts, "pid "+strconv.FormatUint(uint64(p.PID), 10)+" "+m)
+	}
+	return strings.Join(parts, " · ")
+}
+
+func fmtBytes(b uint64) string {
+	const gib = 1 << 30
+	if b >= gib {
+		return strconv.FormatFloat(float64(b)/gib, 'f', 1, 64) + " GiB"
+	}
+	return strconv.FormatFloat(float64(b)/(1<<20), 'f', 0, 64) + " MiB"
+}
