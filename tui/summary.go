@@ -35,7 +35,7 @@ func Summary(s *metrics.Snapshot, d diagnose.Diagnosis, o SummaryOptions) string
 	if title == "" {
 		title = "tokentop"
 	}
-	lines := []string{title + " · ran " + fmtDur(s.At.Sub(s.Started)) + " · whole-run summary"}
+	lines := []string{"summary of the whole run (" + fmtDur(s.At.Sub(s.Started)) + ") · " + title}
 	nw := 12
 	for _, c := range s.Run.Classes {
 		nw = max(nw, min(cells(c.Name)+2, 24))

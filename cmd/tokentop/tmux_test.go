@@ -90,7 +90,7 @@ func TestConsoleUnderTmux(t *testing.T) {
 			if strings.Contains(screen, "time series ·") || strings.Contains(screen, "╭─") {
 				t.Errorf("terminal not restored after quit:\n%s", screen)
 			}
-			for _, w := range []string{"whole-run summary", "interactive", "TTFT p50", "batch"} {
+			for _, w := range []string{"summary of the whole run", "interactive", "TTFT p50", "batch"} {
 				if !strings.Contains(screen, w) {
 					t.Errorf("the quit summary lacks %q:\n%s", w, screen)
 				}
