@@ -107,7 +107,10 @@ func selectorMatchers(sel string) (string, error) {
 			esc = true
 		case r == '"':
 			inQuote = !inQuote
-		case !inQuote && (r == '{' || r == '}' || r == '(' || r == ')' || r == '['):
+		case !inQuote && !matcherRune(r):
+			// Only names, operators and double-quoted values: anything
+			// else (a brace, a comment, another kind of quote) could
+			// leave the braces the matchers are spliced into.
 			return "", fmt.Errorf("--selector %q: only label matchers such as {job=\"vllm\"} are allowed", sel)
 		}
 	}
@@ -118,6 +121,16 @@ func selectorMatchers(sel string) (string, error) {
 		return "", fmt.Errorf("--selector is %d bytes, at most 4096", len(s))
 	}
 	return s, nil
+}
+
+// matcherRune reports whether r may appear outside a quoted value of a
+// label matcher list: label names, =, !=, =~, !~, commas and spaces.
+func matcherRune(r rune) bool {
+	switch {
+	case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+		return true
+	}
+	return strings.ContainsRune("_:=!~, \t", r)
 }
 
 // sel returns a series selector: the fleet's matchers plus extra.
