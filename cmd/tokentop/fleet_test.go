@@ -23,7 +23,8 @@ import (
 // cannot admit, one healthy), scraped every second by a real Prometheus
 // started here; `tokentop fleet --headless` must list the two sick ones
 // first, each with its cause, and the healthy one last without a critical
-// finding.
+// finding. A tokentop probing the KV replica with --listen-metrics, its
+// series labelled target_instance, adds its client SLIs to that row.
 func TestFleetRealPrometheus(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -61,14 +62,34 @@ func TestFleetRealPrometheus(t *testing.T) {
 			run(simCtx, testEnv(&out, &errb), append([]string{"sim", "--listen", a}, r.args...))
 		}()
 	}
-	promURL, promLog := startPrometheus(t, bin, "vllm", targets)
+	// A tokentop probing the KV replica, its own series labelled with the
+	// instance it probes, as a deployment's scrape config would.
+	probeAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	promURL, promLog := startPrometheus(t, bin, "vllm", targets, fmt.Sprintf(`  - job_name: tokentop
+    static_configs: [{targets: [%q], labels: {target_instance: %q}}]
+`, probeAddr, addr["kv"]))
 
 	// Wait until Prometheus has scraped every replica for the window.
 	const window = 12 * time.Second
 	waitUp := time.Now().Add(30 * time.Second)
-	for !allUp(promURL, len(replicas)) {
+	for !allUp(promURL, "vllm", len(replicas)) {
 		if time.Now().After(waitUp) {
 			t.Fatalf("Prometheus never scraped the replicas:\n%s", promLog.String())
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	// The probe starts once its target answers.
+	probeDone := make(chan int, 1)
+	var probeErr bytes.Buffer
+	go func() {
+		var out bytes.Buffer
+		probeDone <- run(simCtx, testEnv(&out, &probeErr), []string{"watch", "--target", "http://" + addr["kv"], "--headless",
+			"--duration", "40s", "--report", os.DevNull, "--listen-metrics", probeAddr})
+	}()
+	t.Cleanup(func() { stopSims(); <-probeDone })
+	for !allUp(promURL, "tokentop", 1) {
+		if time.Now().After(waitUp) {
+			t.Fatalf("Prometheus never scraped the probe's --listen-metrics: %s\n%s", probeErr.String(), promLog.String())
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
@@ -137,6 +158,29 @@ func TestFleetRealPrometheus(t *testing.T) {
 		t.Errorf("batch-capped replica: queue p50 %v, want a queue longer than its 4 running", deref(q))
 	}
 
+	// The probe's client SLIs, joined to the KV replica it probes.
+	var probed int
+	for _, p := range rep.Probes {
+		if p.Target == addr["kv"] && p.Instance == probeAddr {
+			probed++
+			pass := "unknown"
+			if p.SLOPass != nil {
+				pass = fmt.Sprint(*p.SLOPass)
+			}
+			t.Logf("probe %s class %s: TTFT p95 %v, slo_pass %s", p.Instance, p.Class, deref(p.TTFTMs.P95), pass)
+		}
+	}
+	if probed != 2 {
+		t.Errorf("probes %+v, want the two classes of %s targeting %s", rep.Probes, probeAddr, addr["kv"])
+	}
+	for _, in := range rep.Instances {
+		for _, m := range in.Misses {
+			if strings.HasPrefix(m.Source, "tokentop") && in.Instance != addr["kv"] {
+				t.Errorf("%s has the probe's miss %+v", in.Instance, m)
+			}
+		}
+	}
+
 	// The same reading in Markdown names the causes in the table.
 	stdout.Reset()
 	run(ctx, testEnv(&stdout, &stderr), []string{"fleet", "--prometheus", promURL, "--selector", `{job="vllm"}`,
@@ -162,9 +206,10 @@ func prometheusBinary(t *testing.T) string {
 }
 
 // startPrometheus runs a real Prometheus on a free loopback port, scraping
-// targets every second as job, with its storage in a temporary folder,
-// until the test ends. It returns the engine's URL and its log.
-func startPrometheus(t *testing.T, bin, job string, targets []string) (string, *bytes.Buffer) {
+// targets every second as job (and extraJobs, YAML scrape_configs items),
+// with its storage in a temporary folder, until the test ends. It returns
+// the engine's URL and its log.
+func startPrometheus(t *testing.T, bin, job string, targets []string, extraJobs ...string) (string, *bytes.Buffer) {
 	t.Helper()
 	dir := t.TempDir()
 	port := freePort(t)
@@ -178,7 +223,7 @@ global: {scrape_interval: 1s, evaluation_interval: 1s}
 scrape_configs:
   - job_name: %s
     static_configs: [{targets: [%s]}]
-`, job, strings.Join(quoted, ", "))), 0o644); err != nil {
+%s`, job, strings.Join(quoted, ", "), strings.Join(extraJobs, "\n"))), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, "--config.file="+conf, "--storage.tsdb.path="+filepath.Join(dir, "data"),
@@ -192,9 +237,9 @@ scrape_configs:
 	return fmt.Sprintf("http://127.0.0.1:%d", port), &log
 }
 
-// allUp reports whether Prometheus sees n targets up.
-func allUp(promURL string, n int) bool {
-	resp, err := http.Get(promURL + "/api/v1/query?query=" + url.QueryEscape(`sum(up{job="vllm"})`))
+// allUp reports whether Prometheus sees n targets of job up.
+func allUp(promURL, job string, n int) bool {
+	resp, err := http.Get(promURL + "/api/v1/query?query=" + url.QueryEscape(fmt.Sprintf(`sum(up{job=%q})`, job)))
 	if err != nil {
 		return false
 	}
