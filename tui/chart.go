@@ -2,6 +2,7 @@ package tui
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,6 +23,25 @@ func spanOf(st *UIState) time.Duration {
 		return defaultSpan
 	}
 	return st.Span
+}
+
+// span is the span the charts show.
+func (r *renderer) span() time.Duration { return shownSpan(&r.st, r.s) }
+
+// shownSpan is the span asked for with +/-, else the default, shortened
+// while the run is younger so its first minutes fill the charts instead
+// of their right edge.
+func shownSpan(st *UIState, s *metrics.Snapshot) time.Duration {
+	if st.Span > 0 || s == nil {
+		return spanOf(st)
+	}
+	age := s.At.Sub(s.Started)
+	for _, sp := range spans {
+		if sp >= age || sp >= defaultSpan {
+			return sp
+		}
+	}
+	return defaultSpan
 }
 
 // nextSpan moves the span d steps along spans.
@@ -81,7 +101,7 @@ func (r *renderer) window() timeWindow {
 	if step <= 0 {
 		step = metrics.SeriesStep
 	}
-	span := spanOf(&r.st)
+	span := r.span()
 	end := ser.End
 	if end.IsZero() {
 		end = r.s.At
@@ -112,6 +132,7 @@ func (r *renderer) marks(from, to time.Time) []timeMark {
 		}
 		out = append(out, timeMark{at: at, glyph: "!", label: f.Rule})
 	}
+	slices.SortStableFunc(out, func(a, b timeMark) int { return a.at.Compare(b.at) })
 	return out
 }
 

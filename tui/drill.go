@@ -321,11 +321,7 @@ func (r *renderer) sourceLine(name string) string {
 func (r *renderer) serverView(bodyH int) []string {
 	sv := &r.v.Server
 	out := []string{rule(r.t, "server · "+r.scrapeWord()+" (esc back)", r.w), fit(r.sourceLine("scrape"), r.w)}
-	if len(r.s.ServerSignals) == 0 {
-		out = append(out, r.t.dim("no successful scrape yet"))
-	} else {
-		out = append(out, "", r.t.dim(fit(pad("canonical signal", 28)+pad("value", 14)+"read", r.w)))
-	}
+	var sig []string
 	for _, g := range r.s.ServerSignals {
 		val, seen := dash, r.t.dim("not exposed")
 		if !g.Seen.IsZero() {
@@ -338,7 +334,25 @@ func (r *renderer) serverView(bodyH int) []string {
 				seen = r.t.warn("missing from the last scrape; " + seen)
 			}
 		}
-		out = append(out, fit(pad(g.Name, 28)+pad(val, 14)+seen, r.w))
+		sig = append(sig, pad(g.Name, 33)+pad(val, 12)+seen)
+	}
+	head := r.t.dim(pad("canonical signal", 33) + pad("value", 12) + "read")
+	switch {
+	case len(sig) == 0:
+		out = append(out, r.t.dim("no successful scrape yet"))
+	case len(sig) > bodyH/2 && r.w >= 150:
+		// Two columns: every signal stays on screen with the figures.
+		cw := (r.w - 3) / 2
+		half := (len(sig) + 1) / 2
+		left := append([]string{head}, sig[:half]...)
+		right := append([]string{head}, sig[half:]...)
+		out = append(out, "")
+		out = append(out, sideBySide([][]string{left, right}, []int{cw, cw}, 3)...)
+	default:
+		out = append(out, "", fit(head, r.w))
+		for _, l := range sig {
+			out = append(out, fit(l, r.w))
+		}
 	}
 	gauge := func(name string, g metrics.GaugeStats, f func(float64) string) string {
 		if g.Count == 0 {

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	tea "github.com/charmbracelet/bubbletea"
+
 	"github.com/tokentop/tokentop/diagnose"
 )
 
@@ -153,5 +155,31 @@ func TestSummaryGolden(t *testing.T) {
 	}
 	if Summary(nil, diagnose.Diagnosis{}, SummaryOptions{}) != "" {
 		t.Error("a summary without a snapshot")
+	}
+}
+
+// A young run's charts span what it has lived (rounded up to a span the
+// keys offer), so its first minutes fill them; a span chosen with +/-
+// stands.
+func TestSpanFollowsAYoungRun(t *testing.T) {
+	s := healthySnap() // 83 s old
+	for _, tc := range []struct {
+		age, asked, want time.Duration
+	}{
+		{10 * time.Second, 0, time.Minute},
+		{83 * time.Second, 0, 2 * time.Minute},
+		{4 * time.Minute, 0, 5 * time.Minute},
+		{time.Hour, 0, 5 * time.Minute},
+		{10 * time.Second, 10 * time.Minute, 10 * time.Minute},
+	} {
+		s.At = s.Started.Add(tc.age)
+		if got := shownSpan(&UIState{Span: tc.asked}, s); got != tc.want {
+			t.Errorf("age %v, asked %v: span %v, want %v", tc.age, tc.asked, got, tc.want)
+		}
+	}
+	m := New(Options{NoColor: true})
+	m, _ = send(t, m, tea.WindowSizeMsg{Width: 160, Height: 48}, SnapshotMsg{Snap: healthySnap(), Diag: healthyDiag()}, runes("+"))
+	if m.State().Span != 5*time.Minute || !strings.Contains(m.View(), "last 5m") {
+		t.Errorf("+ from the shown 2m: span %v", m.State().Span)
 	}
 }

@@ -242,9 +242,9 @@ func (m Model) key(msg tea.KeyMsg) (Model, tea.Cmd) {
 	}
 	switch k {
 	case "+", "=":
-		m.st.Span = nextSpan(spanOf(&m.st), 1)
+		m.st.Span = nextSpan(shownSpan(&m.st, m.view().snap), 1)
 	case "-", "_":
-		m.st.Span = nextSpan(spanOf(&m.st), -1)
+		m.st.Span = nextSpan(shownSpan(&m.st, m.view().snap), -1)
 	case "up":
 		m.st.Cursor = max(m.st.Cursor-1, 0)
 	case "down":

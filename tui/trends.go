@@ -183,5 +183,5 @@ const trendCompactLines = chartMinH + 1
 const trendMinLines = chartMinH + 2
 
 func (r *renderer) trendTitle() string {
-	return "time series · last " + fmtSpan(spanOf(&r.st)) + " (+/- span)"
+	return "time series · last " + fmtSpan(r.span()) + " (+/- span)"
 }

@@ -45,9 +45,9 @@ func TestConsoleUnderTmux(t *testing.T) {
 		wants []string
 	}{
 		{160, 48, []string{"interactive", "batch", "TTFT", "ITL", "p50", "p95", "p99", "E2E", "tok/s", "goodput", "SLO", "queue", "KV", "findings",
-			"time series · last 5m", "TTFT p95", "queue depth", "┤", "└"}},
+			"time series · last ", "TTFT p95", "queue depth", "┤", "└"}},
 		{80, 24, []string{"interactive", "batch", "TTFT", "ITL", "p99", "E2E", "tok/s", "goodput", "SLO", "queue", "KV", "findings",
-			"time series · last 5m", "TTFT p95", "┤", "└"}},
+			"time series · last ", "TTFT p95", "┤", "└"}},
 	} {
 		t.Run(strings.Join([]string{strconv.Itoa(size.w), strconv.Itoa(size.h)}, "x"), func(t *testing.T) {
 			session := "tokentop-test-" + strconv.Itoa(size.w)
