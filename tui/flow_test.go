@@ -84,12 +84,15 @@ func TestFlowEveryKey(t *testing.T) {
 		{"up selects back", tea.KeyMsg{Type: tea.KeyUp}, []string{"timeline · direct 4bf92f35"}},
 		{"e expands the timeline", runes("e"), []string{"(expanded · e collapse)"}},
 		{"/ starts a filter", runes("/"), []string{"filter: ▏"}},
-		{"typing filters", runes("gateway"), []string{"filter: gateway▏", "(2 of 5"}},
+		{"typing filters", runes("gatewayx"), []string{"filter: gatewayx▏", "(0 of 5", "no request matches"}},
+		{"backspace", tea.KeyMsg{Type: tea.KeyBackspace}, []string{"filter: gateway▏", "(2 of 5"}},
 		{"enter ends typing", tea.KeyMsg{Type: tea.KeyEnter}, []string{"filter: gateway  (2 of 5"}},
 		{"esc clears the filter", tea.KeyMsg{Type: tea.KeyEsc}, []string{"timeline · direct"}},
 		{"b: buckets", runes("b"), []string{"by prompt tokens", "by output tokens"}},
 		{"m: server", runes("m"), []string{"canonical signal", "prefix_cache_hit_rate"}},
 		{"g: GPUs", runes("g"), []string{"SM clock vs max", "power vs limit"}},
+		{"down selects the next GPU", tea.KeyMsg{Type: tea.KeyDown}, []string{"▸ GPU1", "GPU1 NVIDIA H100 80GB HBM3  (↑/↓ another GPU)"}},
+		{"9 is no class here: nothing", runes("9"), nil},
 		{"g again leaves", runes("g"), []string{"time series · last 5m"}},
 		{"r: whole run", runes("r"), []string{"RUN whole session"}},
 		{"r: live again", runes("r"), []string{"LIVE 30s window"}},
@@ -99,7 +102,9 @@ func TestFlowEveryKey(t *testing.T) {
 	for _, st := range steps {
 		t.Log(st.name)
 		f.key(st.key)
-		f.waitFor(st.want...)
+		if st.want != nil {
+			f.waitFor(st.want...)
+		}
 	}
 	m := f.quit()
 	if st := m.State(); st.Drill != "" || st.Expanded || st.Filter != "" || st.RunView || st.Focus != 0 {

@@ -86,10 +86,19 @@ type Model struct {
 	gen   uint64 // counts changes to what View draws
 }
 
+// frameCache is keyed by the change count and, so that two models
+// branched from one (tests do) never share a frame, by what the frame is
+// drawn from.
 type frameCache struct {
 	gen           uint64
+	snap          *metrics.Snapshot
+	st            UIState
 	width, height int
 	out           string
+}
+
+func (c *frameCache) holds(m *Model, snap *metrics.Snapshot) bool {
+	return c.out != "" && c.gen == m.gen && c.snap == snap && c.width == m.width && c.height == m.height && sameState(&c.st, &m.st)
 }
 
 var _ tea.Model = Model{}
@@ -408,17 +417,17 @@ func (m *Model) adjust(step int) {
 // View implements tea.Model. The frame is drawn again only when the data,
 // the UI state or the size changed.
 func (m Model) View() string {
-	if c := m.frame; c != nil && c.gen == m.gen && c.width == m.width && c.height == m.height && c.out != "" {
+	sh := m.view()
+	if c := m.frame; c != nil && c.holds(&m, sh.snap) {
 		return c.out
 	}
-	sh := m.view()
 	d := sh.diag
 	if m.st.RunView && sh.runDiag != nil {
 		d = *sh.runDiag
 	}
 	out := Render(sh.snap, d, m.width, m.height, m.st)
 	if m.frame != nil {
-		*m.frame = frameCache{gen: m.gen, width: m.width, height: m.height, out: out}
+		*m.frame = frameCache{gen: m.gen, snap: sh.snap, st: m.st, width: m.width, height: m.height, out: out}
 	}
 	return out
 }
