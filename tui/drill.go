@@ -90,7 +90,8 @@ func slowRow(q *metrics.RequestTiming, w int) string {
 	return fit(s, w)
 }
 
-const slowHeader = "id       sent     queued headers  1st tok  end     gaps  max gap tokens in/out"
+// slowHeader heads the columns of slowRow (after the two-cell mark).
+const slowHeader = "  id       sent     queued headers  1st tok  end     gaps  max gap in/out tok"
 
 // slowestView lists the focused class's slowest requests (direct and
 // gateway side by side when both exist) and the selected one's timeline.
@@ -154,7 +155,7 @@ func (r *renderer) slowestView(bodyH int) []string {
 		}
 		out = append(out, sideBySide(cols, []int{cw, cw}, 3)...)
 	} else {
-		list := []string{r.t.dim(fit("   path    "+slowHeader, r.w))}
+		list := []string{r.t.dim(fit("  path    "+slowHeader[2:], r.w))}
 		start := max(0, sel-(listH-2))
 		for i := start; i < len(rs) && len(list) < listH; i++ {
 			list = append(list, r.slowLine(&rs[i], i == sel, r.w, rs[i].Path))
