@@ -3,7 +3,10 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
+
+	"github.com/charmbracelet/x/ansi"
 
 	tea "github.com/charmbracelet/bubbletea"
 )
@@ -129,5 +132,20 @@ func (c *Console) View() string {
 		body = RenderTable(c.res, o)
 	}
 	keys := st.dim.Render("q quit · ↑/↓ select · enter drill in · esc back")
-	return head + "\n" + body + keys + "\n"
+	return fit(head+"\n"+body+keys, c.w, c.h)
+}
+
+// fit cuts the screen to the terminal: lines at w cells (escape sequences
+// kept), at most h lines, so a narrow terminal never wraps the table.
+func fit(s string, w, h int) string {
+	lines := strings.Split(s, "\n")
+	if h > 0 && len(lines) > h {
+		lines = lines[:h]
+	}
+	for i, l := range lines {
+		if w > 0 && ansi.StringWidth(l) > w {
+			lines[i] = ansi.Truncate(l, w, "…")
+		}
+	}
+	return strings.Join(lines, "\n")
 }

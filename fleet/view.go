@@ -90,17 +90,27 @@ func (st styles) severity(s string) lipgloss.Style {
 
 // RenderTable draws the fleet table, worst first: each instance's queue,
 // KV usage and generation rate as sparklines over the window, its server
-// TTFT p95 and its worst finding.
+// TTFT p95 and its worst finding. Below 110 columns it keeps the instance,
+// KV p95, the queue's sparkline, TTFT and the finding (the role and the
+// other lines are in the drill-in).
 func RenderTable(r *Result, o ViewOptions) string {
 	st := newStyles(o.NoColor)
+	narrow := o.Width > 0 && o.Width < 110
 	spark := 14
 	if o.Width < 140 {
 		spark = 8
 	}
+	if narrow {
+		spark = 6
+	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s\n", st.head.Render(fmt.Sprintf("%-3s %-28s %-9s %-7s %-*s %-*s %-*s %9s  %s",
-		"#", "instance", "role", "KV p95", spark+5, "queue", spark+5, "kv", spark+7, "gen tok/s", "TTFT p95", "worst finding")))
-	// instance is 28 cells wide: with the rest, a row fits 160 columns.
+	if narrow {
+		fmt.Fprintf(&b, "%s\n", st.head.Render(fmt.Sprintf("%-3s %-18s %-5s %-*s %7s  %s", "#", "instance", "KV", spark+6, "queue", "TTFT95", "worst finding")))
+	} else {
+		// instance is 28 cells wide: with the rest, a row fits 160 columns.
+		fmt.Fprintf(&b, "%s\n", st.head.Render(fmt.Sprintf("%-3s %-28s %-9s %-7s %-*s %-*s %-*s %9s  %s",
+			"#", "instance", "role", "KV p95", spark+5, "queue", spark+5, "kv", spark+7, "gen tok/s", "TTFT p95", "worst finding")))
+	}
 	rows := o.Height - 4
 	if rows < 1 {
 		rows = 1
@@ -123,11 +133,17 @@ func RenderTable(r *Result, o ViewOptions) string {
 		if f := in.Worst(); f != nil {
 			worst = st.severity(f.Severity).Render(f.Severity+" "+f.Rule) + fmt.Sprintf(" %.2f", f.Confidence)
 		}
-		line := fmt.Sprintf("%-3d %-28s %-9s %-7s %s %4s %s %4s %s %6s %9s  ", i+1,
-			clip(in.Instance, 28), clip(dashed(in.Role), 9), kv,
-			Sparkline(in.Series[SeriesQueue], spark, 0), lastOf(in.Series[SeriesQueue], "%.0f"),
-			Sparkline(in.Series[SeriesKV], spark, 1), lastOf(in.Series[SeriesKV], "%.2f"),
-			Sparkline(in.Series[SeriesGenPerS], spark, 0), lastOf(in.Series[SeriesGenPerS], "%.0f"), ttft)
+		var line string
+		if narrow {
+			line = fmt.Sprintf("%-3d %-18s %-5s %s %5s %7s  ", i+1, clip(in.Instance, 18), kv,
+				Sparkline(in.Series[SeriesQueue], spark, 0), lastOf(in.Series[SeriesQueue], "%.0f"), ttft)
+		} else {
+			line = fmt.Sprintf("%-3d %-28s %-9s %-7s %s %4s %s %4s %s %6s %9s  ", i+1,
+				clip(in.Instance, 28), clip(dashed(in.Role), 9), kv,
+				Sparkline(in.Series[SeriesQueue], spark, 0), lastOf(in.Series[SeriesQueue], "%.0f"),
+				Sparkline(in.Series[SeriesKV], spark, 1), lastOf(in.Series[SeriesKV], "%.2f"),
+				Sparkline(in.Series[SeriesGenPerS], spark, 0), lastOf(in.Series[SeriesGenPerS], "%.0f"), ttft)
+		}
 		if i == o.Selected {
 			line = st.sel.Render(line)
 		}

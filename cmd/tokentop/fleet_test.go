@@ -6,13 +6,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tokentop/tokentop/fleet"
 	"github.com/tokentop/tokentop/report"
@@ -293,5 +296,106 @@ func TestFleetUsage(t *testing.T) {
 		if code := run(context.Background(), testEnv(&out, &errb), c.args); code != c.code || !strings.Contains(errb.String(), c.want) {
 			t.Errorf("%v: exit %d, stderr %q; want %d and %q", c.args, code, errb.String(), c.code, c.want)
 		}
+	}
+}
+
+// fakePrometheus answers the HTTP API as a Prometheus holding two vLLM
+// replicas would (written for this test: its own JSON): a range query gets
+// both replicas' gauges, any instant query an empty vector.
+func fakePrometheus(t *testing.T) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path != "/api/v1/query_range" {
+			fmt.Fprint(w, `{"status":"success","data":{"resultType":"vector","result":[]}}`)
+			return
+		}
+		_ = r.ParseForm()
+		start, _ := strconv.ParseFloat(r.Form.Get("start"), 64)
+		end, _ := strconv.ParseFloat(r.Form.Get("end"), 64)
+		var series []string
+		for _, s := range []struct {
+			name, instance string
+			v              float64
+		}{
+			{"vllm:kv_cache_usage_perc", "replica-full:8000", 0.99}, {"vllm:num_requests_waiting", "replica-full:8000", 40},
+			{"vllm:num_requests_running", "replica-full:8000", 30},
+			{"vllm:kv_cache_usage_perc", "replica-idle:8000", 0.1}, {"vllm:num_requests_waiting", "replica-idle:8000", 0},
+			{"vllm:num_requests_running", "replica-idle:8000", 3},
+		} {
+			var pts []string
+			for ts := start; ts <= end; ts += 2 {
+				pts = append(pts, fmt.Sprintf(`[%.3f,"%g"]`, ts, s.v))
+			}
+			series = append(series, fmt.Sprintf(`{"metric":{"__name__":%q,"instance":%q,"job":"vllm","model_name":"m"},"values":[%s]}`,
+				s.name, s.instance, strings.Join(pts, ",")))
+		}
+		fmt.Fprintf(w, `{"status":"success","data":{"resultType":"matrix","result":[%s]}}`, strings.Join(series, ","))
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestFleetConsoleUnderTmux runs `tokentop fleet` in a real terminal at
+// 160×30 and 80×24 against a fake Prometheus, reads the table (the full
+// replica first, sparklines, its finding), drills into it and checks that
+// nothing runs past the terminal.
+func TestFleetConsoleUnderTmux(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the fleet console in tmux")
+	}
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("tmux not installed (.ci/run installs it)")
+	}
+	bin := buildBinary(t)
+	promURL := fakePrometheus(t)
+	for _, size := range []struct{ w, h int }{{160, 30}, {80, 24}} {
+		t.Run(fmt.Sprintf("%dx%d", size.w, size.h), func(t *testing.T) {
+			session := fmt.Sprintf("tokentop-fleet-test-%d", size.w)
+			exec.Command("tmux", "kill-session", "-t", session).Run()
+			tmux(t, "new-session", "-d", "-s", session, "-x", strconv.Itoa(size.w), "-y", strconv.Itoa(size.h),
+				bin+" fleet --prometheus "+promURL+" --window 20s --no-color; echo EXITED:$?; sleep 30")
+			defer exec.Command("tmux", "kill-session", "-t", session).Run()
+			screen := ""
+			wants := []string{"tokentop fleet", "replica-full:8000", "replica-idle:8000", "warning", "no finding", "███", "▁▁▁"}
+			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+				time.Sleep(300 * time.Millisecond)
+				if screen = tmux(t, "capture-pane", "-p", "-t", session); containsAll(screen, wants) {
+					break
+				}
+			}
+			for _, w := range wants {
+				if !strings.Contains(screen, w) {
+					t.Errorf("the %dx%d screen lacks %q:\n%s", size.w, size.h, w, screen)
+				}
+			}
+			if strings.Index(screen, "replica-full:8000") > strings.Index(screen, "replica-idle:8000") {
+				t.Errorf("the full replica is not first:\n%s", screen)
+			}
+			tmux(t, "send-keys", "-t", session, "Enter")
+			time.Sleep(500 * time.Millisecond)
+			drill := tmux(t, "capture-pane", "-p", "-t", session)
+			if !containsAll(drill, []string{"replica-full:8000 · — · m · vllm", "queue depth", "KV usage", "kv_cache_pressure", "queue_saturation"}) {
+				t.Errorf("drill-in:\n%s", drill)
+			}
+			for _, s := range []string{screen, drill} {
+				lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+				if len(lines) > size.h {
+					t.Errorf("%d lines on a %d-line terminal", len(lines), size.h)
+				}
+				for i, l := range lines {
+					if n := utf8.RuneCountInString(l); n > size.w {
+						t.Errorf("line %d is %d cells wide on a %d-column terminal: %q", i, n, size.w, l)
+					}
+				}
+			}
+			tmux(t, "send-keys", "-t", session, "q")
+			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+				if strings.Contains(tmux(t, "capture-pane", "-p", "-t", session), "EXITED:0") {
+					return
+				}
+			}
+			t.Errorf("q did not end the console with exit 0:\n%s", tmux(t, "capture-pane", "-p", "-t", session))
+		})
 	}
 }
