@@ -358,6 +358,7 @@ func (s *Server) streamResponse(r *http.Request, cw *chunkWriter, st *stream, f 
 		if aborted {
 			return
 		}
+		from := sent
 		for n-sent >= interval || (done && sent < n) {
 			cnt := min(interval, n-sent)
 			emit := last
@@ -392,9 +393,11 @@ func (s *Server) streamResponse(r *http.Request, cw *chunkWriter, st *stream, f 
 		if done && sent == n {
 			cw.queue(cw.appendEnd(cw.pending(), n))
 			cw.flush()
+			s.logWrite(cw.id, from, sent, last)
 			return
 		}
 		cw.flush()
+		s.logWrite(cw.id, from, sent, last)
 	}
 }
 

@@ -66,6 +66,8 @@ type directStream struct {
 	socks *atomic.Int64 // the delivery's count of open duplicates
 	emits []int64
 	rest  []byte // framed bytes the socket would not take without blocking
+	srv   *Server
+	id    string // the stream's chunk id, for the write log
 }
 
 // direct switches a stream to the direct path, or returns nil when the
@@ -100,7 +102,7 @@ func (s *Server) direct(r *http.Request, cw *chunkWriter, st *stream, interval i
 	}
 	s.delivery.socks.Add(1)
 	ds := &directStream{
-		st: st, format: cw.eventFormat, conn: c, sock: sock, interval: interval, socks: &s.delivery.socks,
+		st: st, format: cw.eventFormat, conn: c, sock: sock, interval: interval, socks: &s.delivery.socks, srv: s, id: cw.id,
 		// net/http chunks a response without Content-Length to HTTP/1.1
 		// requests and closes the connection after one to HTTP/1.0.
 		chunked: r.ProtoAtLeast(1, 1),
@@ -166,6 +168,9 @@ func (ds *directStream) deliver(buf []byte, news tokenNews) []byte {
 	}
 	if len(b) > frameReserve {
 		ds.write(frame(b, ds.chunked))
+		if !ds.failed && ds.rest == nil {
+			ds.srv.logWrite(ds.id, base, ds.sent, news.lastEmit)
+		}
 	}
 	if last {
 		ds.end() // after the write: end closes the socket's duplicate

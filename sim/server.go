@@ -52,6 +52,8 @@ type Server struct {
 
 	delivery *delivery    // writes direct streams while Run runs
 	handoffs atomic.Int64 // direct streams a slow client sent back to their handler
+
+	writeLog func(WriteRecord) // see WithWriteLog; nil: none
 }
 
 // New builds a server with the given knobs.
