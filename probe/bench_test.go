@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokentop/tokentop/bench"
 	"github.com/tokentop/tokentop/observe"
 	"github.com/tokentop/tokentop/sim"
 )
@@ -227,7 +228,8 @@ func startSimChild(b *testing.B, streams int) *simChild {
 
 // cpu is the child's user + system time so far, from /proc/PID/stat.
 func (c *simChild) cpu() (time.Duration, error) {
-	return procCPU(c.cmd.Process.Pid)
+	user, sys, err := bench.ProcessCPU(c.cmd.Process.Pid)
+	return user + sys, err
 }
 
 // stop ends the child and returns its write log and the tokens it emitted.
@@ -248,31 +250,6 @@ func (c *simChild) stop() ([]writeRec, int64, error) {
 		return nil, 0, fmt.Errorf("reading the write log: %w", err)
 	}
 	return recs, tokens, nil
-}
-
-// procCPU reads a process's user + system time from /proc/PID/stat.
-func procCPU(pid int) (time.Duration, error) {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// The command name (field 2) is in parentheses and may hold spaces:
-	// fields are counted after its closing one.
-	i := bytes.LastIndexByte(raw, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
-	}
-	f := strings.Fields(string(raw[i+1:]))
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
-	}
-	utime, err1 := strconv.ParseInt(f[11], 10, 64) // field 14
-	stime, err2 := strconv.ParseInt(f[12], 10, 64) // field 15
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: utime %q stime %q", pid, f[11], f[12])
-	}
-	const ticks = 100 // USER_HZ on Linux
-	return time.Duration(utime+stime) * time.Second / ticks, nil
 }
 
 // seenChunk is one content event as the probe recorded it.

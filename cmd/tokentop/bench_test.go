@@ -1,0 +1,289 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tokentop/tokentop/bench"
+)
+
+// benchChildEnv makes this test binary act as the tokentop command, so
+// that BenchmarkWatch runs tokentop and the simulator as processes of
+// their own and measures each one's CPU alone. The test binary is the
+// tokentop program with the tests linked in, idle; run() is the same.
+const benchChildEnv = "TOKENTOP_BENCH_CHILD"
+
+// benchProfileEnv, set to a directory, makes the watch process write
+// cpu.pprof and allocs.pprof there (go tool pprof).
+const benchProfileEnv = "TOKENTOP_BENCH_PROFILE"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(benchChildEnv) != "" {
+		os.Exit(benchChild(os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+// benchChild runs tokentop with args, as main does, profiling it when
+// benchProfileEnv names a directory.
+func benchChild(args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	dir := os.Getenv(benchProfileEnv)
+	if dir == "" || len(args) == 0 || args[0] != "watch" {
+		return run(ctx, osEnv(), args)
+	}
+	cpu, err := os.Create(filepath.Join(dir, "cpu.pprof"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	defer cpu.Close()
+	if err := pprof.StartCPUProfile(cpu); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	code := run(ctx, osEnv(), args)
+	pprof.StopCPUProfile()
+	allocs, err := os.Create(filepath.Join(dir, "allocs.pprof"))
+	if err == nil {
+		err = pprof.Lookup("allocs").WriteTo(allocs, 0)
+		allocs.Close()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+	return code
+}
+
+// BenchmarkWatch measures `tokentop watch --headless` as a user runs it,
+// as its own process, against `tokentop sim` in another: 1,000 concurrent
+// streams (TOKENTOP_BENCH_WATCH_STREAMS) of 100 tokens, one token per
+// chunk every 20 ms, for 10 s (TOKENTOP_BENCH_WATCH_DURATION). The
+// streams are closed-loop classes of at most 200 each (the per-class rate
+// cap is 200 requests/s; a stream lasts 2 s).
+//
+// Metrics: tokentop-cpu-us/chunk, user + system time of the whole tokentop
+// process over its run (start-up, discovery and the scrapes included)
+// divided by the content chunks it received (first tokens + chunk gaps in
+// its report); tokentop-maxrss-MB, its peak resident memory;
+// sim-cpu-us/token, the simulator's CPU (/proc/PID/stat) over the same
+// interval per token it generated (its /metrics counter); gap-p50-ms and
+// gap-p99-ms, the worst class's chunk-gap percentiles in the report (the
+// truth is 20 ms). Hold /tmp/tokentop-cpu.lock on a shared machine.
+//
+//	go test ./cmd/tokentop -run '^$' -bench BenchmarkWatch -benchtime 1x
+func BenchmarkWatch(b *testing.B) {
+	streams := 1000
+	if v := os.Getenv("TOKENTOP_BENCH_WATCH_STREAMS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			b.Fatalf("TOKENTOP_BENCH_WATCH_STREAMS=%q", v)
+		}
+		streams = n
+	}
+	d := 10 * time.Second
+	if v := os.Getenv("TOKENTOP_BENCH_WATCH_DURATION"); v != "" {
+		var err error
+		if d, err = time.ParseDuration(v); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run(fmt.Sprintf("streams=%d", streams), func(b *testing.B) {
+		for range b.N {
+			benchWatch(b, streams, d)
+		}
+	})
+}
+
+const (
+	benchWatchTokens = 100
+	benchWatchPrompt = 16
+	benchClassCap    = 200 // streams per class: 100 requests/s, under the rate cap
+)
+
+func benchCommand(args ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), benchChildEnv+"=1")
+	cmd.Stderr = os.Stderr
+	return cmd
+}
+
+// benchSim is a `tokentop sim` process.
+type benchSim struct {
+	cmd  *exec.Cmd
+	url  string
+	read sync.WaitGroup // drains its stdout until it exits
+}
+
+// startBenchSim starts `tokentop sim` for streams streams.
+func startBenchSim(b *testing.B, streams int) *benchSim {
+	cmd := benchCommand("sim", "--listen", "127.0.0.1:0",
+		"--max-num-seqs", strconv.Itoa(streams),
+		"--max-batched-tokens", strconv.Itoa(max(8192, streams*(benchWatchPrompt+1))),
+		"--kv-blocks", strconv.Itoa(max(26000, streams*(benchWatchPrompt+benchWatchTokens+16)/16+16)),
+		"--decode-step-ms", "20", "--decode-ms-per-seq", "0", "--prefill-tokens-per-s", "1e9",
+		"--stream-interval", "1", "--background-interactive-rps", "0", "--background-batch-concurrency", "0",
+		"--warmup-s", "0")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	r := bufio.NewReader(out)
+	line, err := r.ReadString('\n')
+	m := regexp.MustCompile(`serving (http://\S+)`).FindStringSubmatch(line)
+	s := &benchSim{cmd: cmd}
+	s.read.Go(func() { _, _ = io.Copy(io.Discard, r) })
+	if err != nil || m == nil {
+		s.stop()
+		b.Fatalf("tokentop sim said %q: %v", line, err)
+	}
+	s.url = m[1]
+	return s
+}
+
+// stop ends the simulator and waits for it.
+func (s *benchSim) stop() {
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	s.read.Wait() // its stdout reaches EOF when it exits
+	_ = s.cmd.Wait()
+}
+
+// processCPU is a process's user + system time so far.
+func processCPU(pid int) (time.Duration, error) {
+	user, sys, err := bench.ProcessCPU(pid)
+	return user + sys, err
+}
+
+var generationTokens = regexp.MustCompile(`(?m)^vllm:generation_tokens_total(?:\{[^}]*\})? (\S+)$`)
+
+// simTokens reads the simulator's generated-token counter.
+func simTokens(url string) (float64, error) {
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	m := generationTokens.FindSubmatch(body)
+	if m == nil {
+		return 0, fmt.Errorf("no vllm:generation_tokens_total in %s/metrics", url)
+	}
+	return strconv.ParseFloat(string(m[1]), 64)
+}
+
+func benchWatch(b *testing.B, streams int, d time.Duration) {
+	sim := startBenchSim(b, streams)
+	defer sim.stop()
+	url := sim.url
+	dir := b.TempDir()
+	var cfg strings.Builder
+	fmt.Fprintf(&cfg, "target: %s\nclasses:\n", url)
+	classes := (streams + benchClassCap - 1) / benchClassCap
+	for i := range classes {
+		n := streams/classes + min(1, max(0, streams%classes-i))
+		fmt.Fprintf(&cfg, "  - name: s%d\n    kind: interactive\n    api: completions\n    arrival: {process: concurrency, n: %d}\n    prompt_tokens: {fixed: %d}\n    max_tokens: %d\n",
+			i, n, benchWatchPrompt, benchWatchTokens)
+	}
+	cfgPath := filepath.Join(dir, "bench.yaml")
+	if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	reportPath := filepath.Join(dir, "report.json")
+	watch := benchCommand("watch", "--config", cfgPath, "--headless", "--duration", d.String(), "--report", reportPath, "--format", "json")
+	var stdout bytes.Buffer
+	watch.Stdout = &stdout
+
+	tokens0, err := simTokens(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	simCPU0, err := processCPU(sim.cmd.Process.Pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	err = watch.Run()
+	elapsed := time.Since(start)
+	simCPU1, perr := processCPU(sim.cmd.Process.Pid)
+	tokens1, terr := simTokens(url)
+	if perr != nil || terr != nil {
+		b.Fatal(perr, terr)
+	}
+	if watch.ProcessState == nil {
+		b.Fatalf("tokentop watch: %v", err)
+	}
+	// Exit 1 (an SLO failed) is an outcome, not a failure of the run.
+	if code := watch.ProcessState.ExitCode(); code != 0 && code != 1 {
+		b.Fatalf("tokentop watch exited %d: %v", code, err)
+	}
+	ru, ok := watch.ProcessState.SysUsage().(*syscall.Rusage)
+	if !ok {
+		b.Fatal("no rusage for the tokentop process")
+	}
+	cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+
+	raw, err := os.ReadFile(reportPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var rep struct {
+		Classes map[string]struct {
+			Requests int64 `json:"requests"`
+			Errors   int64 `json:"errors"`
+			TTFT     quant `json:"ttft_ms"`
+			Gap      quant `json:"chunk_gap_ms"`
+		} `json:"classes"`
+	}
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		b.Fatal(err)
+	}
+	var chunks, requests, errs int64
+	gap50, gap99 := 0.0, 0.0
+	for name, c := range rep.Classes {
+		chunks += c.TTFT.Count + c.Gap.Count
+		requests += c.Requests
+		errs += c.Errors
+		if c.Gap.P50 == nil || c.Gap.P99 == nil {
+			b.Fatalf("class %s: no chunk gaps", name)
+		}
+		gap50, gap99 = max(gap50, *c.Gap.P50), max(gap99, *c.Gap.P99)
+	}
+	if chunks == 0 {
+		b.Fatal("no chunks in the report")
+	}
+	b.ReportMetric(float64(cpu.Microseconds())/float64(chunks), "tokentop-cpu-us/chunk")
+	b.ReportMetric(float64(ru.Utime.Nano()/1e3)/float64(chunks), "tokentop-user-us/chunk")
+	b.ReportMetric(float64(ru.Stime.Nano()/1e3)/float64(chunks), "tokentop-sys-us/chunk")
+	b.ReportMetric(float64(ru.Maxrss)/1024, "tokentop-maxrss-MB") // Linux: KiB
+	b.ReportMetric(float64((simCPU1-simCPU0).Microseconds())/max(tokens1-tokens0, 1), "sim-cpu-us/token")
+	b.ReportMetric(float64(chunks)/elapsed.Seconds(), "chunks/s")
+	b.ReportMetric(gap50, "gap-p50-ms")
+	b.ReportMetric(gap99, "gap-p99-ms")
+	b.ReportMetric(float64(requests), "requests")
+	b.ReportMetric(float64(errs), "errors")
+	b.ReportMetric(0, "ns/op")
+}
