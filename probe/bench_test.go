@@ -454,3 +454,72 @@ func passesAt(rs []timingResult, limitMs float64) string {
 	}
 	return sb.String()
 }
+
+// BenchmarkLoopbackReadFloor is the yardstick for BenchmarkStreamTiming's
+// probe-cpu-us/chunk: the same simulator child and streams, read by a
+// client that does nothing but read (plain net.Conn reads through Go's
+// poller into a 16 KiB buffer, a raw HTTP/1.1 request, no parsing beyond
+// spotting [DONE]). Its CPU per chunk is what the kernel and the Go runtime
+// charge a reader for one small loopback TCP segment on this machine: the
+// part of the probe's figure no Go client can avoid.
+//
+//	go test ./probe -run '^$' -bench BenchmarkLoopbackReadFloor -benchtime 1x
+func BenchmarkLoopbackReadFloor(b *testing.B) {
+	const streams = 1000
+	child := startSimChild(b, streams)
+	defer func() { _, _, _ = child.stop() }()
+	req := rawStreamRequest(streams)
+	conns := make([]net.Conn, streams)
+	for i := range conns {
+		c, err := net.Dial("tcp", child.addr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		conns[i] = c
+	}
+	var reads, failed atomic.Int64
+	b.ResetTimer()
+	cpu0, _ := processCPU()
+	for range b.N {
+		var wg sync.WaitGroup
+		for _, c := range conns {
+			wg.Go(func() {
+				if _, err := c.Write(req); err != nil {
+					failed.Add(1)
+					return
+				}
+				buf := make([]byte, 16<<10)
+				for {
+					n, err := c.Read(buf)
+					if n > 0 {
+						reads.Add(1)
+						if bytes.Contains(buf[max(0, n-64):n], []byte("data: [DONE]")) {
+							return
+						}
+					}
+					if err != nil {
+						failed.Add(1)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+	cpu1, _ := processCPU()
+	b.StopTimer()
+	if failed.Load() > 0 {
+		b.Fatalf("%d streams failed", failed.Load())
+	}
+	b.ReportMetric(float64((cpu1-cpu0).Microseconds())/float64(reads.Load()), "reader-cpu-us/read")
+	b.ReportMetric(float64(reads.Load())/float64(b.N*streams), "reads/stream")
+}
+
+// rawStreamRequest is the HTTP/1.1 request the floor benchmarks send: a
+// stream shaped as the probe's (continuous usage stats), without a client.
+func rawStreamRequest(streams int) []byte {
+	body := fmt.Appendf(nil, `{"model":%q,"prompt":"hello world","max_tokens":%d,"min_tokens":%[2]d,"ignore_eos":true,"stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true}}`,
+		benchKnobs(streams).Model, benchTokens)
+	return fmt.Appendf(nil, "POST /v1/completions HTTP/1.1\r\nHost: sim\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+}
