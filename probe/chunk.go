@@ -310,6 +310,19 @@ func (s *jscan) str() (int, error) {
 	s.i++ // opening quote
 	n := 0
 	for s.i < len(s.b) {
+		// Most of a chunk is printable ASCII without escapes: skip a run
+		// of it in a tight loop before the general case below.
+		start := s.i
+		for s.i < len(s.b) {
+			if c := s.b[s.i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' {
+				break
+			}
+			s.i++
+		}
+		n += s.i - start
+		if s.i >= len(s.b) {
+			break
+		}
 		c := s.b[s.i]
 		switch {
 		case c == '"':

@@ -3,6 +3,7 @@ package probe
 import (
 	"bytes"
 	"errors"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -132,4 +133,21 @@ func FuzzSSEParser(f *testing.F) {
 			_ = st.event([]byte(ev), st.tr.Sent, i)
 		}
 	})
+}
+
+func TestLineEndMatchesIndexAny(t *testing.T) {
+	cases := []string{"", "abc", "\n", "\r", "\r\n", "\n\r", "ab\ncd\r", "ab\rcd\n", "data: x\r\n\r\n", strings.Repeat("x", 100) + "\r" + strings.Repeat("y", 40) + "\n"}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 2000 {
+		b := make([]byte, rng.IntN(80))
+		for i := range b {
+			b[i] = "ab\r\n:"[rng.IntN(5)]
+		}
+		cases = append(cases, string(b))
+	}
+	for _, c := range cases {
+		if got, want := lineEnd([]byte(c)), bytes.IndexAny([]byte(c), "\r\n"); got != want {
+			t.Fatalf("lineEnd(%q) = %d, want %d", c, got, want)
+		}
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -60,7 +61,11 @@ func benchChild(args []string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
+	// Mid-run, with every stream open: the live heap and the runtime's
+	// memory, for the RSS.
+	mid := time.AfterFunc(benchProfileAt, func() { writeHeapProfile(dir) })
 	code := run(ctx, osEnv(), args)
+	mid.Stop()
 	pprof.StopCPUProfile()
 	allocs, err := os.Create(filepath.Join(dir, "allocs.pprof"))
 	if err == nil {
@@ -71,6 +76,28 @@ func benchChild(args []string) int {
 		fmt.Fprintln(os.Stderr, err)
 	}
 	return code
+}
+
+// benchProfileAt is when the watch process writes heap.pprof and
+// memstats.txt: a few seconds in, every stream open.
+const benchProfileAt = 6 * time.Second
+
+func writeHeapProfile(dir string) {
+	f, err := os.Create(filepath.Join(dir, "heap.pprof"))
+	if err == nil {
+		err = pprof.Lookup("heap").WriteTo(f, 0)
+		f.Close()
+	}
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	stats := fmt.Sprintf("goroutines %d\nheap_inuse %d\nheap_alloc %d\nstack_inuse %d\nsys %d\nnum_gc %d\nnext_gc %d\n",
+		runtime.NumGoroutine(), m.HeapInuse, m.HeapAlloc, m.StackInuse, m.Sys, m.NumGC, m.NextGC)
+	if werr := os.WriteFile(filepath.Join(dir, "memstats.txt"), []byte(stats), 0o644); err == nil {
+		err = werr
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "heap profile:", err)
+	}
 }
 
 // BenchmarkWatch measures `tokentop watch --headless` as a user runs it,
