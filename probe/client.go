@@ -71,8 +71,12 @@ type Client struct {
 	// simulator's emission times.
 	onEvent func(data []byte, at, returned time.Time)
 	// bufs recycles 16 KiB read buffers: a thousand streams would otherwise
-	// allocate 16 MiB per round of requests.
-	bufs sync.Pool
+	// allocate 16 MiB per round of requests. smallBufs, 4 KiB, serve
+	// streams whose reads carry kernel arrival stamps: the body reads that
+	// one read of the connection (up to the transport's 16 KiB) takes are
+	// one Read whatever this buffer (see wireReader), so a larger one would
+	// only cost memory, a thousand times over.
+	bufs, smallBufs sync.Pool
 }
 
 // NewClient builds a client with its own transport. HTTP/2 is negotiated
@@ -123,6 +127,10 @@ func NewClient(o ClientOptions) *Client {
 	c := &Client{o: o, hc: &http.Client{Transport: tr}, fresh: &http.Client{Transport: fresh}}
 	c.bufs.New = func() any {
 		b := make([]byte, 16<<10)
+		return &b
+	}
+	c.smallBufs.New = func() any {
+		b := make([]byte, 4<<10)
 		return &b
 	}
 	return c

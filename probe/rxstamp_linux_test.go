@@ -195,3 +195,64 @@ func TestStreamKernelTimestampsHideProbeDelay(t *testing.T) {
 		}
 	}
 }
+
+// scriptedBody returns pieces[i] on its i-th Read, the connection's
+// arrival stamp then being stamps[i].
+type scriptedBody struct {
+	rx     *rxConn
+	pieces []string
+	stamps []time.Time
+	i      int
+}
+
+func (b *scriptedBody) Read(p []byte) (int, error) {
+	if b.i >= len(b.pieces) {
+		return 0, io.EOF
+	}
+	b.rx.mu.Lock()
+	b.rx.arrived = b.stamps[b.i]
+	b.rx.mu.Unlock()
+	n := copy(p, b.pieces[b.i])
+	b.pieces[b.i] = b.pieces[b.i][n:]
+	if b.pieces[b.i] == "" {
+		b.i++
+	}
+	return n, nil
+}
+
+// Body reads served by one read of the connection (the same kernel stamp)
+// are one Read, however small the probe's buffer; a new stamp is a new
+// Read.
+func TestBodyReadsOfOneConnectionReadAreOneRead(t *testing.T) {
+	base := time.Now().Add(-time.Second)
+	at := func(ms int) time.Time { return base.Add(time.Duration(ms) * time.Millisecond) }
+	rx := &rxConn{}
+	body := &scriptedBody{rx: rx,
+		pieces: []string{"0123456789", "abcdef", "xyz"},
+		stamps: []time.Time{at(10), at(10), at(30)}}
+	tr := &observe.Trace{Headers: base}
+	w := &wireReader{body: body, rx: rx, tr: tr, buf: make([]byte, 4)}
+	var got []byte
+	for {
+		b, err := w.next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, b...)
+	}
+	if string(got) != "0123456789abcdefxyz" {
+		t.Fatalf("read %q", got)
+	}
+	want := []observe.Read{{At: at(10), Bytes: 16}, {At: at(30), Bytes: 3}}
+	if len(tr.Reads) != len(want) {
+		t.Fatalf("reads %+v, want %+v", tr.Reads, want)
+	}
+	for i, r := range tr.Reads {
+		if !r.At.Equal(want[i].At) || r.Bytes != want[i].Bytes {
+			t.Errorf("read %d: %+v, want %+v", i, r, want[i])
+		}
+	}
+}

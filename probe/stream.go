@@ -20,8 +20,12 @@ import (
 const drainAfterDone = time.Second
 
 func (c *Client) readStream(parent, ctx context.Context, cancel context.CancelCauseFunc, resp *http.Response, rx *rxConn, tr *observe.Trace, text *strings.Builder, onFirstToken func(observe.FirstToken), onGaps func(observe.GapReport)) {
-	buf := c.bufs.Get().(*[]byte)
-	defer c.bufs.Put(buf)
+	bufs := &c.bufs
+	if rx != nil {
+		bufs = &c.smallBufs
+	}
+	buf := bufs.Get().(*[]byte)
+	defer bufs.Put(buf)
 	wr := &wireReader{body: resp.Body, rx: rx, tr: tr, buf: *buf}
 	// One read and one delta per token is the common case; sizing up front
 	// avoids regrowing these slices on the hot path.

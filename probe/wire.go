@@ -28,6 +28,9 @@ type wireReader struct {
 	// merged with the next one; 0: never.
 	coalesceAfter int
 	total         int64
+	// lastArrival is the connection's arrival stamp at the previous body
+	// read (rx only).
+	lastArrival time.Time
 }
 
 // errStreamTooLong ends a stream over its budget.
@@ -54,14 +57,21 @@ func (w *wireReader) fill() error {
 			w.total += int64(n)
 			at := time.Now()
 			w.returned = at
+			sameArrival := false
 			if w.rx != nil {
 				// The bytes came from the connection's last read (now, or
 				// earlier into the transport's buffer): they arrived no
 				// later than that read's kernel stamp.
-				if k, ok := w.rx.arrival(); ok && k.Before(at) {
+				k, ok := w.rx.arrival()
+				if ok && k.Before(at) {
 					at = k
 					w.tr.ReadLag = max(w.tr.ReadLag, w.returned.Sub(k))
 				}
+				// The same stamp as the previous body read: no read of the
+				// connection came in between, these bytes came in the same
+				// one as the previous ones (more than this buffer holds).
+				sameArrival = ok && k.Equal(w.lastArrival)
+				w.lastArrival = k
 				// Never before what was already recorded.
 				if i := len(w.tr.Reads) - 1; i >= 0 && at.Before(w.tr.Reads[i].At) {
 					at = w.tr.Reads[i].At
@@ -73,7 +83,12 @@ func (w *wireReader) fill() error {
 			if w.tr.FirstByte.IsZero() {
 				w.tr.FirstByte = at
 			}
-			if i := len(w.tr.Reads) - 1; i > 0 && w.coalesceAfter > 0 && len(w.tr.Reads) >= w.coalesceAfter && w.tr.Reads[i].Events == 0 {
+			if i := len(w.tr.Reads) - 1; i >= 0 && sameArrival {
+				// One read of the connection, one Read, however many body
+				// reads it took: events per read stay a property of the
+				// path, not of tokentop's buffer size.
+				w.tr.Reads[i].Bytes += n
+			} else if i > 0 && w.coalesceAfter > 0 && len(w.tr.Reads) >= w.coalesceAfter && w.tr.Reads[i].Events == 0 {
 				// A path that delivers a few bytes at a time (a proxy
 				// forwarding every byte) would spend the read budget on
 				// reads that end no event and time nothing: fold them
