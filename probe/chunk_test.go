@@ -143,6 +143,12 @@ func FuzzParseChunk(f *testing.F) {
 		if err == nil && refOK && exactKeys(b) && noDupKeys(b) && !sameFields(ref, got) {
 			t.Fatalf("%q:\n got %+v\nwant %+v", b, got, ref)
 		}
+		// And the other way: a chunk encoding/json reads must not be
+		// refused (a valid stream would end as malformed_event), except
+		// for token counts beyond 2^53, which parseChunk bounds.
+		if err != nil && refOK && exactKeys(b) && noDupKeys(b) && max(ref.promptTokens, ref.completionTokens, -ref.promptTokens, -ref.completionTokens) <= 1<<53/10 {
+			t.Fatalf("refused what encoding/json reads: %q: %v", b, err)
+		}
 	})
 }
 
