@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,7 +38,14 @@ type fakeEngine struct {
 	labels map[string]model.LabelSet // extra labels of the answers per instance
 	// probes answer the query for other tokentop instances' series.
 	probes  model.Vector
+	mu      sync.Mutex // the fleet asks several queries at once
 	queries []string
+}
+
+func (f *fakeEngine) record(q string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.queries = append(f.queries, q)
 }
 
 type fakeSeries struct {
@@ -46,7 +54,7 @@ type fakeSeries struct {
 }
 
 func (f *fakeEngine) QueryRange(_ context.Context, q string, r v1.Range, _ ...v1.Option) (model.Value, v1.Warnings, v1.Infos, error) {
-	f.queries = append(f.queries, q)
+	f.record(q)
 	if !strings.Contains(q, `__name__=~"`) || !strings.Contains(q, `job="llm"`) {
 		return nil, nil, nil, fmt.Errorf("unexpected range query %s", q)
 	}
@@ -67,7 +75,7 @@ var (
 )
 
 func (f *fakeEngine) Query(_ context.Context, q string, _ time.Time, _ ...v1.Option) (model.Value, v1.Warnings, v1.Infos, error) {
-	f.queries = append(f.queries, q)
+	f.record(q)
 	vec := model.Vector{}
 	add := func(instance string, v float64) {
 		m := model.Metric{"instance": model.LabelValue(instance)}
