@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -83,10 +84,10 @@ func TestFleetRealPrometheus(t *testing.T) {
 	}
 	// The probe starts once its target answers.
 	probeDone := make(chan int, 1)
-	var probeErr bytes.Buffer
+	var probeErr lockedBuffer
 	go func() {
 		var out bytes.Buffer
-		probeDone <- run(simCtx, testEnv(&out, &probeErr), []string{"watch", "--target", "http://" + addr["kv"], "--headless",
+		probeDone <- run(simCtx, env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &probeErr, Getenv: func(string) string { return "" }}, []string{"watch", "--target", "http://" + addr["kv"], "--headless",
 			"--duration", "40s", "--report", os.DevNull, "--listen-metrics", probeAddr})
 	}()
 	t.Cleanup(func() { stopSims(); <-probeDone })
@@ -212,7 +213,7 @@ func prometheusBinary(t *testing.T) string {
 // targets every second as job (and extraJobs, YAML scrape_configs items),
 // with its storage in a temporary folder, until the test ends. It returns
 // the engine's URL and its log.
-func startPrometheus(t *testing.T, bin, job string, targets []string, extraJobs ...string) (string, *bytes.Buffer) {
+func startPrometheus(t *testing.T, bin, job string, targets []string, extraJobs ...string) (string, *lockedBuffer) {
 	t.Helper()
 	dir := t.TempDir()
 	port := freePort(t)
@@ -231,13 +232,32 @@ scrape_configs:
 	}
 	cmd := exec.Command(bin, "--config.file="+conf, "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", port))
-	var log bytes.Buffer
+	var log lockedBuffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	return fmt.Sprintf("http://127.0.0.1:%d", port), &log
+}
+
+// lockedBuffer is a bytes.Buffer a process or goroutine writes while the
+// test may read it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // allUp reports whether Prometheus sees n targets of job up.
