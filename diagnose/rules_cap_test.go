@@ -134,3 +134,17 @@ func TestKVPressureExplainsTheQueue(t *testing.T) {
 		t.Error("the queue is still reported")
 	}
 }
+
+// A class that judged nothing fails for want of data: that is no wait, and
+// the queue finding is not critical for it.
+func TestNoDataIsNotAFailingTTFT(t *testing.T) {
+	v := healthyView()
+	v.Server.QueueDepth = metrics.GaugeStats{Count: 30, P50: 40, P95: 50, Max: 60}
+	for i := range v.Classes {
+		v.Classes[i] = metrics.ClassStats{Name: v.Classes[i].Name, Kind: v.Classes[i].Kind}
+	}
+	d := Evaluate(&v, config.Default().Classes)
+	if f := findingOf(d, RuleQueueSaturation); f != nil && f.Severity == SeverityCritical {
+		t.Errorf("queue_saturation critical with no class data: %+v", f)
+	}
+}

@@ -298,10 +298,12 @@ func shapeDistance(p1, o1, p2, o2 float64) float64 {
 	return math.Abs(math.Log(math.Max(p1, 1)/math.Max(p2, 1))) + math.Abs(math.Log(math.Max(o1, 1)/math.Max(o2, 1)))
 }
 
-// ttftObjective is the verdict's first failing TTFT objective, or nil.
+// ttftObjective is the verdict's first failing TTFT objective, or nil. An
+// objective without data (a class that judged nothing) does not count: it
+// fails for want of a measurement, not because anything waited.
 func ttftObjective(v *Verdict) *Objective {
 	for i := range v.Objectives {
-		if o := &v.Objectives[i]; strings.HasPrefix(o.Name, "ttft_") && !o.Pass {
+		if o := &v.Objectives[i]; strings.HasPrefix(o.Name, "ttft_") && !o.Pass && o.Actual != nil {
 			return o
 		}
 	}

@@ -62,12 +62,17 @@ func serverMisses(s *metrics.ServerStats, classes []config.Class) []Miss {
 // requests measured, the only failing objectives are the ones the server's
 // own histograms miss. A critical finding stays critical with such a miss
 // (and gets it as evidence) and becomes a warning without one. A full KV
-// cache that preempts is critical with a miss, as the rule makes it with a
-// failing objective (kvCachePressure: preemptions and a failing class).
+// cache that preempts is critical with a miss, and a queue with a TTFT
+// miss, as the rules make them with a failing objective.
 func grade(fs []diagnose.Finding, misses []Miss) []diagnose.Finding {
 	for i := range fs {
 		f := &fs[i]
 		if f.Rule == diagnose.RuleKVCachePressure && len(misses) > 0 && preempts(f) {
+			f.Severity = diagnose.SeverityCritical
+		}
+		// A queue is critical when it explains a failing TTFT objective
+		// (queueSaturation); here the server's own TTFT is what misses.
+		if f.Rule == diagnose.RuleQueueSaturation && missesTTFT(misses) {
 			f.Severity = diagnose.SeverityCritical
 		}
 		if f.Severity != diagnose.SeverityCritical {
@@ -88,6 +93,16 @@ func grade(fs []diagnose.Finding, misses []Miss) []diagnose.Finding {
 		f.Evidence = append(f.Evidence, ev)
 	}
 	return fs
+}
+
+// missesTTFT reports whether one of the misses is a TTFT objective.
+func missesTTFT(misses []Miss) bool {
+	for _, m := range misses {
+		if strings.HasPrefix(m.Objective, "ttft_") {
+			return true
+		}
+	}
+	return false
 }
 
 // preempts reports whether a KV finding's evidence has preemptions.

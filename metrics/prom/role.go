@@ -69,9 +69,3 @@ func HistogramSources(profile, variant string) map[string][]HistSource {
 	}
 	return out
 }
-
-// ModelLabels returns the labels that name the served model for a profile
-// and variant (empty for single-model servers).
-func ModelLabels(profile, variant string) []string {
-	return append([]string(nil), specFor(profile, variant).modelLabels...)
-}
