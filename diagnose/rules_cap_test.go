@@ -148,3 +148,21 @@ func TestNoDataIsNotAFailingTTFT(t *testing.T) {
 		t.Errorf("queue_saturation critical with no class data: %+v", f)
 	}
 }
+
+// The 2025–26 signals inform the causes they bear on: the prefix cache's
+// hit rate in prefill contention, failed KV transfers in a queue.
+func TestNewServerSignalsInformTheirCauses(t *testing.T) {
+	v := queuedView()
+	v.Server.KVTransferFailuresPerS = fp(0.5)
+	if f := findingOf(Evaluate(&v, config.Default().Classes), RuleQueueSaturation); f == nil || !strings.Contains(f.Summary, "KV transfers") {
+		t.Errorf("queue_saturation %+v: want the failed KV transfers named", f)
+	}
+	v = healthyView()
+	v.Intervals = prefillSteps()
+	g := dist(5000, 20, 180, 400)
+	v.Classes[0].ITL, v.Classes[0].ChunkGap, v.Classes[0].Paths[0].ChunkGap = g, g, g
+	v.Server.PrefixCacheHitRate = fp(0.25)
+	if f := findingOf(Evaluate(&v, config.Default().Classes), RulePrefillContention); f == nil || !strings.Contains(f.Summary, "prefix cache served 25%") {
+		t.Errorf("prefill_contention %+v: want the prefix cache's hit rate", f)
+	}
+}

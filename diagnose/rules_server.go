@@ -88,6 +88,11 @@ func queueSaturation(in *ruleInput) (Finding, bool) {
 		f.Summary += fmt.Sprintf("; the batch is pinned at %.0f sequences, its cap", s.Running.Max)
 		f.Confidence += 0.15
 	}
+	if p := s.KVTransferFailuresPerS; p != nil && *p > 0 {
+		// Disaggregated serving: a request whose KV cache fails to move
+		// from its prefill worker waits again.
+		f.Summary += fmt.Sprintf("; %.1f KV transfers between workers fail a second", *p)
+	}
 	if s.Queue.Count > 0 {
 		f.Summary += fmt.Sprintf(", median wait %.0f ms", s.Queue.P50)
 		if target > 0 {

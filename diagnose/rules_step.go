@@ -102,6 +102,12 @@ func prefillContention(in *ruleInput, c *metrics.ClassStats) (Finding, bool) {
 	if ev != nil {
 		f.Evidence = append(f.Evidence, *ev)
 	}
+	if h := in.view.Server.PrefixCacheHitRate; h != nil {
+		// The prompt work that reaches the steps is what the prefix cache
+		// missed: reuse is the cheapest prefill there is.
+		f.Summary += fmt.Sprintf("; the prefix cache served %.0f%% of the prompt tokens looked up", 100**h)
+		f.Advice += " Shared prompt prefixes (system prompts, few-shot examples) raise the prefix cache's hit rate and skip their prefill."
+	}
 	in.explainsCapacity(RulePrefillContention, r)
 	if p := in.view.Server.PreemptionsPerS; p != nil && *p > 0 {
 		// Preempted sequences are prefilled again when readmitted: some
@@ -161,6 +167,11 @@ func slowTokens(in *ruleInput, c *metrics.ClassStats) (Finding, bool) {
 	if in.attrOK {
 		why = fmt.Sprintf("the server's steps take %.0f ms, %.0f%% of it fixed cost: the model or the GPU is slow for this objective, not the batch (%.0f%%) or prefill (%.0f%%)",
 			in.attr.MeanStepMs, 100*in.attr.BaseShare, 100*in.attr.BatchShare, 100*in.attr.PrefillShare)
+	}
+	if a := in.view.Server.SpecAcceptRate; a != nil {
+		// With speculative decoding a step yields 1 + accepted drafts per
+		// sequence; a low acceptance rate makes the drafting cost for nothing.
+		why += fmt.Sprintf("; speculative decoding accepts %.0f%% of drafted tokens", 100**a)
 	}
 	f := Finding{
 		Severity:   r.severity(),
