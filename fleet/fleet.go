@@ -506,6 +506,22 @@ func series(samples []*prom.Sample) map[string][]float64 {
 	return out
 }
 
+// setQuantile sets d's quantile q (0.5, 0.95 or 0.99; the last also
+// stands for the max) to v, and reports whether q is one of them.
+func setQuantile(d *metrics.Dist, q, v float64) bool {
+	switch q {
+	case 0.5:
+		d.P50 = v
+	case 0.95:
+		d.P95 = v
+	case 0.99:
+		d.P99, d.Max = v, v
+	default:
+		return false
+	}
+	return true
+}
+
 func setDist(s *metrics.ServerStats, name string, d metrics.Dist) {
 	switch name {
 	case prom.HistTTFT:
@@ -638,15 +654,7 @@ func (f *Fleet) readHistograms(ctx context.Context, now time.Time, groups []*gro
 				if d == nil || math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || v > 1e12 {
 					continue
 				}
-				switch q {
-				case 0.5:
-					d.P50 = v
-				case 0.95:
-					d.P95 = v
-				case 0.99:
-					d.P99 = v
-					d.Max = v
-				}
+				setQuantile(d, q, v)
 			}
 		}
 		for _, s := range a.sum {

@@ -82,11 +82,11 @@ func (f *Fleet) readProbes(ctx context.Context, now time.Time, res *Result) ([]P
 		}
 		switch string(s.Metric[model.MetricNameLabel]) {
 		case "tokentop_ttft_seconds":
-			setQuantile(&p.TTFT, s.Metric, v)
+			setSummaryQuantile(&p.TTFT, s.Metric, v)
 		case "tokentop_itl_seconds":
-			setQuantile(&p.ITL, s.Metric, v)
+			setSummaryQuantile(&p.ITL, s.Metric, v)
 		case "tokentop_e2e_seconds":
-			setQuantile(&p.E2E, s.Metric, v)
+			setSummaryQuantile(&p.E2E, s.Metric, v)
 		case "tokentop_slo_pass":
 			pass := v >= 0.5
 			p.SLOPass = &pass
@@ -109,23 +109,15 @@ func (f *Fleet) readProbes(ctx context.Context, now time.Time, res *Result) ([]P
 	return out, nil
 }
 
-// setQuantile puts a summary's quantile (seconds) into d (ms); a value over
-// a day is not a latency and is left out.
-func setQuantile(d *metrics.Dist, m model.Metric, sec float64) {
+// setSummaryQuantile puts a summary's quantile (seconds) into d (ms); a
+// value over a day is not a latency and is left out.
+func setSummaryQuantile(d *metrics.Dist, m model.Metric, sec float64) {
 	q, err := strconv.ParseFloat(string(m["quantile"]), 64)
 	if err != nil || sec > 86400 {
 		return
 	}
 	ms := sec * 1000
-	switch q {
-	case 0.5:
-		d.P50 = ms
-	case 0.95:
-		d.P95 = ms
-	case 0.99:
-		d.P99 = ms
-		d.Max = ms
-	default:
+	if !setQuantile(d, q, ms) {
 		return
 	}
 	d.Count = 1
