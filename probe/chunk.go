@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"unicode/utf8"
@@ -219,13 +220,32 @@ func (s *jscan) choices(f *chunkFields) error {
 				if err != nil {
 					return err
 				}
-				f.hasFinish, f.finish = n > 0, s.b[start:s.i-1]
+				f.hasFinish, f.finish = n > 0, decodedString(s.b[start-1:s.i])
 				return nil
 			default:
 				return s.skip(0)
 			}
 		})
 	})
+}
+
+// decodedString returns the text of the JSON string lit (quotes included):
+// the bytes between the quotes when they are plain ASCII, the common case
+// that costs nothing, or else encoding/json's decoding (escapes resolved,
+// invalid UTF-8 as U+FFFD), which allocates but is rare and once a stream.
+func decodedString(lit []byte) []byte {
+	body := lit[1 : len(lit)-1]
+	for _, c := range body {
+		if c == '\\' || c >= utf8.RuneSelf {
+			var v string
+			if err := json.Unmarshal(lit, &v); err != nil {
+				// str validated lit; keep the bytes rather than lose them.
+				return body
+			}
+			return []byte(v)
+		}
+	}
+	return body
 }
 
 func (s *jscan) usage(f *chunkFields) error {
