@@ -35,6 +35,14 @@ func parseChunk(b []byte) (chunkFields, error) {
 	s := jscan{b: b}
 	var f chunkFields
 	s.ws()
+	if s.null() {
+		// encoding/json reads null as an empty chunk; so does this.
+		s.ws()
+		if s.i != len(s.b) {
+			return chunkFields{}, s.errf("data after the JSON value")
+		}
+		return f, nil
+	}
 	if err := s.object(func(key []byte) error {
 		switch string(key) {
 		case "choices":

@@ -82,7 +82,9 @@ var chunkCases = []string{
 	`{"choices":[{"delta":{"content":"\ud800x"}}]}`,
 	`{"choices":[{"delta":{"content":"bad` + "\xff" + `utf8"}}]}`,
 	`{"x":[1,-2.5e3,true,false,null,{"y":[]}],"choices":[{"delta":{"content":"z"}}]}`,
-	// Finish reasons are compared decoded: found by FuzzParseChunk.
+	// Found by FuzzParseChunk: finish reasons are compared decoded, and a
+	// null event is an empty chunk to encoding/json.
+	` null `,
 	`{"choices":[{"finish_reason":"` + "\xfd" + `"}]}`,
 	`{"choices":[{"finish_reason":"st\nop\u00e9"}]}`,
 	// Malformed or mistyped: both must reject.
