@@ -79,9 +79,11 @@ type Client struct {
 	bufs, smallBufs sync.Pool
 }
 
-// NewClient builds a client with its own transport. HTTP/2 is negotiated
-// over TLS when the server offers it; plain http:// uses HTTP/1.1 with one
-// connection per concurrent stream.
+// NewClient builds a client with its own transport. Plain http:// uses
+// HTTP/1.1 with one connection per concurrent stream, through h1Transport
+// (no goroutine of its own per connection); https:// and requests through a
+// proxy go through net/http's Transport, which negotiates HTTP/2 over TLS
+// when the server offers it.
 func NewClient(o ClientOptions) *Client {
 	if o.MaxConns <= 0 {
 		o.MaxConns = 256
@@ -124,7 +126,10 @@ func NewClient(o ClientOptions) *Client {
 	// connection, so the second attempt cannot meet the same race.
 	fresh := tr.Clone()
 	fresh.DisableKeepAlives = true
-	c := &Client{o: o, hc: &http.Client{Transport: tr}, fresh: &http.Client{Transport: fresh}}
+	c := &Client{o: o,
+		hc:    &http.Client{Transport: newH1Transport(dial, tr, o.MaxConns)},
+		fresh: &http.Client{Transport: newH1Transport(dial, fresh, o.MaxConns)},
+	}
 	c.bufs.New = func() any {
 		b := make([]byte, 16<<10)
 		return &b

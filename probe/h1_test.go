@@ -1,0 +1,350 @@
+package probe
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httptrace"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// rawServer is an HTTP/1.1 server written on bare TCP for these tests: it
+// parses requests with net/http but writes every response byte itself, so
+// the transport meets framing no net/http server would produce.
+type rawServer struct {
+	ln      net.Listener
+	accepts atomic.Int32
+	wg      sync.WaitGroup
+	// respond writes the response to the n-th request (from 0) of the
+	// connection; false closes the connection after it.
+	respond func(w *bufio.Writer, req *http.Request, n int) bool
+}
+
+func newRawServer(t *testing.T, respond func(w *bufio.Writer, req *http.Request, n int) bool) *rawServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &rawServer{ln: ln, respond: respond}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s.accepts.Add(1)
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				defer c.Close()
+				br, bw := bufio.NewReader(c), bufio.NewWriter(c)
+				for n := 0; ; n++ {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					_, _ = io.Copy(io.Discard, req.Body)
+					keep := s.respond(bw, req, n)
+					if bw.Flush() != nil || !keep {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); s.wg.Wait() })
+	return s
+}
+
+func (s *rawServer) url() string { return "http://" + s.ln.Addr().String() }
+
+func writeChunked(w *bufio.Writer, status string, header string, chunks ...string) {
+	fmt.Fprintf(w, "HTTP/1.1 %s\r\n%sTransfer-Encoding: chunked\r\n\r\n", status, header)
+	for _, c := range chunks {
+		fmt.Fprintf(w, "%x\r\n%s\r\n", len(c), c)
+	}
+	w.WriteString("0\r\n\r\n")
+}
+
+func newTestH1(t *testing.T) *h1Transport {
+	t.Helper()
+	d := &net.Dialer{Timeout: 5 * time.Second}
+	fb := &http.Transport{DialContext: d.DialContext, IdleConnTimeout: time.Minute,
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // test server's certificate
+	tr := newH1Transport(d.DialContext, fb, 8)
+	t.Cleanup(tr.CloseIdleConnections)
+	return tr
+}
+
+// get does one request through tr and reads its body; it returns the body
+// and whether the connection was reused.
+func get(t *testing.T, tr http.RoundTripper, target string) (string, bool, error) {
+	t.Helper()
+	var reused bool
+	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+		GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused },
+	})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, strings.NewReader(`{"x":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		return "", reused, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), reused, err
+}
+
+func TestH1KeepAliveReusesOneConnection(t *testing.T) {
+	s := newRawServer(t, func(w *bufio.Writer, _ *http.Request, n int) bool {
+		writeChunked(w, "200 OK", "Content-Type: text/event-stream\r\n", fmt.Sprintf("data: %d\n\n", n), "data: [DONE]\n\n")
+		return true
+	})
+	tr := newTestH1(t)
+	for i := range 3 {
+		body, reused, err := get(t, tr, s.url())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf("data: %d\n\ndata: [DONE]\n\n", i); body != want {
+			t.Errorf("request %d: body %q, want %q", i, body, want)
+		}
+		if reused != (i > 0) {
+			t.Errorf("request %d: reused=%v", i, reused)
+		}
+	}
+	if n := s.accepts.Load(); n != 1 {
+		t.Errorf("%d connections for 3 sequential requests, want 1", n)
+	}
+}
+
+func TestH1ServerClosedIdleConnectionIsNotReused(t *testing.T) {
+	// The server answers and then closes, without saying so in a header
+	// (as a keep-alive timeout does): the next request must not be sent on
+	// the dead connection.
+	s := newRawServer(t, func(w *bufio.Writer, _ *http.Request, _ int) bool {
+		w.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		return false
+	})
+	tr := newTestH1(t)
+	for i := range 3 {
+		body, reused, err := get(t, tr, s.url())
+		if err != nil || body != "ok" {
+			t.Fatalf("request %d: %q, %v", i, body, err)
+		}
+		if reused {
+			t.Errorf("request %d went on a connection the server had closed", i)
+		}
+		time.Sleep(20 * time.Millisecond) // let the FIN arrive
+	}
+}
+
+func TestH1ConnectionCloseAndNoBody(t *testing.T) {
+	s := newRawServer(t, func(w *bufio.Writer, req *http.Request, _ int) bool {
+		switch req.URL.Path {
+		case "/close":
+			w.WriteString("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 1\r\n\r\nx")
+			return false
+		case "/legacy":
+			// HTTP/1.0 without a length: the body ends when the server
+			// closes.
+			w.WriteString("HTTP/1.0 200 OK\r\n\r\nuntil close")
+			return false
+		default:
+			w.WriteString("HTTP/1.1 204 No Content\r\n\r\n")
+			return true
+		}
+	})
+	tr := newTestH1(t)
+	for _, c := range []struct{ path, body string }{{"/close", "x"}, {"/legacy", "until close"}, {"/empty", ""}, {"/empty", ""}} {
+		body, _, err := get(t, tr, s.url()+c.path)
+		if err != nil || body != c.body {
+			t.Errorf("%s: %q, %v; want %q", c.path, body, err, c.body)
+		}
+	}
+	// /close and /legacy each had their own connection; both /empty
+	// requests shared the third.
+	if n := s.accepts.Load(); n != 3 {
+		t.Errorf("%d connections, want 3", n)
+	}
+}
+
+func TestH1InformationalResponses(t *testing.T) {
+	var many atomic.Bool
+	s := newRawServer(t, func(w *bufio.Writer, _ *http.Request, _ int) bool {
+		n := 1
+		if many.Load() {
+			n = max1xxResponses + 2
+		}
+		for range n {
+			w.WriteString("HTTP/1.1 100 Continue\r\n\r\n")
+		}
+		w.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nbody")
+		return true
+	})
+	tr := newTestH1(t)
+	if body, _, err := get(t, tr, s.url()); err != nil || body != "body" {
+		t.Fatalf("after one 100 Continue: %q, %v", body, err)
+	}
+	many.Store(true)
+	if _, _, err := get(t, tr, s.url()); err == nil || !strings.Contains(err.Error(), "informational") {
+		t.Errorf("after %d informational responses: err %v", max1xxResponses+2, err)
+	}
+}
+
+func TestH1EndlessHeadersAreRefused(t *testing.T) {
+	s := newRawServer(t, func(w *bufio.Writer, _ *http.Request, _ int) bool {
+		w.WriteString("HTTP/1.1 200 OK\r\n")
+		line := "X-Padding: " + strings.Repeat("p", 1000) + "\r\n"
+		for range 2 * maxResponseHeaderBytes / len(line) {
+			if _, err := w.WriteString(line); err != nil {
+				return false
+			}
+		}
+		return false
+	})
+	_, _, err := get(t, newTestH1(t), s.url())
+	if !errors.Is(err, errResponseHeadersTooLong) {
+		t.Errorf("2 MiB of headers: err %v, want %v", err, errResponseHeadersTooLong)
+	}
+}
+
+func TestH1CloseBeforeEndAndCancelUnblock(t *testing.T) {
+	// An endless stream: closing its body must not drain it, and
+	// cancelling its request must unblock a read that is waiting.
+	var closed atomic.Int32
+	s := newRawServer(t, func(w *bufio.Writer, _ *http.Request, _ int) bool {
+		w.WriteString("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+		for {
+			fmt.Fprintf(w, "%x\r\n%s\r\n", 6, "data:\n")
+			if w.Flush() != nil {
+				closed.Add(1)
+				return false
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
+	tr := newTestH1(t)
+	for _, cancelIt := range []bool{false, true} {
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.url(), nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 64)
+		if _, err := resp.Body.Read(buf); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		if cancelIt {
+			go func() {
+				var err error
+				for err == nil {
+					_, err = resp.Body.Read(buf)
+				}
+				done <- err
+			}()
+			cancel()
+		} else {
+			resp.Body.Close()
+			_, err := resp.Body.Read(buf)
+			done <- err
+		}
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Errorf("cancel=%v: read after the end returned no error", cancelIt)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("cancel=%v: read still blocked 5 s after the body was released", cancelIt)
+		}
+		resp.Body.Close()
+		cancel()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for closed.Load() < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := closed.Load(); n != 2 {
+		t.Errorf("the server saw %d of 2 connections closed", n)
+	}
+	if n := len(tr.idle); n != 0 {
+		t.Errorf("%d hosts with pooled connections after bodies released early", n)
+	}
+}
+
+func TestH1HandsHTTPSAndProxiesToNetHTTP(t *testing.T) {
+	ts := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "over tls")
+	}))
+	defer ts.Close()
+	tr := newTestH1(t)
+	if body, _, err := get(t, tr, ts.URL); err != nil || body != "over tls" {
+		t.Errorf("https: %q, %v", body, err)
+	}
+	if len(tr.idle) != 0 {
+		t.Error("an https connection was pooled by the HTTP/1.1 transport")
+	}
+
+	proxied := make(chan string, 1)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		proxied <- r.URL.String()
+		_, _ = io.WriteString(w, "via proxy")
+	}))
+	defer proxy.Close()
+	tr.fallback.Proxy = func(*http.Request) (*url.URL, error) { return url.Parse(proxy.URL) }
+	if body, _, err := get(t, tr, "http://upstream.invalid/v1/x"); err != nil || body != "via proxy" {
+		t.Errorf("through a proxy: %q, %v", body, err)
+	}
+	if u := <-proxied; u != "http://upstream.invalid/v1/x" {
+		t.Errorf("the proxy saw %q", u)
+	}
+}
+
+func TestH1ResendsGETAfterAPooledConnectionDies(t *testing.T) {
+	// The server takes the second request on a connection and closes
+	// without a byte of answer (its idle timeout racing the reuse).
+	s := newRawServer(t, func(w *bufio.Writer, _ *http.Request, n int) bool {
+		if n > 0 {
+			return false
+		}
+		w.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		return true
+	})
+	tr := newTestH1(t)
+	do := func(method string) (string, error) {
+		req, _ := http.NewRequest(method, s.url(), nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return string(b), err
+	}
+	for _, m := range []string{http.MethodGet, http.MethodGet} {
+		if body, err := do(m); err != nil || body != "ok" {
+			t.Fatalf("%s: %q, %v", m, body, err)
+		}
+	}
+	if _, err := do(http.MethodPost); err == nil {
+		t.Error("a POST was resent by the transport (the probe resends its own, once)")
+	}
+}

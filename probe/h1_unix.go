@@ -1,0 +1,34 @@
+//go:build unix
+
+package probe
+
+import (
+	"net"
+	"syscall"
+)
+
+// idleConnAlive reports whether an idle pooled connection is still open:
+// a non-blocking peek finds nothing to read. End of file (the server closed
+// it) or unexpected bytes mean it must not carry another request.
+func idleConnAlive(c net.Conn) bool {
+	var rc syscall.RawConn
+	switch c := c.(type) {
+	case *rxConn:
+		rc = c.rc
+	case syscall.Conn:
+		var err error
+		if rc, err = c.SyscallConn(); err != nil {
+			return true
+		}
+	default:
+		return true // no way to look: the stale-connection resend covers it
+	}
+	alive := false
+	err := rc.Read(func(fd uintptr) bool {
+		var b [1]byte
+		_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		alive = err == syscall.EAGAIN || err == syscall.EINTR
+		return true
+	})
+	return err == nil && alive
+}
