@@ -2,6 +2,7 @@ package report
 
 import (
 	"math"
+	"time"
 
 	"github.com/tokentop/tokentop/config"
 	"github.com/tokentop/tokentop/diagnose"
@@ -153,16 +154,10 @@ func buildClass(cs *metrics.ClassStats, v *diagnose.Verdict, gateway bool) Class
 		}
 	}
 	c.Goodput, c.SLO = verdictSections(cs, v)
-	for i := range cs.ByPromptBucket {
-		b := &cs.ByPromptBucket[i]
-		c.ByPromptBucket = append(c.ByPromptBucket, Bucket{
-			Name:       b.Bucket,
-			TTFTMs:     dist(&b.TTFT),
-			ITLMs:      itl(&b.ITL, cs.ITLBasis),
-			ChunkGapMs: dist(&b.ChunkGap),
-			E2EMs:      dist(&b.E2E),
-			Requests:   b.Requests,
-		})
+	c.ByPromptBucket = buckets(cs.ByPromptBucket, cs.ITLBasis)
+	c.ByOutputBucket = buckets(cs.ByOutputBucket, cs.ITLBasis)
+	for i := range cs.Slowest {
+		c.Slowest = append(c.Slowest, slow(&cs.Slowest[i]))
 	}
 	// The contract shows paths when a gateway is compared; a lone "direct"
 	// path would only repeat the class's own numbers.
@@ -346,4 +341,52 @@ func finite(v float64) float64 {
 		return 0
 	}
 	return v
+}
+
+func buckets(bs []metrics.BucketStats, basis string) Buckets {
+	var out Buckets
+	for i := range bs {
+		b := &bs[i]
+		out = append(out, Bucket{
+			Name:       b.Bucket,
+			TTFTMs:     dist(&b.TTFT),
+			ITLMs:      itl(&b.ITL, basis),
+			ChunkGapMs: dist(&b.ChunkGap),
+			E2EMs:      dist(&b.E2E),
+			Requests:   b.Requests,
+		})
+	}
+	return out
+}
+
+// slow is one of the slowest requests. A point the request never reached
+// (metrics marks it -1) is null, not 0.
+func slow(r *metrics.RequestTiming) Slow {
+	at := func(ms float64) *float64 {
+		if ms < 0 {
+			return nil
+		}
+		return num(ms)
+	}
+	s := Slow{
+		TraceID:      r.ID,
+		Path:         r.Path,
+		SentAt:       r.Sent.UTC().Format(time.RFC3339Nano),
+		Attempt:      r.Attempt,
+		PromptTokens: r.PromptTokens,
+		OutputTokens: r.OutputTokens,
+		ClientWaitMs: num(r.IntendedMs),
+		HeadersMs:    at(r.HeadersMs),
+		FirstByteMs:  at(r.FirstByteMs),
+		TTFTMs:       at(r.FirstTokenMs),
+		E2EMs:        at(r.EndMs),
+		ChunkGaps:    r.Gaps,
+		Status:       r.Status,
+		Error:        r.Err,
+		Censored:     r.Censored,
+	}
+	if r.Gaps > 0 {
+		s.MaxChunkGapMs = num(r.MaxGapMs)
+	}
+	return s
 }

@@ -67,6 +67,21 @@ func fixtureSnapshot() *metrics.Snapshot {
 				ChunkGap: fixtureDist(900, 23, 57, 133, 28, 500), E2E: fixtureDist(6, 6600, 8700, 8700, 6900, 8700)},
 			{Bucket: "8k+"},
 		},
+		ByOutputBucket: []metrics.BucketStats{
+			{Bucket: "0-128", Requests: 3, TTFT: fixtureDist(3, 300, 410, 410, 330, 410), E2E: fixtureDist(3, 900, 1500, 1500, 1100, 1500)},
+			{Bucket: "128-512", Requests: 57, TTFT: fixtureDist(55, 415, 1250, 1890.25, 535, 2210), ITL: fixtureDist(14000, 18.2, 41, 77.5, 21.3, 240),
+				ChunkGap: fixtureDist(9000, 22, 55, 130, 27.5, 610), E2E: fixtureDist(54, 5500, 8150, 9900, 5800, 10400)},
+			{Bucket: "512-2k"},
+			{Bucket: "2k+"},
+		},
+		Slowest: []metrics.RequestTiming{
+			{ID: "4bf92f3577b34da6a3ce929d0e0e4736", Path: "direct", Sent: started.Add(12 * time.Second), PromptTokens: 1980, OutputTokens: 256,
+				IntendedMs: 0.4, HeadersMs: 2100, FirstByteMs: 2100.2, FirstTokenMs: 2210, EndMs: 10400, Gaps: 255, MaxGapMs: 610, Status: 200},
+			{ID: "00f067aa0ba902b7a3ce929d0e0e4736", Path: "direct", Sent: started.Add(27 * time.Second), Attempt: 1, PromptTokens: 700,
+				IntendedMs: 0, HeadersMs: -1, FirstByteMs: -1, FirstTokenMs: -1, EndMs: 3000, Err: "timeout", Censored: true},
+			{ID: "a3ce929d0e0e47364bf92f3577b34da6", Path: "gateway", Sent: started.Add(20 * time.Second), PromptTokens: 800,
+				IntendedMs: 1.5, HeadersMs: 3, FirstByteMs: 4, FirstTokenMs: -1, EndMs: 5, Status: 503, Err: "http"},
+		},
 		Paths: []metrics.PathStats{
 			{Path: "direct", Requests: 30, TTFT: fixtureDist(29, 300, 900, 1200, 380, 1300), ChunkGap: fixtureDist(4600, 20, 45, 90, 23, 300), EventsPerRead: 1.05},
 			{Path: "gateway", Requests: 30, TTFT: fixtureDist(29, 520, 1400, 2000, 680, 2210), ChunkGap: fixtureDist(1100, 95, 260, 410, 120, 610), EventsPerRead: 4.2},

@@ -10,8 +10,8 @@ import (
 
 // WriteMarkdown writes r as an incident summary for a human on call: the
 // verdict per class first, then the findings with their evidence, then the
-// tables behind them (latency per class, per prompt bucket and per path,
-// server, GPU, probe). It is rendered from the Report alone, so a report
+// tables behind them (latency per class, per prompt and output bucket and
+// per path, the slowest requests, server, GPU, probe). It is rendered from the Report alone, so a report
 // read back with Parse renders the same.
 func WriteMarkdown(w io.Writer, r Report) error {
 	var b strings.Builder
@@ -21,6 +21,7 @@ func WriteMarkdown(w io.Writer, r Report) error {
 	writeLatency(&b, &r)
 	writeBuckets(&b, &r)
 	writePaths(&b, &r)
+	writeSlowest(&b, &r)
 	writeServer(&b, &r)
 	writeGPU(&b, &r)
 	writeProbe(&b, &r)
@@ -227,18 +228,70 @@ func writeLatency(b *strings.Builder, r *Report) {
 }
 
 func writeBuckets(b *strings.Builder, r *Report) {
+	writeBucketTable(b, r, "## Latency per prompt length (ms)\n\n", "prompt tokens", func(c *Class) Buckets { return c.ByPromptBucket })
+	writeBucketTable(b, r, "## Latency per output length (ms)\n\n", "output tokens", func(c *Class) Buckets { return c.ByOutputBucket })
+}
+
+// writeBucketTable writes the buckets that saw a request: an empty bucket
+// row says nothing an on-call engineer needs.
+func writeBucketTable(b *strings.Builder, r *Report, title, col string, of func(*Class) Buckets) {
 	has := false
-	for _, c := range r.Classes {
-		has = has || len(c.ByPromptBucket) > 0
+	for i := range r.Classes {
+		for _, bk := range of(&r.Classes[i]) {
+			has = has || bk.Requests > 0
+		}
 	}
 	if !has {
 		return
 	}
-	b.WriteString("## Latency per prompt length (ms)\n\n")
-	table(b, []string{"class", "prompt tokens", "requests", "TTFT p50 / p95 / p99", "ITL p50 / p95 / p99", "chunk gap p95", "E2E p50 / p95 / p99"})
+	b.WriteString(title)
+	table(b, []string{"class", col, "requests", "TTFT p50 / p95 / p99", "ITL p50 / p95 / p99", "chunk gap p95", "E2E p50 / p95 / p99"})
+	for i := range r.Classes {
+		c := &r.Classes[i]
+		for _, bk := range of(c) {
+			if bk.Requests > 0 {
+				row(b, c.Name, bk.Name, i64(bk.Requests), tri(&bk.TTFTMs), itlCell(&bk.ITLMs), ms(bk.ChunkGapMs.P95), tri(&bk.E2EMs))
+			}
+		}
+	}
+	b.WriteString("\n")
+}
+
+// slowestInMarkdown is how many of each class's and path's slowest
+// requests the summary lists; the JSON has them all.
+const slowestInMarkdown = 3
+
+func writeSlowest(b *strings.Builder, r *Report) {
+	has := false
 	for _, c := range r.Classes {
-		for _, bk := range c.ByPromptBucket {
-			row(b, c.Name, bk.Name, i64(bk.Requests), tri(&bk.TTFTMs), itlCell(&bk.ITLMs), ms(bk.ChunkGapMs.P95), tri(&bk.E2EMs))
+		has = has || len(c.Slowest) > 0
+	}
+	if !has {
+		return
+	}
+	b.WriteString("## Slowest requests (ms from send)\n\n")
+	table(b, []string{"class", "path", "trace id", "headers", "first token", "end", "chunk gaps (max)", "tokens in / out", "outcome"})
+	for _, c := range r.Classes {
+		shown := map[string]int{}
+		for _, s := range c.Slowest {
+			if shown[s.Path] >= slowestInMarkdown {
+				continue
+			}
+			shown[s.Path]++
+			end := ms(s.E2EMs)
+			if s.Censored {
+				end = "≥ " + end
+			}
+			outcome := "ok"
+			if s.Error != "" {
+				outcome = s.Error
+				if s.Status != 0 {
+					outcome += " (" + strconv.Itoa(s.Status) + ")"
+				}
+			}
+			row(b, c.Name, s.Path, s.TraceID, ms(s.HeadersMs), ms(s.TTFTMs), end,
+				strconv.Itoa(s.ChunkGaps)+" ("+ms(s.MaxChunkGapMs)+")",
+				strconv.Itoa(s.PromptTokens)+" / "+strconv.Itoa(s.OutputTokens), outcome)
 		}
 	}
 	b.WriteString("\n")

@@ -86,6 +86,12 @@ type Class struct {
 	ByPromptBucket      Buckets    `json:"by_prompt_bucket,omitempty"`
 	Paths               Paths      `json:"paths,omitempty"` // only when a gateway is compared
 	// Beyond the contract.
+	// ByOutputBucket is E2E (and the rest) conditioned on output length:
+	// 0-128, 128-512, 512-2k, 2k+ output tokens.
+	ByOutputBucket Buckets `json:"by_output_bucket,omitempty"`
+	// Slowest are the class's slowest requests, send to end, at most
+	// metrics.MaxSlowest per path, each path slowest first.
+	Slowest      []Slow           `json:"slowest,omitempty"`
 	ErrorsByKind map[string]int64 `json:"errors_by_kind,omitempty"`
 	// RetriesByKind splits retries: "job" (a batch request attempted
 	// again) and "stale_connection" (resent once on a fresh connection
@@ -206,11 +212,12 @@ type Objective struct {
 	LowerBound bool `json:"lower_bound,omitempty"`
 }
 
-// Buckets marshal as an object keyed by bucket name, in the fixed order
-// 0-512, 512-2k, 2k-8k, 8k+.
+// Buckets marshal as an object keyed by bucket name, in the aggregator's
+// fixed order (prompt tokens 0-512, 512-2k, 2k-8k, 8k+; output tokens
+// 0-128, 128-512, 512-2k, 2k+).
 type Buckets []Bucket
 
-// Bucket holds the latency keys of one prompt-length bucket.
+// Bucket holds the latency keys of one prompt- or output-length bucket.
 type Bucket struct {
 	Name       string `json:"-"`
 	TTFTMs     Dist   `json:"ttft_ms"`
@@ -219,6 +226,31 @@ type Bucket struct {
 	E2EMs      Dist   `json:"e2e_ms"`
 	// Beyond the contract.
 	Requests int64 `json:"requests"`
+}
+
+// Slow is one slow request's timeline, in ms from its send; a point the
+// request never reached is null.
+type Slow struct {
+	TraceID      string `json:"trace_id"` // the traceparent's trace id
+	Path         string `json:"path"`
+	SentAt       string `json:"sent_at"` // RFC 3339, UTC
+	Attempt      int    `json:"attempt"`
+	PromptTokens int    `json:"prompt_tokens"`
+	OutputTokens int    `json:"output_tokens"`
+	// ClientWaitMs is how long the request waited in tokentop between its
+	// intended start and its send.
+	ClientWaitMs  *float64 `json:"client_wait_ms"`
+	HeadersMs     *float64 `json:"headers_ms"`
+	FirstByteMs   *float64 `json:"first_byte_ms"`
+	TTFTMs        *float64 `json:"ttft_ms"`
+	E2EMs         *float64 `json:"e2e_ms"`
+	ChunkGaps     int      `json:"chunk_gaps"`
+	MaxChunkGapMs *float64 `json:"max_chunk_gap_ms"`
+	Status        int      `json:"status"`
+	Error         string   `json:"error,omitempty"` // error kind
+	// Censored: the request was cut short while still waiting; its times
+	// are lower bounds.
+	Censored bool `json:"censored"`
 }
 
 // Paths marshal as an object keyed by path name: "direct", then "gateway".
