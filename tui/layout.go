@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -246,9 +247,9 @@ func (r *renderer) compact(bodyH int) []string {
 	return append(out, r.findingLines(w, bodyH-len(out))...)
 }
 
-func (r *renderer) help(bodyH int) []string {
+// helpLines is the help's text: the keys, then a glossary.
+func helpLines(knobs bool) []string {
 	lines := []string{
-		rule(r.t, "help (? or esc to close)", r.w),
 		"q, ctrl+c   quit (a one-screen summary stays on the terminal)",
 		"tab, 1-9    next class (shift+tab: previous), or jump to class 1-9",
 		"p           pause: freeze the screen while data keeps being gathered",
@@ -262,10 +263,10 @@ func (r *renderer) help(bodyH int) []string {
 		"r           toggle the live window and the whole run",
 		"?           this help",
 	}
-	if r.st.KnobsAvailable {
+	if knobs {
 		lines = append(lines, "k           simulator knobs: ↑/↓ select, ←/→ or -/+ adjust, space/enter toggle")
 	}
-	lines = append(lines, "",
+	return append(lines, "",
 		"TTFT        send → first content token, with its histogram",
 		"ITL         gaps between tokens (basis token) or between chunks (basis chunk)",
 		"chunk gap   gaps between stream events as the client received them",
@@ -277,10 +278,38 @@ func (r *renderer) help(bodyH int) []string {
 		"probe       tokentop's own scheduling lag; UNRELIABLE when it is the bottleneck",
 		"findings    likely causes, most likely first, with evidence value vs threshold",
 	)
-	for i := range lines {
-		lines[i] = fit(lines[i], r.w)
+}
+
+// help draws the help in bodyH rows. Where it does not fit (80×24 holds
+// the keys but not the glossary), ↓ shows its end and ↑ its start, and
+// the last row says so.
+func (r *renderer) help(bodyH int) []string {
+	text := helpLines(r.st.KnobsAvailable)
+	rows := bodyH - 1 // below the title
+	if len(text) <= rows {
+		out := []string{rule(r.t, "help (? or esc to close)", r.w)}
+		for _, l := range text {
+			out = append(out, fit(l, r.w))
+		}
+		return out
 	}
-	return lines
+	rows = max(rows-1, 1) // and above the "more" line
+	top := 0
+	if r.st.HelpEnd {
+		top = len(text) - rows
+	}
+	out := []string{rule(r.t, "help (? or esc to close · ↑/↓ scroll)", r.w)}
+	for _, l := range text[top : top+rows] {
+		out = append(out, fit(l, r.w))
+	}
+	more := fmt.Sprintf("lines %d–%d of %d", top+1, top+rows, len(text))
+	switch {
+	case top+rows < len(text):
+		more = "↓ more · " + more
+	default:
+		more = "↑ back · " + more
+	}
+	return append(out, fit(r.t.dim(more), r.w))
 }
 
 func (r *renderer) knobPanel(bodyH int) []string {

@@ -167,7 +167,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 
 // sameState is a cheap check that a key changed nothing on screen.
 func sameState(a, b *UIState) bool {
-	return a.Focus == b.Focus && a.Span == b.Span && a.RunView == b.RunView && a.ShowHelp == b.ShowHelp &&
+	return a.Focus == b.Focus && a.Span == b.Span && a.RunView == b.RunView && a.ShowHelp == b.ShowHelp && a.HelpEnd == b.HelpEnd &&
 		a.ShowKnobs == b.ShowKnobs && a.KnobCursor == b.KnobCursor && a.Message == b.Message && a.Paused == b.Paused &&
 		a.Drill == b.Drill && a.Expanded == b.Expanded && a.Filter == b.Filter && a.Filtering == b.Filtering &&
 		a.Cursor == b.Cursor && len(a.Knobs) == len(b.Knobs) && knobsEqual(a.Knobs, b.Knobs)
@@ -204,7 +204,7 @@ func (m Model) key(msg tea.KeyMsg) (Model, tea.Cmd) {
 		}
 		return m, nil
 	case "?":
-		m.st.ShowHelp = !m.st.ShowHelp
+		m.st.ShowHelp, m.st.HelpEnd = !m.st.ShowHelp, false
 		if m.st.ShowHelp {
 			m.st.ShowKnobs = false
 		}
@@ -243,6 +243,12 @@ func (m Model) key(msg tea.KeyMsg) (Model, tea.Cmd) {
 			m.st.ShowHelp = false
 			m.refreshKnobs()
 		}
+		return m, nil
+	}
+	if m.st.ShowHelp && (k == "up" || k == "down") {
+		// Where the terminal is too short for the whole help, ↓ shows its
+		// end (the glossary) and ↑ its start (the keys).
+		m.st.HelpEnd = k == "down"
 		return m, nil
 	}
 	if m.st.ShowKnobs && m.knobs != nil {

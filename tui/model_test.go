@@ -115,7 +115,11 @@ func TestModelKeys(t *testing.T) {
 		{tea.KeyMsg{Type: tea.KeyShiftTab}, func(s UIState) bool { return s.Focus == 1 }, "▸ batch"},
 		{runes("r"), func(s UIState) bool { return s.RunView }, "RUN whole session"},
 		{runes("r"), func(s UIState) bool { return !s.RunView }, "LIVE 30s window"},
-		{runes("?"), func(s UIState) bool { return s.ShowHelp }, "help (? or esc to close)"},
+		{runes("?"), func(s UIState) bool { return s.ShowHelp }, "help (? or esc to close · ↑/↓ scroll)"},
+		// 80×24 holds the keys, not the glossary: ↓ shows the glossary's
+		// end, ↑ the keys again.
+		{tea.KeyMsg{Type: tea.KeyDown}, func(s UIState) bool { return s.ShowHelp && s.HelpEnd }, "findings    likely causes"},
+		{tea.KeyMsg{Type: tea.KeyUp}, func(s UIState) bool { return s.ShowHelp && !s.HelpEnd }, "q, ctrl+c   quit"},
 		{tea.KeyMsg{Type: tea.KeyEsc}, func(s UIState) bool { return !s.ShowHelp }, "findings"},
 		// Without a knob controller, k does nothing.
 		{runes("k"), func(s UIState) bool { return !s.ShowKnobs && !s.KnobsAvailable }, "findings"},

@@ -52,9 +52,12 @@ type UIState struct {
 	// RunView shows the whole session (Snapshot.Run) instead of the trailing
 	// window (Snapshot.Live).
 	// Span is how far back the time series reach (0: five minutes).
-	Span      time.Duration
-	RunView   bool
-	ShowHelp  bool
+	Span     time.Duration
+	RunView  bool
+	ShowHelp bool
+	// HelpEnd shows the end of the help instead of its start, when it
+	// does not fit.
+	HelpEnd   bool
 	ShowKnobs bool
 	// KnobsAvailable is true when the console can adjust a simulator.
 	KnobsAvailable bool
