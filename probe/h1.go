@@ -150,13 +150,15 @@ func (t *h1Transport) roundTrip(req *http.Request, pooled bool) (_ *http.Respons
 	// connection whose deadline fired is never pooled again (see finish).
 	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(aLongTimeAgo) })
 	answered := false // a byte of the response arrived
+	// Errors are returned as they come: http.Client adds the method and
+	// URL, as it does for net/http's Transport.
 	fail := func(err error) (*http.Response, bool, error) {
 		stop()
 		c.Close()
 		if ctx.Err() != nil {
-			return nil, false, fmt.Errorf("%s %s: %w", req.Method, req.URL, context.Cause(ctx))
+			return nil, false, context.Cause(ctx)
 		}
-		return nil, reused && !answered, fmt.Errorf("%s %s: %w", req.Method, req.URL, err)
+		return nil, reused && !answered, err
 	}
 	outreq := req
 	if t.noReuse && !req.Close {
@@ -234,14 +236,15 @@ func (t *h1Transport) conn(ctx context.Context, addr string, pooled bool) (*h1Co
 		// A server closes idle connections on its own schedule (uvicorn
 		// after 5 s): one that did is seen here, for one system call per
 		// request, instead of as a failed request to resend.
-		if time.Since(c.idleSince) < t.idleTimeout && c.br.Buffered() == 0 && idleConnAlive(c.Conn) {
+		fresh := t.idleTimeout <= 0 || time.Since(c.idleSince) < t.idleTimeout
+		if fresh && c.br.Buffered() == 0 && idleConnAlive(c.Conn) {
 			return c, true, nil
 		}
 		c.Close()
 	}
-	nc, err := t.dial(ctx, "tcp", addr)
+	nc, err := t.dial(ctx, "tcp", addr) // its error names the address
 	if err != nil {
-		return nil, false, fmt.Errorf("dial tcp %s: %w", addr, err)
+		return nil, false, err
 	}
 	c := &h1Conn{Conn: nc, lim: headerLimit{r: nc, n: -1}}
 	c.br = bufio.NewReaderSize(&c.lim, t.readBufSize)

@@ -348,3 +348,21 @@ func TestH1ResendsGETAfterAPooledConnectionDies(t *testing.T) {
 		t.Error("a POST was resent by the transport (the probe resends its own, once)")
 	}
 }
+
+func TestH1ErrorsAreWrappedOnce(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens: the dial is refused
+	hc := &http.Client{Transport: newTestH1(t)}
+	_, err = hc.Post("http://"+addr+"/v1/completions", "application/json", strings.NewReader("{}"))
+	if err == nil {
+		t.Fatal("a refused connection gave no error")
+	}
+	if msg := err.Error(); strings.Count(msg, addr) != 2 || strings.Count(msg, "dial tcp") != 1 {
+		// http.Client names the URL, the dialer the address: once each.
+		t.Errorf("error %q repeats its context", msg)
+	}
+}
