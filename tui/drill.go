@@ -370,14 +370,32 @@ func (r *renderer) serverView(bodyH int) []string {
 		fit(gauge("running", sv.Running, fmtNum), r.w),
 		fit(gauge("KV cache", sv.KVUsage, fmtPct0), r.w),
 		fit(pad("rates", 14)+"preempt "+ptr(sv.PreemptionsPerS, fmtRate)+" · prompt "+ptr(sv.PromptTokensPerS, fmtNum)+
-			" tok/s · gen "+ptr(sv.GenerationTokensPerS, fmtNum)+" tok/s", r.w))
+			" tok/s · gen "+ptr(sv.GenerationTokensPerS, fmtNum)+" tok/s · finished "+ptr(sv.RequestsPerS, fmtNum)+" req/s", r.w))
+	// What newer servers add, only where they publish it: a line of
+	// dashes for servers that do not would be noise.
+	var extra []string
+	if sv.PrefixCacheHitRate != nil {
+		extra = append(extra, "prefix-cache hits "+fmtPct0(*sv.PrefixCacheHitRate))
+	}
+	if sv.SpecAcceptRate != nil {
+		extra = append(extra, "speculative tokens accepted "+fmtPct0(*sv.SpecAcceptRate))
+	}
+	if sv.KVTransferFailuresPerS != nil {
+		extra = append(extra, "KV transfers failed "+fmtRate(*sv.KVTransferFailuresPerS))
+	}
+	if len(extra) > 0 {
+		out = append(out, fit(pad("engine", 14)+strings.Join(extra, " · "), r.w))
+	}
 	for _, h := range []struct {
 		name string
 		d    metrics.Dist
-	}{{"TTFT", sv.TTFT}, {"ITL", sv.ITL}, {"E2E", sv.E2E}, {"queue time", sv.Queue}, {"prefill", sv.Prefill}, {"decode", sv.Decode}} {
-		line := pad("server "+h.name, 18) + r.t.dim("not exposed")
+	}{{"TTFT", sv.TTFT}, {"ITL", sv.ITL}, {"E2E", sv.E2E}, {"queue time", sv.Queue}, {"prefill", sv.Prefill}, {"decode", sv.Decode}, {"KV transfer", sv.KVTransfer}} {
+		if h.name == "KV transfer" && h.d.Count == 0 {
+			continue // only disaggregated serving has one
+		}
+		line := pad("server "+h.name, 19) + r.t.dim("not exposed")
 		if h.d.Count > 0 {
-			line = pad("server "+h.name, 18) + triple(h.d, "  ") + "  n=" + fmtInt(h.d.Count)
+			line = pad("server "+h.name, 19) + triple(h.d, "  ") + "  n=" + fmtInt(h.d.Count)
 		}
 		out = append(out, fit(line, r.w))
 	}

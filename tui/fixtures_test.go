@@ -403,6 +403,9 @@ func drillSnap() *metrics.Snapshot {
 		c.ByOutputBucket = []metrics.BucketStats{bucket("0-128", 20, 900), bucket("128-512", 146, 1500), bucket("512-2k", 0, 0), bucket("2k+", 0, 0)}
 		c.TTFT.Censored = 9
 		c.TTFT.Lower.P99 = true
+		sv := &v.Server
+		sv.RequestsPerS, sv.PrefixCacheHitRate, sv.SpecAcceptRate, sv.KVTransferFailuresPerS = f64(6.5), f64(0.62), f64(0.71), f64(0.2)
+		sv.KVTransfer = dist(12, 40, 95, 18, 120, logBins(4, 1.5, 10, 30, 5))
 		d := &v.GPU.Devices[0]
 		d.Last = observe.GPUDevice{Index: 0, Name: d.Name, UUID: "GPU-5c1a7f3e-9b2d-4e61-8f0a-2d3c4b5a6978",
 			Util: f64(0.97), MemUsedBytes: u64(74 << 30), MemTotalBytes: u64(80 << 30), MemBWUtil: f64(0.62), SMActivity: f64(0.81),
