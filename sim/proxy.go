@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"bytes"
+	"fmt"
 	"io"
 	"log"
 	"net/http"
@@ -45,6 +47,24 @@ func newBufferingProxy(upstream *url.URL, settings func() (int, time.Duration)) 
 		writeError(w, http.StatusBadGateway, "BadGatewayError", "proxy: "+err.Error())
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Like nginx (proxy_request_buffering on), read the whole request
+		// body before going upstream. Streaming it through is also racy in
+		// ReverseProxy (golang/go#40747): a fast upstream's response
+		// headers make this server drain and close the inbound body while
+		// the transport still reads it once more past Content-Length, and
+		// the transport then cuts the upstream connection mid-stream.
+		if r.Body != nil && r.Body != http.NoBody {
+			body, err := io.ReadAll(io.LimitReader(r.Body, maxBodyBytes+1))
+			if err != nil {
+				writeError(w, http.StatusBadRequest, "BadRequestError", "proxy: reading the request body: "+err.Error())
+				return
+			}
+			if len(body) > maxBodyBytes {
+				writeError(w, http.StatusRequestEntityTooLarge, "BadRequestError", fmt.Sprintf("proxy: request body over %d bytes", maxBodyBytes))
+				return
+			}
+			r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+		}
 		size, flush := settings()
 		if size <= 0 {
 			rp.ServeHTTP(&passWriter{w}, r)

@@ -1,9 +1,11 @@
 package sim
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -484,5 +486,62 @@ func TestLiveProxyFollowsKnobs(t *testing.T) {
 	}
 	if n := maxPerRead(); n < 10 {
 		t.Errorf("buffering proxy delivered at most %d events per read", n)
+	}
+}
+
+// TestBufferingProxyReadsTheWholeRequestFirst: like nginx's default
+// (proxy_request_buffering on), the proxy sends nothing upstream before the
+// client's body has arrived whole, and then the body with its exact length.
+// Streaming it through let a fast upstream's answer race ReverseProxy's
+// last read of the body and cut the stream (golang/go#40747).
+func TestBufferingProxyReadsTheWholeRequestFirst(t *testing.T) {
+	got, started := make(chan string, 1), make(chan struct{}, 1)
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		started <- struct{}{}
+		b, _ := io.ReadAll(r.Body)
+		got <- fmt.Sprintf("%d %s", r.ContentLength, b)
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer upstream.Close()
+	up, err := url.Parse(upstream.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httptest.NewServer(NewBufferingProxy(up, 1, time.Millisecond))
+	defer proxy.Close()
+
+	c, err := net.Dial("tcp", proxy.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	body := `{"prompt":"` + strings.Repeat("x", 3000) + `"}`
+	head := fmt.Sprintf("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
+	if _, err := io.WriteString(c, head+body[:1000]); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-started:
+		t.Fatal("upstream got the request before its body was whole")
+	case <-time.After(200 * time.Millisecond):
+	}
+	if _, err := io.WriteString(c, body[1000:]); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case g := <-got:
+		if want := fmt.Sprintf("%d %s", len(body), body); g != want {
+			t.Errorf("upstream got %.60s…, want %.60s…", g, want)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("upstream got nothing after the body was whole")
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("status %d", resp.StatusCode)
 	}
 }
