@@ -14,13 +14,14 @@ func idleConnAlive(c net.Conn) bool {
 	var rc syscall.RawConn
 	switch c := c.(type) {
 	case *rxConn:
-		rc = c.rc
+		rc = c.raw()
 	case syscall.Conn:
 		var err error
 		if rc, err = c.SyscallConn(); err != nil {
 			return true
 		}
-	default:
+	}
+	if rc == nil {
 		return true // no way to look: the stale-connection resend covers it
 	}
 	alive := false

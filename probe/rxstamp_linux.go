@@ -39,6 +39,10 @@ type rxConn struct {
 	mu       sync.Mutex
 	arrived  time.Time // kernel arrival of the last bytes read, monotonic
 	lastRead time.Time // user-space time of that read
+	// prevRead is when the read before the last one returned: bytes the
+	// last read delivered that had all arrived by then were already
+	// waiting in the kernel when that read ended (it filled its buffer).
+	prevRead time.Time
 	// stamped tells whether the kernel stamped the last read. Linux turns
 	// its receive timestamps on for the whole host a moment after the
 	// first socket asks (a deferred static key), so the very first reads
@@ -67,6 +71,9 @@ func wrapRxConn(c net.Conn) net.Conn {
 	rx.recvFn = rx.recv
 	return rx
 }
+
+// raw is the connection's socket, for a non-blocking peek.
+func (c *rxConn) raw() syscall.RawConn { return c.rc }
 
 // maxKernelDelay bounds the correction: a larger gap between the kernel's
 // stamp and now is a wall-clock step, not queueing, and is ignored.
@@ -102,7 +109,7 @@ func (c *rxConn) Read(p []byte) (int, error) {
 		}
 	}
 	c.mu.Lock()
-	c.arrived, c.lastRead, c.stamped = at, now, stamped
+	c.arrived, c.prevRead, c.lastRead, c.stamped = at, c.lastRead, now, stamped
 	c.mu.Unlock()
 	return n, nil
 }
@@ -143,6 +150,15 @@ func (c *rxConn) arrival() (time.Time, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.arrived, !c.arrived.IsZero()
+}
+
+// queuedAtPrevRead reports whether the bytes of the last read had all
+// arrived before the read before it returned: they were in the kernel's
+// queue then, and a larger buffer would have taken them in that read.
+func (c *rxConn) queuedAtPrevRead() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.arrived.IsZero() && !c.prevRead.IsZero() && !c.arrived.After(c.prevRead)
 }
 
 // kernelStamp finds the SCM_TIMESTAMPNS message in oob and returns its time

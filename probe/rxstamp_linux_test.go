@@ -198,11 +198,16 @@ func TestStreamKernelTimestampsHideProbeDelay(t *testing.T) {
 
 // scriptedBody returns pieces[i] on its i-th Read, the connection's
 // arrival stamp then being stamps[i].
+// scriptedBody plays reads of a connection: pieces[i] is what its i-th
+// read brought, stamps[i] the kernel's arrival stamp and, when set,
+// returned[i] when that read returned.
 type scriptedBody struct {
-	rx     *rxConn
-	pieces []string
-	stamps []time.Time
-	i      int
+	rx       *rxConn
+	pieces   []string
+	stamps   []time.Time
+	returned []time.Time
+	i        int
+	started  int // pieces whose connection read has happened
 }
 
 func (b *scriptedBody) Read(p []byte) (int, error) {
@@ -211,6 +216,10 @@ func (b *scriptedBody) Read(p []byte) (int, error) {
 	}
 	b.rx.mu.Lock()
 	b.rx.arrived = b.stamps[b.i]
+	if b.started == b.i && b.returned != nil {
+		b.rx.prevRead, b.rx.lastRead = b.rx.lastRead, b.returned[b.i]
+	}
+	b.started = b.i + 1
 	b.rx.mu.Unlock()
 	n := copy(p, b.pieces[b.i])
 	b.pieces[b.i] = b.pieces[b.i][n:]
@@ -247,6 +256,39 @@ func TestBodyReadsOfOneConnectionReadAreOneRead(t *testing.T) {
 		t.Fatalf("read %q", got)
 	}
 	want := []observe.Read{{At: at(10), Bytes: 16}, {At: at(30), Bytes: 3}}
+	if len(tr.Reads) != len(want) {
+		t.Fatalf("reads %+v, want %+v", tr.Reads, want)
+	}
+	for i, r := range tr.Reads {
+		if !r.At.Equal(want[i].At) || r.Bytes != want[i].Bytes {
+			t.Errorf("read %d: %+v, want %+v", i, r, want[i])
+		}
+	}
+}
+
+// A read of the connection that found its bytes already queued before the
+// previous read returned (that read filled its buffer) continues the same
+// delivery: one Read, as a larger buffer would have made it. Bytes that
+// arrived after it are a new Read.
+func TestQueuedBytesContinueTheRead(t *testing.T) {
+	base := time.Now().Add(-time.Second)
+	at := func(ms int) time.Time { return base.Add(time.Duration(ms) * time.Millisecond) }
+	rx := &rxConn{}
+	body := &scriptedBody{rx: rx,
+		pieces:   []string{"AAAA", "BB", "CC", "DD"},
+		stamps:   []time.Time{at(10), at(11), at(30), at(31)},
+		returned: []time.Time{at(12), at(13), at(32), at(40)}}
+	tr := &observe.Trace{Headers: base}
+	w := &wireReader{body: body, rx: rx, tr: tr, buf: make([]byte, 64)}
+	for {
+		if _, err := w.next(); err != nil {
+			break
+		}
+	}
+	// BB arrived at 11, before the read of AAAA returned at 12: queued.
+	// CC arrived at 30, after BB's read returned at 13: new. DD at 31,
+	// before CC's read returned at 32: queued again.
+	want := []observe.Read{{At: at(10), Bytes: 6}, {At: at(30), Bytes: 4}}
 	if len(tr.Reads) != len(want) {
 		t.Fatalf("reads %+v, want %+v", tr.Reads, want)
 	}

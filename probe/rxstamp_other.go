@@ -4,6 +4,7 @@ package probe
 
 import (
 	"net"
+	"syscall"
 	"time"
 )
 
@@ -14,3 +15,7 @@ type rxConn struct{ net.Conn }
 func wrapRxConn(c net.Conn) net.Conn { return c }
 
 func (c *rxConn) arrival() (time.Time, bool) { return time.Time{}, false }
+
+func (c *rxConn) queuedAtPrevRead() bool { return false }
+
+func (c *rxConn) raw() syscall.RawConn { return nil }

@@ -70,7 +70,12 @@ func (w *wireReader) fill() error {
 				// The same stamp as the previous body read: no read of the
 				// connection came in between, these bytes came in the same
 				// one as the previous ones (more than this buffer holds).
-				sameArrival = ok && k.Equal(w.lastArrival)
+				// Or a new read of the connection whose bytes were all
+				// queued in the kernel before the previous one returned:
+				// that read filled its buffer, and a larger one would have
+				// taken these too. Either way one delivery, one Read, so
+				// that events per read do not depend on buffer sizes.
+				sameArrival = ok && (k.Equal(w.lastArrival) || (!w.lastArrival.IsZero() && w.rx.queuedAtPrevRead()))
 				w.lastArrival = k
 				// Never before what was already recorded.
 				if i := len(w.tr.Reads) - 1; i >= 0 && at.Before(w.tr.Reads[i].At) {
