@@ -160,7 +160,7 @@ func (t *connTimes) gotFirstByte() {
 	if t.firstByte.IsZero() {
 		t.firstByte = now
 		if t.rx != nil {
-			if at, ok := t.rx.arrival(); ok && at.Before(now) && !at.Before(t.wrote) {
+			if at, _, ok := t.rx.arrival(); ok && at.Before(now) && !at.Before(t.wrote) {
 				t.firstByte = at
 			}
 		}

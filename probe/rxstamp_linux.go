@@ -145,20 +145,14 @@ func (c *rxConn) recv(fd uintptr) bool {
 }
 
 // arrival returns the kernel arrival time of the bytes of the last read,
-// and false before any read.
-func (c *rxConn) arrival() (time.Time, bool) {
+// and false before any read. queued reports whether those bytes had all
+// arrived before the read before it returned: they were waiting in the
+// kernel then, and a larger buffer would have taken them in that read.
+func (c *rxConn) arrival() (at time.Time, queued, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.arrived, !c.arrived.IsZero()
-}
-
-// queuedAtPrevRead reports whether the bytes of the last read had all
-// arrived before the read before it returned: they were in the kernel's
-// queue then, and a larger buffer would have taken them in that read.
-func (c *rxConn) queuedAtPrevRead() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return !c.arrived.IsZero() && !c.prevRead.IsZero() && !c.arrived.After(c.prevRead)
+	queued = !c.arrived.IsZero() && !c.prevRead.IsZero() && !c.arrived.After(c.prevRead)
+	return c.arrived, queued, !c.arrived.IsZero()
 }
 
 // kernelStamp finds the SCM_TIMESTAMPNS message in oob and returns its time

@@ -104,7 +104,7 @@ func waitForStamps(t *testing.T) (*rxConn, net.Conn) {
 
 func TestRxConnStampsArrivalNotRead(t *testing.T) {
 	rx0, _ := loopbackPair(t)
-	if _, ok := rx0.arrival(); ok {
+	if _, _, ok := rx0.arrival(); ok {
 		t.Fatal("arrival before any read")
 	}
 	rx, s := waitForStamps(t)
@@ -120,7 +120,7 @@ func TestRxConnStampsArrivalNotRead(t *testing.T) {
 	if err != nil || string(buf[:n]) != "hello" {
 		t.Fatalf("read %q, %v", buf[:n], err)
 	}
-	at, ok := rx.arrival()
+	at, _, ok := rx.arrival()
 	if !ok {
 		t.Fatal("no arrival time")
 	}

@@ -14,8 +14,6 @@ type rxConn struct{ net.Conn }
 
 func wrapRxConn(c net.Conn) net.Conn { return c }
 
-func (c *rxConn) arrival() (time.Time, bool) { return time.Time{}, false }
-
-func (c *rxConn) queuedAtPrevRead() bool { return false }
+func (c *rxConn) arrival() (at time.Time, queued, ok bool) { return time.Time{}, false, false }
 
 func (c *rxConn) raw() syscall.RawConn { return nil }

@@ -62,7 +62,7 @@ func (w *wireReader) fill() error {
 				// The bytes came from the connection's last read (now, or
 				// earlier into the transport's buffer): they arrived no
 				// later than that read's kernel stamp.
-				k, ok := w.rx.arrival()
+				k, queued, ok := w.rx.arrival()
 				if ok && k.Before(at) {
 					at = k
 					w.tr.ReadLag = max(w.tr.ReadLag, w.returned.Sub(k))
@@ -75,7 +75,7 @@ func (w *wireReader) fill() error {
 				// that read filled its buffer, and a larger one would have
 				// taken these too. Either way one delivery, one Read, so
 				// that events per read do not depend on buffer sizes.
-				sameArrival = ok && (k.Equal(w.lastArrival) || (!w.lastArrival.IsZero() && w.rx.queuedAtPrevRead()))
+				sameArrival = ok && (k.Equal(w.lastArrival) || (queued && !w.lastArrival.IsZero()))
 				w.lastArrival = k
 				// Never before what was already recorded.
 				if i := len(w.tr.Reads) - 1; i >= 0 && at.Before(w.tr.Reads[i].At) {
