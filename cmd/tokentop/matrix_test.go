@@ -231,11 +231,11 @@ func TestDiagnosisMatrix(t *testing.T) {
 	}
 	fmt.Fprintf(&b, "\n%d of %d cases right.\n\n| confidence | findings above info | right |\n|---|---|---|\n", right, len(results))
 	for _, bd := range bands {
-		share := math.NaN()
+		share := "—" // no finding in the band: nothing to be right about
 		if bd.n > 0 {
-			share = float64(bd.rightish) / float64(bd.n)
+			share = fmt.Sprintf("%.0f%%", 100*float64(bd.rightish)/float64(bd.n))
 		}
-		fmt.Fprintf(&b, "| %.1f–%.1f | %d | %.0f%% |\n", bd.lo, math.Min(bd.hi, 1), bd.n, 100*share)
+		fmt.Fprintf(&b, "| %.1f–%.1f | %d | %s |\n", bd.lo, math.Min(bd.hi, 1), bd.n, share)
 	}
 	t.Log(b.String())
 	if os.Getenv("TOKENTOP_MATRIX_OUT") != "" {
