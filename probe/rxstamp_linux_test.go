@@ -256,7 +256,7 @@ func TestBodyReadsOfOneConnectionReadAreOneRead(t *testing.T) {
 		t.Fatalf("read %q", got)
 	}
 	want := []observe.Read{{At: at(10), Bytes: 16}, {At: at(30), Bytes: 3}}
-	checkReads(t, tr.Reads, want)
+	checkReadSizes(t, tr.Reads, want)
 }
 
 // A read of the connection that found its bytes already queued before the
@@ -282,11 +282,11 @@ func TestQueuedBytesContinueTheRead(t *testing.T) {
 	// CC arrived at 30, after BB's read returned at 13: new. DD at 31,
 	// before CC's read returned at 32: queued again.
 	want := []observe.Read{{At: at(10), Bytes: 6}, {At: at(30), Bytes: 4}}
-	checkReads(t, tr.Reads, want)
+	checkReadSizes(t, tr.Reads, want)
 }
 
-// checkReads compares reads by time and size.
-func checkReads(t *testing.T, got, want []observe.Read) {
+// checkReadSizes compares reads by time and size.
+func checkReadSizes(t *testing.T, got, want []observe.Read) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("reads %+v, want %+v", got, want)
