@@ -11,6 +11,7 @@ import (
 	"net/http/httptrace"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -311,16 +312,24 @@ type h1Body struct {
 	stop     func() bool   // stops the cancellation hook
 	reusable bool
 
-	mu   sync.Mutex // Close may come from another goroutine than Read
-	done error      // what reads return once the connection is released
+	// state is bodyOpen until the connection is released, then bodyAtEOF
+	// or bodyClosed (what later reads return). Atomic: Read checks it on
+	// every read of a stream, and Close may come from another goroutine.
+	state atomic.Int32
 }
 
+const (
+	bodyOpen int32 = iota
+	bodyAtEOF
+	bodyClosed
+)
+
 func (b *h1Body) Read(p []byte) (int, error) {
-	b.mu.Lock()
-	done := b.done
-	b.mu.Unlock()
-	if done != nil {
-		return 0, done
+	switch b.state.Load() {
+	case bodyAtEOF:
+		return 0, io.EOF
+	case bodyClosed:
+		return 0, errBodyClosed
 	}
 	n, err := b.body.Read(p)
 	if err != nil {
@@ -339,16 +348,13 @@ func (b *h1Body) Close() error {
 // finish releases the connection once: to the pool when the body was read
 // to its end and nothing forbids reuse, else closed.
 func (b *h1Body) finish(atEOF bool) {
-	b.mu.Lock()
-	if b.done != nil {
-		b.mu.Unlock()
+	end := bodyClosed
+	if atEOF {
+		end = bodyAtEOF
+	}
+	if !b.state.CompareAndSwap(bodyOpen, end) {
 		return
 	}
-	b.done = errBodyClosed
-	if atEOF {
-		b.done = io.EOF
-	}
-	b.mu.Unlock()
 	// stop is false when the request's context already fired and set a
 	// past deadline: the connection is then in no state to reuse.
 	hookStopped := b.stop()
