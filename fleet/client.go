@@ -13,6 +13,8 @@ import (
 	"github.com/prometheus/client_golang/api"
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
+
+	"github.com/tokentop/tokentop/safehttp"
 )
 
 // Querier is the part of the Prometheus HTTP API the fleet reads: any
@@ -63,7 +65,10 @@ func NewClient(baseURL string, o ClientOptions) (Querier, error) {
 		tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // the user asked for it (--insecure)
 	}
 	rt := &boundedTransport{next: tr, maxBytes: MaxBodyBytes, host: u.Host, token: o.BearerToken, headers: o.Headers}
-	c, err := api.NewClient(api.Config{Address: baseURL, Client: &http.Client{Transport: rt, Timeout: QueryTimeout + 5*time.Second}})
+	c, err := api.NewClient(api.Config{Address: baseURL, Client: &http.Client{Transport: rt, Timeout: QueryTimeout + 5*time.Second,
+		// Credentials and headers are the engine's: a redirect leaves
+		// neither its origin nor a short chain.
+		CheckRedirect: safehttp.SameOriginRedirects(safehttp.MaxRedirects)}})
 	if err != nil {
 		return nil, fmt.Errorf("prometheus client: %w", err)
 	}

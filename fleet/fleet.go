@@ -8,6 +8,8 @@
 // report and console table.
 //
 // It reads only what the engine already holds: it never scrapes a server.
+// What the engine answers (label values, warnings, errors) is made safe to
+// print where it enters (safeQuerier).
 package fleet
 
 import (
@@ -56,7 +58,8 @@ type Fleet struct {
 	matchers string // the selector's matchers, without braces
 }
 
-// New checks the options and returns a Fleet reading through q.
+// New checks the options and returns a Fleet reading through q, whose
+// answers it sanitizes as they arrive (safeQuerier).
 func New(q Querier, o Options) (*Fleet, error) {
 	if o.Window <= 0 {
 		o.Window = time.Minute
@@ -77,7 +80,7 @@ func New(q Querier, o Options) (*Fleet, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Fleet{q: q, o: o, matchers: m}, nil
+	return &Fleet{q: safeQuerier{q}, o: o, matchers: m}, nil
 }
 
 // Window is the span a reading covers.

@@ -218,12 +218,12 @@ func WriteJSON(w io.Writer, r Report) error {
 // instance's findings.
 func WriteMarkdown(w io.Writer, r Report) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# tokentop fleet · %s\n\n", r.Prometheus)
+	fmt.Fprintf(&b, "# tokentop fleet · %s\n\n", cell(r.Prometheus))
 	sel := r.Selector
 	if sel == "" {
 		sel = "(all series)"
 	}
-	fmt.Fprintf(&b, "Selector `%s`, window %gs, read %s, %d instances, worst first.\n\n", sel, r.WindowS, r.StartedAt.Format(time.RFC3339), len(r.Instances))
+	fmt.Fprintf(&b, "Selector %s, window %gs, read %s, %d instances, worst first.\n\n", report.MarkdownCode(sel), r.WindowS, r.StartedAt.Format(time.RFC3339), len(r.Instances))
 	b.WriteString("| # | instance | role | model | profile | queue p50/max | running p50 | KV p95 | gen tok/s | TTFT p95 ms | worst finding |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for i, in := range r.Instances {
@@ -255,12 +255,12 @@ func WriteMarkdown(w io.Writer, r Report) error {
 		}
 		b.WriteString("\n\n")
 		for _, f := range in.Findings {
-			fmt.Fprintf(&b, "- **%s** `%s` (confidence %.2f): %s\n", f.Severity, f.Rule, f.Confidence, f.Summary)
+			fmt.Fprintf(&b, "- **%s** `%s` (confidence %.2f): %s\n", f.Severity, f.Rule, f.Confidence, inline(f.Summary))
 			for _, e := range f.Evidence {
 				fmt.Fprintf(&b, "  - %s = %.4g (against %.4g%s)\n", e.Signal, e.Value, e.Threshold, unitSuffix(e.Unit))
 			}
 			if f.Advice != "" {
-				fmt.Fprintf(&b, "  - advice: %s\n", f.Advice)
+				fmt.Fprintf(&b, "  - advice: %s\n", inline(f.Advice))
 			}
 		}
 	}
@@ -278,7 +278,7 @@ func WriteMarkdown(w io.Writer, r Report) error {
 	if len(r.Warnings) > 0 {
 		b.WriteString("\n## Notes\n\n")
 		for _, w := range r.Warnings {
-			fmt.Fprintf(&b, "- %s\n", w)
+			fmt.Fprintf(&b, "- %s\n", cell(w))
 		}
 	}
 	_, err := io.WriteString(w, b.String())
@@ -302,10 +302,13 @@ func dash(s string) string {
 	return s
 }
 
-// cell keeps a server-supplied string from breaking the Markdown table.
-func cell(s string) string {
-	return strings.NewReplacer("|", `\|`, "\n", " ", "\r", " ", "`", "'").Replace(s)
-}
+// cell keeps a server-supplied string (an instance, a model, a warning)
+// from being read as Markdown: on one line, unable to end a table cell or
+// open a code span, a link or HTML.
+func cell(s string) string { return report.MarkdownText(s) }
+
+// inline keeps tokentop's own free text (a finding's summary) on one line.
+func inline(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 func fmtNum(v *float64, prec int) string {
 	if v == nil {

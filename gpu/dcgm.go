@@ -14,6 +14,7 @@ import (
 
 	"github.com/tokentop/tokentop/observe"
 	"github.com/tokentop/tokentop/probe/scrape"
+	"github.com/tokentop/tokentop/sanitize"
 )
 
 // dcgmTimeout bounds one scrape of the exporter when the caller's client has
@@ -71,7 +72,7 @@ func (d *DCGMSampler) scrape(ctx context.Context) ([]observe.GPUDevice, error) {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("dcgm: GET %s: %s", d.url, resp.Status)
+		return nil, fmt.Errorf("dcgm: GET %s: %s", d.url, sanitize.Bounded(resp.Status, 80))
 	}
 	devs, err := ParseDCGM(resp.Body)
 	if err != nil {
@@ -91,7 +92,8 @@ func (d *DCGMSampler) scrape(ctx context.Context) ([]observe.GPUDevice, error) {
 // usable DCGM_FI_ series.
 func ParseDCGM(r io.Reader) ([]observe.GPUDevice, error) {
 	// The scrapers' parser, with its bounds: an exporter is a server like
-	// any other and may send anything.
+	// any other and may send anything. Its names and label values (GPU
+	// names, UUIDs) come out sanitized (sanitize.Text), as every scrape's.
 	e, err := scrape.ParseExposition(r, 0)
 	if err != nil {
 		return nil, fmt.Errorf("parse dcgm metrics: %w", err)

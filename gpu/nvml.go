@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/tokentop/tokentop/sanitize"
 )
 
 // gpmWarmup is how long the first reading waits between the two GPM samples
@@ -272,11 +274,13 @@ func (s *NVMLSampler) readDevice(i int, h nvml.Device) observe.GPUDevice {
 	d := observe.GPUDevice{Index: i}
 	var r fieldReader
 
+	// The driver's strings are trusted more than a server's, but cost
+	// nothing to make safe (sanitize.Text does not copy clean text).
 	if name, ret := lib.DeviceGetName(h); r.ok("name", ret) {
-		d.Name = name
+		d.Name = sanitize.Text(name)
 	}
 	if uuid, ret := lib.DeviceGetUUID(h); r.ok("uuid", ret) {
-		d.UUID = uuid
+		d.UUID = sanitize.Text(uuid)
 	}
 	if s.hasMigMode {
 		if cur, _, ret := lib.DeviceGetMigMode(h); r.ok("mig mode", ret) {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tokentop/tokentop/observe"
+	"github.com/tokentop/tokentop/sanitize"
 )
 
 // Sample is one reading of every visible GPU.
@@ -26,10 +27,11 @@ func (s *Sample) Observation() *observe.GPUSample {
 	return o
 }
 
-// errText is err's text, "" for nil.
+// errText is err's text, made safe to print, "" for nil: a source's error
+// may quote its server (an exporter's status line, a transport error).
 func errText(err error) string {
 	if err == nil {
 		return ""
 	}
-	return err.Error()
+	return sanitize.Text(err.Error())
 }

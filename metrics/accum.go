@@ -45,18 +45,23 @@ func promptBucket(tokens int) int {
 // requestMeasures are the per-request quantities derived from one Trace.
 // Deriving them once keeps the slot and run accumulators consistent.
 type requestMeasures struct {
-	hasTTFT         bool
-	ttftMs          float64
-	hasFirstAny     bool
-	firstAnyMs      float64 // send → first token of any kind, reasoning included
-	ttftIntendedMs  float64
-	headersMs       float64 // send → response headers; 0 when none arrived
-	chunkGapsMs     []float64
-	tokenGapsMs     []float64 // nil when token timing is not known exactly
-	completed       bool
-	e2eMs           float64
-	outputTokens    int
-	inputTokens     int
+	hasTTFT        bool
+	ttftMs         float64
+	hasFirstAny    bool
+	firstAnyMs     float64 // send → first token of any kind, reasoning included
+	ttftIntendedMs float64
+	headersMs      float64 // send → response headers; 0 when none arrived
+	chunkGapsMs    []float64
+	tokenGapsMs    []float64 // nil when token timing is not known exactly
+	completed      bool
+	e2eMs          float64
+	outputTokens   int
+	inputTokens    int
+	// outputBasis and inputBasis say where the counts came from
+	// (BasisUsage, BasisStreamChunks, BasisTarget); "" when there was
+	// nothing to count.
+	outputBasis     string
+	inputBasis      string
 	eventsInReads   int64
 	readsWithEvents int64
 	good            bool
@@ -77,12 +82,15 @@ func measure(t *observe.Trace, cl *config.Class, good GoodRequestFunc) requestMe
 
 	var prev time.Time
 	exactTokens := true
-	contentDeltas := 0
+	contentDeltas, generatedDeltas := 0, 0
 	for i := range t.Deltas {
 		d := &t.Deltas[i]
 		if d.Chars > 0 && !m.hasFirstAny {
 			m.hasFirstAny = true
 			m.firstAnyMs = msBetween(t.Sent, d.At)
+		}
+		if d.Chars > 0 {
+			generatedDeltas++
 		}
 		if d.Reasoning || d.Chars == 0 {
 			continue
@@ -102,18 +110,20 @@ func measure(t *observe.Trace, cl *config.Class, good GoodRequestFunc) requestMe
 		prev = d.At
 	}
 
-	switch {
-	case t.Usage != nil:
-		m.outputTokens = t.Usage.CompletionTokens
-		m.inputTokens = t.Usage.PromptTokens
-	default:
-		m.outputTokens = 0
-		for _, d := range t.Deltas {
-			if !d.Reasoning {
-				m.outputTokens += d.Tokens
-			}
+	if t.Usage != nil {
+		m.outputTokens, m.outputBasis = t.Usage.CompletionTokens, BasisUsage
+		m.inputTokens, m.inputBasis = t.Usage.PromptTokens, BasisUsage
+	} else {
+		// No usage (not sent, stripped by a gateway, cut off with the
+		// stream, or ignored as impossible): one token a generated chunk,
+		// as the server's completion_tokens counts reasoning too. Delta
+		// Tokens are 0 here (they come with usage), so they cannot count.
+		if generatedDeltas > 0 {
+			m.outputTokens, m.outputBasis = generatedDeltas, BasisStreamChunks
 		}
-		m.inputTokens = t.PromptTokensTarget
+		if t.PromptTokensTarget > 0 {
+			m.inputTokens, m.inputBasis = t.PromptTokensTarget, BasisTarget
+		}
 	}
 
 	// Token gaps are exact only when every chunk's token count is known
@@ -223,6 +233,7 @@ type classAccum struct {
 	eventsInReads, readsWithEvents int64
 	outTokens, inTokens            *sketch
 	outTotal, inTotal              int64
+	outBasis, inBasis, validBasis  basisTally
 
 	good, validOut, expected                    int64
 	jobs, jobsOnTime, deadlineReqs, deadlineMet int64
@@ -409,9 +420,11 @@ func (c *classAccum) add(m mapping.IndexMapping, t *observe.Trace, rm *requestMe
 		c.outTokens.add(float64(rm.outputTokens))
 	}
 	c.outTotal += int64(rm.outputTokens)
+	c.outBasis.add(rm.outputBasis, rm.completed)
 	if rm.inputTokens > 0 {
 		c.inTokens.add(float64(rm.inputTokens))
 		c.inTotal += int64(rm.inputTokens)
+		c.inBasis.add(rm.inputBasis, rm.completed)
 	}
 	if rm.good {
 		c.good++
@@ -429,7 +442,50 @@ func (c *classAccum) add(m mapping.IndexMapping, t *observe.Trace, rm *requestMe
 	}
 	if t.Valid && rm.onTime {
 		c.validOut += int64(rm.outputTokens)
+		c.validBasis.add(rm.outputBasis, true)
 	}
+}
+
+// basisTally counts the requests whose token counts came from the server's
+// usage and from elsewhere (the stream, the prompt target), to name a
+// class's basis (see BasisMixed).
+type basisTally struct {
+	usage int64
+	// other counts requests that ended on their own without usage;
+	// otherCut those cut short, which no server could have sent usage for.
+	other, otherCut int64
+}
+
+func (b *basisTally) add(basis string, completed bool) {
+	switch {
+	case basis == "":
+	case basis == BasisUsage:
+		b.usage++
+	case completed:
+		b.other++
+	default:
+		b.otherCut++
+	}
+}
+
+func (b *basisTally) merge(o *basisTally) {
+	b.usage += o.usage
+	b.other += o.other
+	b.otherCut += o.otherCut
+}
+
+// basis names the tally's basis; other is what a count without usage is
+// (BasisStreamChunks or BasisTarget).
+func (b *basisTally) basis(other string) string {
+	switch {
+	case b.usage > 0 && b.other > 0:
+		return BasisMixed
+	case b.usage > 0:
+		return BasisUsage
+	case b.other > 0 || b.otherCut > 0:
+		return other
+	}
+	return ""
 }
 
 func (c *classAccum) addGap(p *pathAccum, g, stallGapMs float64) {
@@ -485,6 +541,9 @@ func (c *classAccum) merge(o *classAccum) {
 	c.inTokens.merge(o.inTokens)
 	c.outTotal += o.outTotal
 	c.inTotal += o.inTotal
+	c.outBasis.merge(&o.outBasis)
+	c.inBasis.merge(&o.inBasis)
+	c.validBasis.merge(&o.validBasis)
 	c.good += o.good
 	c.validOut += o.validOut
 	c.expected += o.expected
@@ -563,7 +622,10 @@ func (c *classAccum) stats(name, kind string, span time.Duration, pathOrder []st
 		cs.EventsPerRead = float64(c.eventsInReads) / float64(c.readsWithEvents)
 	}
 	cs.OutputTokens = tokenStats(c.outTokens, c.outTotal)
+	cs.OutputTokens.Basis = c.outBasis.basis(BasisStreamChunks)
 	cs.InputTokens = tokenStats(c.inTokens, c.inTotal)
+	cs.InputTokens.Basis = c.inBasis.basis(BasisTarget)
+	cs.ValidOutputTokensBasis = c.validBasis.basis(BasisStreamChunks)
 	if secs := span.Seconds(); secs > 0 {
 		cs.Throughput = Throughput{
 			RequestsPerS:     float64(c.requests) / secs,

@@ -78,7 +78,11 @@ type Aggregator struct {
 	sourceOrder []string
 
 	usageIgnoredNoted bool
-	knobs             []observe.KnobChange
+	noUsageNoted      bool
+	// scrapeWarnings counts the scrape parser's warnings kept in the
+	// scrape source (at most maxScrapeWarnings).
+	scrapeWarnings int
+	knobs          []observe.KnobChange
 	// cur gathers the client's side of the scrape interval in progress;
 	// intervals are the last MaxIntervals closed ones.
 	cur       intervalAccum
@@ -252,6 +256,30 @@ func (a *Aggregator) addNotice(at time.Time, source, text string) {
 	src.Warnings = append(src.Warnings, text)
 }
 
+// maxScrapeWarnings bounds the scrape parser's warnings kept in the scrape
+// source, below maxWarnings so that tokentop's own notices about the scrape
+// still fit.
+const maxScrapeWarnings = 12
+
+// noteScrapeWarnings keeps what the scrape's parser dropped or guessed (a
+// NaN gauge, a bucket layout over the cap...) in the scrape source, each
+// text once. Most repeat at every scrape; past maxScrapeWarnings distinct
+// ones (texts that name a changing line or value) the rest are left out.
+func (a *Aggregator) noteScrapeWarnings(at time.Time, ws []string) {
+	src := a.source("scrape")
+	for _, w := range ws {
+		if w == "" || slices.Contains(src.Warnings, w) {
+			continue
+		}
+		if a.scrapeWarnings >= maxScrapeWarnings {
+			a.addNotice(at, "scrape", "… more /metrics warnings left out")
+			return
+		}
+		a.scrapeWarnings++
+		a.addNotice(at, "scrape", w)
+	}
+}
+
 // setInFlight records how many requests of a class are outstanding.
 func (a *Aggregator) setInFlight(class string, n int64) {
 	if i, ok := a.classIx[class]; ok {
@@ -274,6 +302,7 @@ func (a *Aggregator) addScrape(e *observe.Scrape) {
 		s.At = at
 	}
 	a.profile, a.variant = s.Profile, s.Variant
+	a.noteScrapeWarnings(at, s.Warnings)
 	a.run.server.addScrape(a.lastScrape, s)
 	if live := a.slotFor(at); live != nil {
 		live.server.addScrape(a.lastScrape, s)

@@ -46,6 +46,8 @@ func fill(t *testing.T, v reflect.Value, m mapping.IndexMapping, path string) {
 			for j := 0; j < f.Len(); j++ {
 				fill(t, f.Index(j), m, name)
 			}
+		case f.Kind() == reflect.Struct:
+			fill(t, f, m, name)
 		default:
 			t.Fatalf("%s: a %s field the merge test does not know how to fill: teach it (and merge)", name, f.Type())
 		}
@@ -80,6 +82,8 @@ func checkFilled(t *testing.T, v reflect.Value, path string) {
 			for j := 0; j < f.Len(); j++ {
 				checkFilled(t, f.Index(j), name)
 			}
+		case f.Kind() == reflect.Struct:
+			checkFilled(t, f, name)
 		}
 	}
 }

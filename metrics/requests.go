@@ -83,6 +83,12 @@ func (a *Aggregator) addTrace(t *observe.Trace) {
 		a.usageIgnoredNoted = true
 		a.addNotice(at, "probe", "server's usage ignored ("+t.UsageIgnored+"): token counts come from the stream")
 	}
+	if t.UsageIgnored == "" && rm.completed && rm.outputBasis == BasisStreamChunks && !a.noUsageNoted {
+		// A stream that ended on its own without usage: the server (or a
+		// gateway before it) does not send it.
+		a.noUsageNoted = true
+		a.addNotice(at, "probe", "the server sent no usage: output tokens counted from the stream, one per chunk (a lower bound where a chunk holds several); input tokens are the prompts' target sizes")
+	}
 	if t.Err == nil {
 		src.LastSuccess = laterOf(src.LastSuccess, at)
 	} else if t.Err.Kind != observe.ErrCancelled {

@@ -104,7 +104,30 @@ type Bin struct {
 type TokenStats struct {
 	P50, P95 float64
 	Total    int64
+	// Basis says where the counts came from (see BasisUsage and the
+	// others); "" when no request had any.
+	Basis string
 }
+
+// Token count bases: where a token count came from. A class's basis is
+// BasisMixed when some requests' counts came from the server's usage and
+// others' from the stream (or the target). Requests cut short before the
+// server's usage could arrive (errors, the end of the run) are counted from
+// the stream without changing the basis, unless no other request counted.
+const (
+	// BasisUsage: the server's own usage accounting.
+	BasisUsage = "usage"
+	// BasisStreamChunks: no usage (a gateway stripped it, the server does
+	// not send it, or it was ignored as impossible): every content or
+	// reasoning chunk (SSE event) counts as one token. Exact for servers
+	// that stream one token an event (vLLM, SGLang, llama.cpp), a lower
+	// bound where an event holds several.
+	BasisStreamChunks = "stream_chunks"
+	// BasisTarget: input tokens without usage are what the prompt
+	// generator aimed for.
+	BasisTarget = "target"
+	BasisMixed  = "mixed"
+)
 
 // ITL bases.
 const (
@@ -170,6 +193,9 @@ type ClassStats struct {
 	JobsOnTime        int64 // ... with every request valid by the deadline
 	DeadlineRequests  int64 // batch requests that had a deadline
 	DeadlineMet       int64 // ... finished valid before it
+	// ValidOutputTokensBasis is ValidOutputTokens' basis (BasisUsage...);
+	// "" when no valid request had output tokens.
+	ValidOutputTokensBasis string
 
 	ByPromptBucket []BucketStats // fixed order: 0-512, 512-2k, 2k-8k, 8k+
 	ByOutputBucket []BucketStats // by output tokens, fixed order: 0-128, 128-512, 512-2k, 2k+

@@ -129,6 +129,14 @@ const (
 	ErrTruncated ErrorKind = "truncated_stream"
 	ErrCancelled ErrorKind = "cancelled"
 	ErrInvalid   ErrorKind = "invalid_output"
+	// ErrRedirect is a 3xx answer to a probe request: probes follow no
+	// redirect (the Location is in Msg).
+	ErrRedirect ErrorKind = "redirect"
+	// ErrProtocol is an answer that broke HTTP after the connection was
+	// made: a malformed status line or header, too many 1xx responses,
+	// headers over the size cap, a connection closed with no answer, a
+	// malformed chunk.
+	ErrProtocol ErrorKind = "protocol_violation"
 	// ErrThrottled marks an arrival that was not sent because the server
 	// had asked, with Retry-After, for the class to pause. Such a Trace has
 	// no times but IntendedStart and End; it counts as throttled, not as a

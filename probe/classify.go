@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tokentop/tokentop/observe"
+	"github.com/tokentop/tokentop/safehttp"
 )
 
 type defaultKind int
@@ -53,10 +54,49 @@ func classify(parent, ctx context.Context, err error, def defaultKind) *observe.
 	if errors.As(err, &ne) && ne.Timeout() {
 		return &observe.Error{Kind: observe.ErrTimeout, Msg: err.Error()}
 	}
+	if re, ok := safehttp.AsRedirect(err); ok {
+		return &observe.Error{Kind: observe.ErrRedirect, Msg: re.Error()}
+	}
+	if why := protocolViolation(err, def); why != "" {
+		return &observe.Error{Kind: observe.ErrProtocol, Msg: why + ": " + err.Error()}
+	}
 	if def == errTruncatedDefault {
 		return &observe.Error{Kind: observe.ErrTruncated, Msg: err.Error()}
 	}
 	return &observe.Error{Kind: observe.ErrConnect, Msg: err.Error()}
+}
+
+// protocolViolation says how err shows that the server broke HTTP after
+// the connection was made, or "" when it does not. net/http reports these
+// as plain errors, so they are told by their messages; each one here is a
+// message net/http (or its textproto and chunked readers) writes.
+func protocolViolation(err error, def defaultKind) string {
+	msg := err.Error()
+	for _, m := range []struct{ text, why string }{
+		{"malformed HTTP response", "malformed status line"},
+		{"malformed HTTP status code", "malformed status line"},
+		{"malformed HTTP version", "malformed status line"},
+		{"malformed MIME header", "malformed header"},
+		{"server response headers exceeded", "headers over tokentop's cap"},
+		{"too many 1xx informational responses", "too many 1xx responses"},
+		{"malformed chunked encoding", "malformed chunk"},
+		{"invalid byte in chunk length", "malformed chunk"},
+		{"chunk length too large", "malformed chunk"},
+		{"bogus chunk", "malformed chunk"},
+		{"missing content-length", "malformed framing"},
+		{"invalid Trailer", "malformed framing"},
+	} {
+		if strings.Contains(msg, m.text) {
+			return m.why
+		}
+	}
+	// Before any header: the server took the request and closed the
+	// connection without an answer (curl's "empty reply from server"). A
+	// stale pooled connection that did the same was already resent.
+	if def == errConnectDefault && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) {
+		return "connection closed without a complete response"
+	}
+	return ""
 }
 
 // maxRetryAfter bounds how long one response can silence a class.
@@ -93,18 +133,25 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 // maxErrorExcerpt bounds the error body kept in a Trace.
 const maxErrorExcerpt = 512
 
+// maxRawExcerpt bounds what is read of an error body before it is
+// cleaned: more than maxErrorExcerpt, so that a key the server echoed
+// across the cut is whole when it is redacted (Client.cleanExcerpt).
+const maxRawExcerpt = 4 << 10
+
 // errorBodyWait bounds how long an error body is read for its excerpt.
 const errorBodyWait = 5 * time.Second
 
-func errorExcerpt(resp *http.Response) string {
+// readExcerpt reads the start of an error body, decoded: raw server bytes,
+// to go through Client.cleanExcerpt before anyone sees them.
+func readExcerpt(resp *http.Response) []byte {
 	var src io.Reader = io.LimitReader(resp.Body, 64<<10)
 	if strings.EqualFold(resp.Header.Get("Content-Encoding"), "gzip") {
 		if zr, err := gzip.NewReader(src); err == nil {
 			src = zr
 		}
 	}
-	b, _ := io.ReadAll(io.LimitReader(src, maxErrorExcerpt))
-	return strings.ToValidUTF8(string(b), "\uFFFD")
+	b, _ := io.ReadAll(io.LimitReader(src, maxRawExcerpt))
+	return b
 }
 
 func isCorrupt(err error) bool {
@@ -112,9 +159,11 @@ func isCorrupt(err error) bool {
 	return errors.Is(err, gzip.ErrHeader) || errors.Is(err, gzip.ErrChecksum) || errors.As(err, &ce)
 }
 
+// excerpt keeps the start of raw server bytes for an error's Body; Stream
+// cleans it (Client.cleanExcerpt) before the trace leaves the probe.
 func excerpt(b []byte) string {
-	if len(b) > maxErrorExcerpt {
-		b = b[:maxErrorExcerpt]
+	if len(b) > maxRawExcerpt {
+		b = b[:maxRawExcerpt]
 	}
-	return strings.ToValidUTF8(string(b), "\uFFFD")
+	return string(b)
 }

@@ -22,6 +22,10 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
+
+	"github.com/tokentop/tokentop/safehttp"
+	"github.com/tokentop/tokentop/sanitize"
 )
 
 // Target is one path to the server under test.
@@ -62,9 +66,14 @@ type ClientOptions struct {
 // Client sends streaming requests over one pooled keep-alive transport and
 // records them. It is safe for concurrent use.
 type Client struct {
-	o     ClientOptions
-	hc    *http.Client
-	fresh *http.Client // no keep-alive: for a resend after a stale connection
+	o ClientOptions
+	// hc sends probe requests and follows no redirect: a 3xx is an answer
+	// of its own kind (observe.ErrRedirect). fresh is the same without
+	// keep-alive, for a resend after a stale connection. small carries
+	// discovery and other small GETs, which follow a few redirects within
+	// the origin they were sent to (safehttp.SameOriginRedirects), so the
+	// API key never leaves it.
+	hc, fresh, small *http.Client
 	// onEvent, when set, sees every SSE event's data with the time of the
 	// read that completed it (as recorded) and the time that read returned
 	// to the probe. Benchmarks use it to compare read times with the
@@ -79,11 +88,11 @@ type Client struct {
 	bufs, smallBufs sync.Pool
 }
 
-// NewClient builds a client with its own transport. Plain http:// uses
-// HTTP/1.1 with one connection per concurrent stream, through h1Transport
-// (no goroutine of its own per connection); https:// and requests through a
-// proxy go through net/http's Transport, which negotiates HTTP/2 over TLS
-// when the server offers it.
+// NewClient builds a client with its own net/http Transport: plain http://
+// uses HTTP/1.1 with one connection per concurrent stream (at most
+// MaxConns), https:// negotiates HTTP/2 when the server offers it. The
+// Transport closes a connection whose response framing was violated (bytes
+// beyond a declared length, a malformed chunk) instead of reusing it.
 func NewClient(o ClientOptions) *Client {
 	if o.MaxConns <= 0 {
 		o.MaxConns = 256
@@ -117,6 +126,8 @@ func NewClient(o ClientOptions) *Client {
 		// Large enough that one read usually holds what the kernel has
 		// after a proxy flushes a buffer, small enough for 1000s of streams.
 		ReadBufferSize: 16 << 10,
+		// A response's header is a few hundred bytes; net/http allows 10 MB.
+		MaxResponseHeaderBytes: maxResponseHeaderBytes,
 	}
 	if o.Insecure {
 		tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // the user asked with --insecure
@@ -127,8 +138,9 @@ func NewClient(o ClientOptions) *Client {
 	fresh := tr.Clone()
 	fresh.DisableKeepAlives = true
 	c := &Client{o: o,
-		hc:    &http.Client{Transport: newH1Transport(dial, tr, o.MaxConns)},
-		fresh: &http.Client{Transport: newH1Transport(dial, fresh, o.MaxConns)},
+		hc:    &http.Client{Transport: tr, CheckRedirect: safehttp.NoRedirects},
+		fresh: &http.Client{Transport: fresh, CheckRedirect: safehttp.NoRedirects},
+		small: &http.Client{Transport: tr, CheckRedirect: safehttp.SameOriginRedirects(safehttp.MaxRedirects)},
 	}
 	c.bufs.New = func() any {
 		b := make([]byte, 16<<10)
@@ -140,6 +152,9 @@ func NewClient(o ClientOptions) *Client {
 	}
 	return c
 }
+
+// maxResponseHeaderBytes bounds a response's header block.
+const maxResponseHeaderBytes = 1 << 20
 
 // CloseIdle closes idle pooled connections.
 func (c *Client) CloseIdle() {
@@ -164,12 +179,26 @@ func newTraceParent() (traceID, spanID, header string) {
 	return traceID, spanID, "00-" + traceID + "-" + spanID + "-01"
 }
 
-// redact removes the API key from text that came from the server.
-func (c *Client) redact(s string) string {
-	if c.o.APIKey == "" || !strings.Contains(s, c.o.APIKey) {
-		return s
+// clean makes text that came from the server safe to keep and show: the
+// API key (whole, or a piece of 8 bytes or more) redacted, then control
+// and bidirectional characters escaped.
+func (c *Client) clean(s string) string {
+	return sanitize.Text(sanitize.Secret(s, c.o.APIKey))
+}
+
+// cleanExcerpt is clean for a body cut to maxErrorExcerpt bytes: the key
+// is redacted before the cut (so the cut cannot leave it unrecognised) and
+// the piece at the cut after it.
+func (c *Client) cleanExcerpt(b []byte) string {
+	s := sanitize.Secret(string(b), c.o.APIKey)
+	if len(s) > maxErrorExcerpt {
+		cut := maxErrorExcerpt
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = sanitize.Secret(s[:cut], c.o.APIKey)
 	}
-	return strings.ReplaceAll(s, c.o.APIKey, "[redacted]")
+	return sanitize.Text(strings.ToValidUTF8(s, "\uFFFD"))
 }
 
 func (c *Client) setCommonHeaders(h http.Header) {
@@ -189,7 +218,14 @@ const (
 	completionSlack = 64
 )
 
-// DiscoverModel returns the first model id the server lists at /v1/models.
+// maxModelList bounds how much of a /v1/models answer is read while
+// looking for its first model id: a list of a million models is a few tens
+// of MB, and the first id comes early in it.
+const maxModelList = 64 << 20
+
+// DiscoverModel returns the first model id the server lists at /v1/models,
+// made safe to print. Only as much of the list is read as it takes to find
+// that id.
 func DiscoverModel(ctx context.Context, c *Client, baseURL string) (string, error) {
 	if c.o.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -202,51 +238,89 @@ func DiscoverModel(ctx context.Context, c *Client, baseURL string) (string, erro
 	}
 	c.setCommonHeaders(req.Header)
 	req.Header.Set("Accept", "application/json")
-	resp, err := c.hc.Do(req)
+	resp, err := c.small.Do(req)
 	if err != nil {
 		return "", fmt.Errorf("discovering model: %w", err)
 	}
 	defer resp.Body.Close()
+	where := safehttp.RedactURL(req.URL.String())
 	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("discovering model: GET %s: %s: %s", req.URL, resp.Status, c.redact(errorExcerpt(resp)))
+		return "", fmt.Errorf("discovering model: GET %s: %s: %s", where, c.clean(resp.Status), c.cleanExcerpt(readExcerpt(resp)))
 	}
-	var list struct {
-		Data []struct {
-			ID string `json:"id"`
-		} `json:"data"`
+	id, err := firstModelID(json.NewDecoder(io.LimitReader(resp.Body, maxModelList)))
+	if err != nil {
+		return "", fmt.Errorf("discovering model: decoding %s: %w", where, err)
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&list); err != nil {
-		return "", fmt.Errorf("discovering model: decoding %s: %w", req.URL, err)
+	if id == "" {
+		return "", fmt.Errorf("discovering model: %s lists no models", where)
 	}
-	for _, m := range list.Data {
-		if m.ID != "" {
-			return m.ID, nil
+	return c.clean(id), nil
+}
+
+// firstModelID reads an OpenAI model list ({"data": [{"id": ...}, ...]})
+// token by token and returns the first non-empty id, without decoding the
+// rest of the list.
+func firstModelID(dec *json.Decoder) (string, error) {
+	if t, err := dec.Token(); err != nil {
+		return "", err
+	} else if d, ok := t.(json.Delim); !ok || d != '{' {
+		return "", fmt.Errorf("model list is not a JSON object")
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return "", err
 		}
+		if key, _ := t.(string); key != "data" {
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return "", err
+			}
+			continue
+		}
+		if t, err := dec.Token(); err != nil {
+			return "", err
+		} else if d, ok := t.(json.Delim); !ok || d != '[' {
+			return "", fmt.Errorf(`model list's "data" is not an array`)
+		}
+		for dec.More() {
+			var m struct {
+				ID string `json:"id"`
+			}
+			if err := dec.Decode(&m); err != nil {
+				return "", err
+			}
+			if m.ID != "" {
+				return m.ID, nil
+			}
+		}
+		return "", nil
 	}
-	return "", fmt.Errorf("discovering model: %s lists no models", req.URL)
+	return "", nil
 }
 
 // Get fetches url with the client's TLS settings and API key, reading at
 // most maxBytes of the body (a longer body is an error). It is for small
 // JSON answers (capacity, model lists), not streams.
 func (c *Client) Get(ctx context.Context, url string, maxBytes int64) (int, []byte, error) {
+	where := safehttp.RedactURL(url)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return 0, nil, fmt.Errorf("GET %s: %w", url, err)
+		return 0, nil, fmt.Errorf("GET %s: %w", where, err)
 	}
 	c.setCommonHeaders(req.Header)
 	req.Header.Set("Accept", "application/json")
-	resp, err := c.hc.Do(req)
+	resp, err := c.small.Do(req)
 	if err != nil {
-		return 0, nil, fmt.Errorf("GET %s: %w", url, err)
+		return 0, nil, err // net/http's error names the URL, without its password
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBytes+1))
 	if err != nil {
-		return resp.StatusCode, nil, fmt.Errorf("GET %s: %w", url, err)
+		return resp.StatusCode, nil, fmt.Errorf("GET %s: %w", where, err)
 	}
 	if int64(len(body)) > maxBytes {
-		return resp.StatusCode, nil, fmt.Errorf("GET %s: body longer than %d bytes", url, maxBytes)
+		return resp.StatusCode, nil, fmt.Errorf("GET %s: body longer than %d bytes", where, maxBytes)
 	}
 	return resp.StatusCode, body, nil
 }

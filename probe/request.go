@@ -9,12 +9,14 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"net/textproto"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/tokentop/tokentop/observe"
+	"github.com/tokentop/tokentop/safehttp"
 )
 
 // Request is one streaming request to send.
@@ -52,7 +54,12 @@ type Request struct {
 // maxValidatedText bounds the content kept for a validator.
 const maxValidatedText = 4 << 20
 
+// max1xxResponses is how many informational responses a request accepts
+// before its final one.
+const max1xxResponses = 5
+
 var (
+	errTooMany1xx     = errors.New("too many 1xx informational responses")
 	errHeaderTimeout  = errors.New("response headers did not arrive in time")
 	errRequestTimeout = errors.New("request exceeded its time limit")
 )
@@ -121,8 +128,9 @@ type connTimes struct {
 	conn      time.Time
 	wrote     time.Time
 	firstByte time.Time
-	reused    bool    // the connection came from the keep-alive pool
-	rx        *rxConn // the connection, when it reads kernel timestamps
+	reused    bool     // the connection came from the keep-alive pool
+	rx        *rxConn  // the connection, when it reads kernel timestamps
+	netConn   net.Conn // the connection as the transport holds it
 }
 
 func (t *connTimes) set(p *time.Time) {
@@ -148,6 +156,7 @@ func (t *connTimes) gotConn(i httptrace.GotConnInfo) {
 		t.conn = now
 	}
 	t.rx = rx
+	t.netConn = i.Conn
 	t.reused = t.reused || i.Reused
 	t.mu.Unlock()
 }
@@ -203,8 +212,9 @@ func (c *Client) Stream(ctx context.Context, r Request) observe.Trace {
 	c.stream(ctx, r, tp, &tr, text)
 	if tr.Err != nil {
 		// A server or gateway may echo the request's headers in an error
-		// body: the key must not reach traces, recordings or reports.
-		tr.Err.Body, tr.Err.Msg = c.redact(tr.Err.Body), c.redact(tr.Err.Msg)
+		// body, and any of it may hold terminal escapes: the key and the
+		// escapes must not reach traces, recordings, reports or the console.
+		tr.Err.Body, tr.Err.Msg = c.cleanExcerpt([]byte(tr.Err.Body)), c.clean(tr.Err.Msg)
 	}
 	if tr.End.IsZero() {
 		tr.End = time.Now()
@@ -255,43 +265,63 @@ func (c *Client) stream(parent context.Context, r Request, traceparent string, t
 		t := time.AfterFunc(c.o.Timeout, func() { cancel(errRequestTimeout) })
 		defer t.Stop()
 	}
-	var headersSeen atomic.Bool
+	// The header timeout covers the whole header block, up to the blank
+	// line that ends it: a server that trickles header bytes is as late as
+	// one that sends none.
+	var headersDone atomic.Bool
 	if c.o.HeaderTimeout > 0 {
 		t := time.AfterFunc(c.o.HeaderTimeout, func() {
-			if !headersSeen.Load() {
+			if !headersDone.Load() {
 				cancel(errHeaderTimeout)
 			}
 		})
 		defer t.Stop()
 	}
 	url := endpoint(r.Target.BaseURL, path)
-	resp, rx, stale, err := c.send(ctx, c.hc, url, body, traceparent, r, tr, &headersSeen)
+	resp, on, stale, err := c.send(ctx, c.hc, url, body, traceparent, r, tr)
 	if err != nil && stale && context.Cause(ctx) == nil {
 		// The server closed the pooled connection before answering any
 		// byte (its idle timeout, or a connection limit, raced the reuse):
 		// nothing reached the model. Resend once on a new connection.
 		tr.StaleRetries++
-		resp, rx, _, err = c.send(ctx, c.fresh, url, body, traceparent, r, tr, &headersSeen)
+		resp, on, _, err = c.send(ctx, c.fresh, url, body, traceparent, r, tr)
 	}
-	headersSeen.Store(true)
+	headersDone.Store(true)
 	now := time.Now()
 	if err != nil {
 		tr.End = now
+		tr.Headers = time.Time{} // headers that never completed have no time
 		tr.Err = classify(parent, ctx, err, errConnectDefault)
 		return
 	}
 	defer resp.Body.Close()
-	if tr.Headers.IsZero() {
-		tr.Headers = now
+	rx := on.rx
+	// The header block ended in the connection's last read: its kernel
+	// stamp when there is one, else now.
+	tr.Headers = now
+	if rx != nil && resp.ProtoMajor == 1 {
+		if at, _, ok := rx.arrival(); ok && at.Before(now) && !at.Before(tr.WroteRequest) {
+			tr.Headers = at
+		}
 	}
 	tr.Status = resp.StatusCode
 	tr.ContentEncoding = resp.Header.Get("Content-Encoding")
+
+	if safehttp.IsRedirect(resp.StatusCode) {
+		// A probe measures the server it was pointed at; an endpoint that
+		// redirects is misconfigured or hostile, and the API key must not
+		// follow it.
+		re := safehttp.RedirectOf(resp)
+		tr.End = now
+		tr.Err = &observe.Error{Kind: observe.ErrRedirect, Status: resp.StatusCode, Msg: re.Error()}
+		return
+	}
 
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		tr.RetryAfter = retryAfter(resp, now)
 		// An error body that never ends must not hold the request.
 		t := time.AfterFunc(errorBodyWait, func() { cancel(errRequestTimeout) })
-		excerpt := errorExcerpt(resp)
+		excerpt := string(readExcerpt(resp))
 		t.Stop()
 		tr.End = time.Now()
 		tr.Err = &observe.Error{Kind: observe.ErrHTTP, Status: resp.StatusCode, Body: excerpt, Msg: resp.Status}
@@ -303,25 +333,39 @@ func (c *Client) stream(parent context.Context, r Request, traceparent string, t
 		rx = nil
 	}
 	c.readStream(parent, ctx, cancel, resp, rx, tr, text, r.OnFirstToken, r.OnGaps)
+	if resp.ProtoMajor == 1 && resp.ContentLength >= 0 && on.conn != nil {
+		// A stream has no reason to know its length before it starts, and
+		// a length that is shorter than what follows is how a server
+		// smuggles an answer onto the next request sent on the connection.
+		// Such a connection is closed, never reused: net/http would only
+		// notice bytes beyond the length if they came while it was idle.
+		_ = on.conn.Close()
+	}
 }
 
 // send makes one attempt at the request through hc and records its times in
 // tr (a resend overwrites the first attempt's). stale reports that the
 // attempt failed on a pooled connection before any byte of a response came
 // back.
-func (c *Client) send(ctx context.Context, hc *http.Client, url string, body []byte, traceparent string, r Request, tr *observe.Trace, headersSeen *atomic.Bool) (resp *http.Response, rx *rxConn, stale bool, err error) {
+func (c *Client) send(ctx context.Context, hc *http.Client, url string, body []byte, traceparent string, r Request, tr *observe.Trace) (resp *http.Response, conn sentOn, stale bool, err error) {
 	var ct connTimes
+	informational := 0
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		GotConn:      ct.gotConn,
-		WroteRequest: func(httptrace.WroteRequestInfo) { ct.set(&ct.wrote) },
-		GotFirstResponseByte: func() {
-			headersSeen.Store(true)
-			ct.gotFirstByte()
+		GotConn:              ct.gotConn,
+		WroteRequest:         func(httptrace.WroteRequestInfo) { ct.set(&ct.wrote) },
+		GotFirstResponseByte: ct.gotFirstByte,
+		// net/http bounds 1xx responses only by their header bytes; a
+		// server has no reason to send more than a few.
+		Got1xxResponse: func(int, textproto.MIMEHeader) error {
+			if informational++; informational > max1xxResponses {
+				return errTooMany1xx
+			}
+			return nil
 		},
 	})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		return nil, nil, false, fmt.Errorf("building request: %w", err)
+		return nil, sentOn{}, false, fmt.Errorf("building request: %w", err)
 	}
 	for k, vs := range r.ExtraHeaders {
 		for _, v := range vs {
@@ -340,8 +384,14 @@ func (c *Client) send(ctx context.Context, hc *http.Client, url string, body []b
 	}
 	resp, err = hc.Do(req)
 	ct.mu.Lock()
-	tr.ConnDone, tr.WroteRequest, tr.Headers = ct.conn, ct.wrote, ct.firstByte
-	rx, stale = ct.rx, ct.reused && ct.firstByte.IsZero()
+	tr.ConnDone, tr.WroteRequest = ct.conn, ct.wrote
+	conn, stale = sentOn{rx: ct.rx, conn: ct.netConn}, ct.reused && ct.firstByte.IsZero()
 	ct.mu.Unlock()
-	return resp, rx, stale, err
+	return resp, conn, stale, err
+}
+
+// sentOn is the connection a request went out on.
+type sentOn struct {
+	rx   *rxConn  // nil when its reads carry no kernel timestamps
+	conn net.Conn // nil when no connection was made
 }

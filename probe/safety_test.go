@@ -254,6 +254,9 @@ func TestStaleKeepAliveConnectionIsResent(t *testing.T) {
 		}
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "text/event-stream")
+		// Flushed first, as a streaming server does: chunked, not framed
+		// by a Content-Length (whose connections the probe never reuses).
+		_ = http.NewResponseController(w).Flush()
 		fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
 	}))
 	srv.Config.ConnContext = func(ctx context.Context, _ net.Conn) context.Context {

@@ -35,7 +35,7 @@ func (c *Client) readStream(parent, ctx context.Context, cancel context.CancelCa
 	}
 	maxEvents, maxReads, maxBytes := streamBudget(tr.MaxTokens)
 	wr.maxReads, wr.maxBytes, wr.coalesceAfter = maxReads, maxBytes, maxEvents
-	st := &streamState{tr: tr, wr: wr, maxEvents: maxEvents, onEvent: c.onEvent, text: text, onFirstToken: onFirstToken, onGaps: onGaps}
+	st := &streamState{tr: tr, wr: wr, maxEvents: maxEvents, onEvent: c.onEvent, text: text, onFirstToken: onFirstToken, onGaps: onGaps, clean: c.clean}
 	p := newSSEParser()
 	defer func() { tr.PreambleBytes = p.preamble() }()
 	emit := func(data []byte) error {
@@ -52,15 +52,22 @@ func (c *Client) readStream(parent, ctx context.Context, cancel context.CancelCa
 		defer c.bufs.Put(zb)
 		zbuf := *zb
 		var zr *gzip.Reader
+		// The stream's byte budget counts decoded bytes: 2 MB of gzip can
+		// decode to 2 GB of blank lines, all of them parsed.
+		var decoded int64
 		next = func() ([]byte, error) {
+			if decoded >= maxBytes {
+				return nil, errStreamTooLong{reads: len(tr.Reads), bytes: decoded, decoded: true}
+			}
 			if zr == nil {
 				var err error
 				if zr, err = gzip.NewReader(wr); err != nil {
 					return nil, err
 				}
 			}
-			n, err := zr.Read(zbuf)
+			n, err := zr.Read(zbuf[:min(int64(len(zbuf)), maxBytes-decoded)])
 			if n > 0 {
+				decoded += int64(n)
 				return zbuf[:n], nil
 			}
 			return nil, err
@@ -135,6 +142,10 @@ type streamState struct {
 	events     int
 	prevTokens int
 	text       *strings.Builder // content so far, when a validator needs it
+	// clean makes server text safe to keep (Client.clean); finishRaw is
+	// the finish reason as sent, so it is cleaned once, not per chunk.
+	clean     func(string) string
+	finishRaw string
 
 	sawContent   bool
 	onFirstToken func(observe.FirstToken)
@@ -247,8 +258,9 @@ func (s *streamState) event(data []byte, at time.Time, read int) error {
 		s.lastContentAt = at
 		s.tr.Deltas = append(s.tr.Deltas, observe.Delta{At: at, Read: read, Chars: ch.content, Tokens: tokens})
 	}
-	if ch.hasFinish && string(ch.finish) != s.tr.FinishReason {
-		s.tr.FinishReason = string(ch.finish)
+	if ch.hasFinish && string(ch.finish) != s.finishRaw {
+		s.finishRaw = string(ch.finish)
+		s.tr.FinishReason = s.clean(s.finishRaw)
 	}
 	return nil
 }

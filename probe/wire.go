@@ -35,12 +35,17 @@ type wireReader struct {
 
 // errStreamTooLong ends a stream over its budget.
 type errStreamTooLong struct {
-	reads int
-	bytes int64
+	reads   int
+	bytes   int64
+	decoded bool // bytes counts the decoded (gunzipped) stream
 }
 
 func (e errStreamTooLong) Error() string {
-	return fmt.Sprintf("stream over tokentop's budget for its max_tokens (%d reads, %d bytes): stopped reading", e.reads, e.bytes)
+	what := "bytes"
+	if e.decoded {
+		what = "decoded bytes"
+	}
+	return fmt.Sprintf("stream over tokentop's budget for its max_tokens (%d reads, %d %s): stopped reading", e.reads, e.bytes, what)
 }
 
 func (w *wireReader) fill() error {
@@ -49,7 +54,7 @@ func (w *wireReader) fill() error {
 	}
 	for empty := 0; ; empty++ {
 		if (w.maxReads > 0 && len(w.tr.Reads) >= w.maxReads) || (w.maxBytes > 0 && w.total >= w.maxBytes) {
-			w.err = errStreamTooLong{len(w.tr.Reads), w.total}
+			w.err = errStreamTooLong{reads: len(w.tr.Reads), bytes: w.total}
 			return w.err
 		}
 		n, err := w.body.Read(w.buf)

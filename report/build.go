@@ -122,9 +122,11 @@ func buildClass(cs *metrics.ClassStats, v *diagnose.Verdict, gateway bool) Class
 		OutputTokens: tokens(&cs.OutputTokens, cs.Requests),
 		InputTokens:  tokens(&cs.InputTokens, cs.Requests),
 		Throughput: Throughput{
-			RequestsPerS:     finite(cs.Throughput.RequestsPerS),
-			InputTokensPerS:  finite(cs.Throughput.InputTokensPerS),
-			OutputTokensPerS: finite(cs.Throughput.OutputTokensPerS),
+			RequestsPerS:      finite(cs.Throughput.RequestsPerS),
+			InputTokensPerS:   finite(cs.Throughput.InputTokensPerS),
+			OutputTokensPerS:  finite(cs.Throughput.OutputTokensPerS),
+			InputTokensBasis:  basis(cs.InputTokens.Basis),
+			OutputTokensBasis: basis(cs.OutputTokens.Basis),
 		},
 	}
 	if c.Kind == "" && v != nil {
@@ -196,14 +198,22 @@ func verdictSections(cs *metrics.ClassStats, v *diagnose.Verdict) (Goodput, SLO)
 		PerS:        finite(v.Goodput.PerS),
 		Ratio:       finitePtr(v.Goodput.Ratio),
 	}
+	if g.Unit == diagnose.GoodputUnitOutputTokens {
+		g.Basis = basis(cs.ValidOutputTokensBasis)
+	}
 	slo := SLO{Pass: v.Pass, NoData: v.NoData, Objectives: make([]Objective, 0, len(v.Objectives))}
 	for _, o := range v.Objectives {
+		b := o.Basis
+		if o.Name == diagnose.ObjOutputTokensPerS && b == "" {
+			// Judged on the valid output tokens: say how they were counted.
+			b = cs.ValidOutputTokensBasis
+		}
 		slo.Objectives = append(slo.Objectives, Objective{
 			Name:       o.Name,
 			Target:     finite(o.Target),
 			Actual:     finitePtr(o.Actual),
 			Pass:       o.Pass,
-			Basis:      o.Basis,
+			Basis:      b,
 			LowerBound: o.LowerBound,
 		})
 	}
@@ -311,8 +321,16 @@ func gauge(g *metrics.GaugeStats) Gauge {
 	return Gauge{P50: num(g.P50), P95: num(g.P95), Max: num(g.Max)}
 }
 
+// basis is a token count's basis, or nil (null) when nothing was counted.
+func basis(b string) *string {
+	if b == "" {
+		return nil
+	}
+	return &b
+}
+
 func tokens(t *metrics.TokenStats, requests int64) Tokens {
-	out := Tokens{Total: t.Total}
+	out := Tokens{Total: t.Total, Basis: basis(t.Basis)}
 	if requests > 0 {
 		out.P50, out.P95 = num(t.P50), num(t.P95)
 	}

@@ -54,11 +54,11 @@ func writeHeader(b *strings.Builder, r *Report) {
 		headline = fmt.Sprintf("PASS: all %d classes met their SLO", len(r.Classes))
 	}
 	fmt.Fprintf(b, "# tokentop report: %s\n\n", headline)
-	fmt.Fprintf(b, "- target: `%s`\n", r.Target)
+	fmt.Fprintf(b, "- target: %s\n", MarkdownCode(r.Target))
 	if r.Gateway != nil {
-		fmt.Fprintf(b, "- gateway: `%s`\n", *r.Gateway)
+		fmt.Fprintf(b, "- gateway: %s\n", MarkdownCode(*r.Gateway))
 	}
-	fmt.Fprintf(b, "- model: `%s`, server: `%s`\n", r.Model, r.ServerProfile)
+	fmt.Fprintf(b, "- model: %s, server: %s\n", MarkdownCode(r.Model), MarkdownCode(r.ServerProfile))
 	fmt.Fprintf(b, "- started %s, ran %s\n", r.StartedAt.UTC().Format(time.RFC3339), seconds(r.DurationS))
 	if r.ToolVersion != "" {
 		fmt.Fprintf(b, "- tokentop %s\n", r.ToolVersion)
@@ -74,28 +74,28 @@ func writeHeader(b *strings.Builder, r *Report) {
 		if src.LastSuccess != nil {
 			last = "last success " + src.LastSuccess.UTC().Format(time.RFC3339)
 		}
-		fmt.Fprintf(b, "\n> **Stale source:** %s (%s", src.Name, last)
+		fmt.Fprintf(b, "\n> **Stale source:** %s (%s", MarkdownText(src.Name), last)
 		if src.LastError != nil {
-			fmt.Fprintf(b, "; last error: %s", *src.LastError)
+			fmt.Fprintf(b, "; last error: %s", MarkdownText(*src.LastError))
 		}
 		b.WriteString("): its figures below are not current.\n")
 	}
 	for _, src := range r.Sources {
 		for _, w := range src.Warnings {
-			fmt.Fprintf(b, "\n> **Note (%s):** %s\n", src.Name, inline(w))
+			fmt.Fprintf(b, "\n> **Note (%s):** %s\n", MarkdownText(src.Name), MarkdownText(w))
 		}
 	}
 	for _, c := range r.Classes {
 		// Requests cut short at the end of every run are censored too; the
 		// note is for when they bound a reported percentile.
 		if n := c.TTFTMs.Censored + c.E2EMs.Censored; n > 0 && (c.TTFTMs.LowerBound || c.E2EMs.LowerBound) {
-			fmt.Fprintf(b, "\n> **%s:** %d latency samples are lower bounds (requests still waiting when the run ended, or cut short by a timeout while waiting); figures marked ≥ are at least that.\n", inline(c.Name), n)
+			fmt.Fprintf(b, "\n> **%s:** %d latency samples are lower bounds (requests still waiting when the run ended, or cut short by a timeout while waiting); figures marked ≥ are at least that.\n", MarkdownText(c.Name), n)
 		}
 		if c.Throttled > 0 {
-			fmt.Fprintf(b, "\n> **%s:** %d arrivals were not sent while honouring the server's Retry-After; they count against goodput.\n", inline(c.Name), c.Throttled)
+			fmt.Fprintf(b, "\n> **%s:** %d arrivals were not sent while honouring the server's Retry-After; they count against goodput.\n", MarkdownText(c.Name), c.Throttled)
 		}
 		if n := c.RetriesByKind["stale_connection"]; n > 0 {
-			fmt.Fprintf(b, "\n> **%s:** %d requests were resent once on a fresh connection because the server had closed the pooled one before answering (not counted as errors).\n", inline(c.Name), n)
+			fmt.Fprintf(b, "\n> **%s:** %d requests were resent once on a fresh connection because the server had closed the pooled one before answering (not counted as errors).\n", MarkdownText(c.Name), n)
 		}
 	}
 	b.WriteString("\n")
@@ -126,11 +126,11 @@ func writeVerdicts(b *strings.Builder, r *Report) {
 		} else if len(missed) == 0 {
 			missed = []string{"none"}
 		}
-		row(b, c.Name, c.Kind, verdict(&c), goodput(&c.Goodput), strings.Join(missed, "; "))
+		row(b, MarkdownText(c.Name), c.Kind, verdict(&c), goodput(&c.Goodput), strings.Join(missed, "; "))
 	}
 	b.WriteString("\n")
 	for _, c := range r.Classes {
-		fmt.Fprintf(b, "### %s objectives\n\n", inline(c.Name))
+		fmt.Fprintf(b, "### %s objectives\n\n", MarkdownText(c.Name))
 		if len(c.SLO.Objectives) == 0 {
 			b.WriteString("No objective is set for this class.\n\n")
 			continue
@@ -205,7 +205,7 @@ func writeLatency(b *strings.Builder, r *Report) {
 	table(b, []string{"class", "requests", "completed", "errors", "cancelled", "valid", "retries",
 		"TTFT p50 / p95 / p99", "ITL p50 / p95 / p99", "chunk gap p50 / p95 / p99", "stall share", "E2E p50 / p95 / p99", "out tok/s"})
 	for _, c := range r.Classes {
-		row(b, c.Name, i64(c.Requests), i64(c.Completed), i64(c.Errors), i64(c.Cancelled), i64(c.Valid), i64(c.Retries),
+		row(b, MarkdownText(c.Name), i64(c.Requests), i64(c.Completed), i64(c.Errors), i64(c.Cancelled), i64(c.Valid), i64(c.Retries),
 			tri(&c.TTFTMs), itlCell(&c.ITLMs), tri(&c.ChunkGapMs), ratioOrDash(c.StallFraction), tri(&c.E2EMs),
 			rate(c.Throughput.OutputTokensPerS))
 	}
@@ -219,7 +219,7 @@ func writeLatency(b *strings.Builder, r *Report) {
 		if bd.Largest != "" {
 			split += " (largest: " + bd.Largest + ")"
 		}
-		row(b, c.Name,
+		row(b, MarkdownText(c.Name),
 			split,
 			ms(e.P50)+" / "+ms(e.P95)+" / "+ms(e.P99),
 			tokenCell(&c.OutputTokens), tokenCell(&c.InputTokens))
@@ -250,7 +250,7 @@ func writeBucketTable(b *strings.Builder, r *Report, title, col string, of func(
 		c := &r.Classes[i]
 		for _, bk := range of(c) {
 			if bk.Requests > 0 {
-				row(b, c.Name, bk.Name, i64(bk.Requests), tri(&bk.TTFTMs), itlCell(&bk.ITLMs), ms(bk.ChunkGapMs.P95), tri(&bk.E2EMs))
+				row(b, MarkdownText(c.Name), bk.Name, i64(bk.Requests), tri(&bk.TTFTMs), itlCell(&bk.ITLMs), ms(bk.ChunkGapMs.P95), tri(&bk.E2EMs))
 			}
 		}
 	}
@@ -289,7 +289,7 @@ func writeSlowest(b *strings.Builder, r *Report) {
 					outcome += " (" + strconv.Itoa(s.Status) + ")"
 				}
 			}
-			row(b, c.Name, s.Path, s.TraceID, ms(s.HeadersMs), ms(s.TTFTMs), end,
+			row(b, MarkdownText(c.Name), s.Path, s.TraceID, ms(s.HeadersMs), ms(s.TTFTMs), end,
 				strconv.Itoa(s.ChunkGaps)+" ("+ms(s.MaxChunkGapMs)+")",
 				strconv.Itoa(s.PromptTokens)+" / "+strconv.Itoa(s.OutputTokens), outcome)
 		}
@@ -313,7 +313,7 @@ func writePaths(b *strings.Builder, r *Report) {
 			if p.EventsPerRead != nil {
 				epr = strconv.FormatFloat(*p.EventsPerRead, 'f', 2, 64)
 			}
-			row(b, c.Name, p.Name, i64(p.Requests), tri(&p.TTFTMs), tri(&p.ChunkGapMs), epr)
+			row(b, MarkdownText(c.Name), p.Name, i64(p.Requests), tri(&p.TTFTMs), tri(&p.ChunkGapMs), epr)
 		}
 	}
 	b.WriteString("\n")
@@ -330,7 +330,7 @@ func writeServer(b *strings.Builder, r *Report) {
 	if !s.ScrapeOK {
 		scrape = "**metrics not scraped**"
 	}
-	fmt.Fprintf(b, "Profile `%s`, %s (%d scrapes).\n\n", profile, scrape, s.Scrapes)
+	fmt.Fprintf(b, "Profile %s, %s (%d scrapes).\n\n", MarkdownCode(profile), scrape, s.Scrapes)
 	table(b, []string{"signal", "p50", "p95", "p99", "max"})
 	row(b, "queue depth", gaugeNum(s.QueueDepth.P50), gaugeNum(s.QueueDepth.P95), "", gaugeNum(s.QueueDepth.Max))
 	row(b, "running", gaugeNum(s.Running.P50), gaugeNum(s.Running.P95), "", gaugeNum(s.Running.Max))
@@ -352,9 +352,9 @@ func writeServer(b *strings.Builder, r *Report) {
 func writeGPU(b *strings.Builder, r *Report) {
 	g := &r.GPU
 	b.WriteString("## GPU\n\n")
-	fmt.Fprintf(b, "Source `%s`", g.Source)
+	fmt.Fprintf(b, "Source %s", MarkdownCode(g.Source))
 	if g.Status != "" {
-		fmt.Fprintf(b, ": %s", inline(g.Status))
+		fmt.Fprintf(b, ": %s", MarkdownText(g.Status))
 	}
 	b.WriteString(".\n\n")
 	if len(g.Devices) == 0 {
@@ -370,7 +370,7 @@ func writeGPU(b *strings.Builder, r *Report) {
 		if events == "" {
 			events = "none"
 		}
-		row(b, strconv.Itoa(d.Index), d.Name, ratioOrDash(d.Util.P50)+" / "+ratioOrDash(d.Util.Max),
+		row(b, strconv.Itoa(d.Index), MarkdownText(d.Name), ratioOrDash(d.Util.P50)+" / "+ratioOrDash(d.Util.Max),
 			ratioOrDash(d.MemUsedFrac.Max), ratioOrDash(d.MemBWUtil.P50), power, events)
 	}
 	b.WriteString("\n")
@@ -403,7 +403,9 @@ func table(b *strings.Builder, cols []string) {
 	b.WriteString("\n")
 }
 
-// row writes one table row; cells are escaped so names cannot break it.
+// row writes one table row of Markdown cells (tokentop's own text, which
+// may be bold, or MarkdownText of anyone else's); cell keeps each on its
+// line and its pipes escaped, so that no cell can break the row.
 func row(b *strings.Builder, cells ...string) {
 	b.WriteString("|")
 	for _, c := range cells {
@@ -413,7 +415,7 @@ func row(b *strings.Builder, cells ...string) {
 }
 
 func cell(s string) string {
-	return strings.ReplaceAll(inline(s), "|", `\|`)
+	return escapePipes(inline(s))
 }
 
 // inline keeps free text (summaries, names from config) on one line.

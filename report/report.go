@@ -168,6 +168,12 @@ type Tokens struct {
 	P50   *float64 `json:"p50"`
 	P95   *float64 `json:"p95"`
 	Total int64    `json:"total"`
+	// Beyond the contract: where the counts came from. Output tokens:
+	// "usage" (the server's usage), "stream_chunks" (no usage: one token
+	// a streamed chunk, a lower bound where a chunk holds several) or
+	// "mixed"; input tokens: "usage", "target" (no usage: the prompt
+	// generator's target) or "mixed". Null when nothing was counted.
+	Basis *string `json:"basis"`
 }
 
 // Throughput is per second over the session; jobs_per_s is null for
@@ -177,6 +183,10 @@ type Throughput struct {
 	InputTokensPerS  float64  `json:"input_tokens_per_s"`
 	OutputTokensPerS float64  `json:"output_tokens_per_s"`
 	JobsPerS         *float64 `json:"jobs_per_s"`
+	// Beyond the contract: the bases of the token rates, as in
+	// input_tokens.basis and output_tokens.basis.
+	InputTokensBasis  *string `json:"input_tokens_basis"`
+	OutputTokensBasis *string `json:"output_tokens_basis"`
 }
 
 // Goodput keeps both sides of the ratio; ratio is null when the
@@ -187,6 +197,10 @@ type Goodput struct {
 	Denominator float64  `json:"denominator"`
 	PerS        float64  `json:"per_s"`
 	Ratio       *float64 `json:"ratio"`
+	// Beyond the contract: with unit "output_tokens", the numerator's
+	// basis ("usage", "stream_chunks" or "mixed", as output_tokens.basis);
+	// null for unit "requests" or when no valid request had output.
+	Basis *string `json:"basis"`
 }
 
 // SLO is a class's verdict.
@@ -205,7 +219,8 @@ type Objective struct {
 	Target float64  `json:"target"`
 	Actual *float64 `json:"actual"`
 	Pass   bool     `json:"pass"`
-	// Beyond the contract: the ITL basis, on itl_* objectives only.
+	// Beyond the contract: the ITL basis on itl_* objectives, the output
+	// tokens' basis (as goodput.basis) on output_tokens_per_s.
 	Basis string `json:"basis,omitempty"`
 	// LowerBound is true when actual is only a lower bound (requests were
 	// still waiting): above the target it fails for certain.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tokentop/tokentop/config"
 	"github.com/tokentop/tokentop/report"
+	"github.com/tokentop/tokentop/safehttp"
 	"github.com/tokentop/tokentop/sim"
 )
 
@@ -193,9 +194,9 @@ func runDemo(ctx context.Context, e env, args []string) (int, error) {
 	cfg.Target, cfg.Gateway, cfg.Metrics = stack.target, stack.gateway, stack.target+"/metrics"
 	cfg.Model = knobs.Model
 
-	title := fmt.Sprintf("tokentop demo · scenario %s · target %s", sf.scenario, cfg.Target)
+	title := fmt.Sprintf("tokentop demo · scenario %s · target %s", sf.scenario, safehttp.RedactURL(cfg.Target))
 	if cfg.Gateway != "" {
-		title += " · gateway " + cfg.Gateway
+		title += " · gateway " + safehttp.RedactURL(cfg.Gateway)
 	}
 	code, err := runSession(ctx, e, sessionSpec{
 		cfg:    cfg,

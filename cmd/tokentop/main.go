@@ -8,12 +8,19 @@ package main
 
 import (
 	"context"
+	"io"
+	"log"
 	"os"
 	"os/signal"
 	"syscall"
 )
 
 func main() {
+	// net/http's Transport writes a server's unsolicited bytes to the
+	// standard logger when it closes such a connection: stray lines that
+	// would paint over the console. tokentop reports what the server did
+	// through its own counts instead.
+	log.SetOutput(io.Discard)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, osEnv(), os.Args[1:])
 	stop()

@@ -16,6 +16,7 @@ import (
 	"github.com/tokentop/tokentop/probe/capacity"
 	"github.com/tokentop/tokentop/report"
 	"github.com/tokentop/tokentop/report/exporter"
+	"github.com/tokentop/tokentop/safehttp"
 )
 
 // prepare does everything that can fail before any request is sent: the
@@ -58,7 +59,7 @@ func (s *session) prepare(ctx context.Context) (int, error) {
 		m, err := probe.DiscoverModel(dctx, s.client, cfg.Target)
 		cancel()
 		if err != nil {
-			return report.ExitNoData, fmt.Errorf("target %s unreachable: %w", cfg.Target, err)
+			return report.ExitNoData, fmt.Errorf("target %s unreachable: %w", safehttp.RedactURL(cfg.Target), err)
 		}
 		s.model = m
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/tokentop/tokentop/probe"
 	"github.com/tokentop/tokentop/report"
 	"github.com/tokentop/tokentop/report/exporter"
+	"github.com/tokentop/tokentop/safehttp"
 	"github.com/tokentop/tokentop/tui"
 )
 
@@ -102,7 +103,7 @@ func runSession(ctx context.Context, e env, spec sessionSpec) (int, error) {
 	agg := metrics.NewAggregator(metrics.Options{Classes: s.cfg.Classes, Started: started, Paths: s.paths, GoodRequest: diagnose.GoodRequest})
 	if s.recFile != nil {
 		rec, err := record.NewWriter(s.recFile, record.Header{
-			ToolVersion: version, Title: spec.title, Started: started, Target: s.cfg.Target, Gateway: s.cfg.Gateway,
+			ToolVersion: version, Title: spec.title, Started: started, Target: safehttp.RedactURL(s.cfg.Target), Gateway: redactOptionalURL(s.cfg.Gateway),
 			Model: s.model, Paths: s.paths, Classes: s.cfg.Classes,
 		})
 		if err != nil {
@@ -176,7 +177,7 @@ func runSession(ctx context.Context, e env, spec sessionSpec) (int, error) {
 	}
 	last := <-final
 	rep := report.Build(last, diagnose.Evaluate(&last.Run, s.cfg.Classes),
-		report.Meta{ToolVersion: version, Target: s.cfg.Target, Gateway: s.cfg.Gateway, Model: s.model})
+		report.Meta{ToolVersion: version, Target: safehttp.RedactURL(s.cfg.Target), Gateway: redactOptionalURL(s.cfg.Gateway), Model: s.model})
 	if spec.common.reportPath != "" {
 		if err := writeReport(e.Stdout, spec.common.reportPath, spec.common.format, rep); err != nil {
 			return report.ExitNoData, err
@@ -205,4 +206,12 @@ func (s *session) close() {
 	if err := s.rec.Close(); err != nil {
 		fmt.Fprintf(s.e.Stderr, "tokentop: recording %s: %v\n", s.spec.common.record, err)
 	}
+}
+
+// redactOptionalURL is safehttp.RedactURL for a URL that may be unset.
+func redactOptionalURL(u string) string {
+	if u == "" {
+		return ""
+	}
+	return safehttp.RedactURL(u)
 }

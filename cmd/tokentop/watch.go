@@ -11,6 +11,7 @@ import (
 	"github.com/tokentop/tokentop/metrics/prom"
 	"github.com/tokentop/tokentop/probe/scrape"
 	"github.com/tokentop/tokentop/report"
+	"github.com/tokentop/tokentop/safehttp"
 )
 
 func runWatch(ctx context.Context, e env, args []string) (int, error) {
@@ -46,16 +47,16 @@ func runWatch(ctx context.Context, e env, args []string) (int, error) {
 			continue
 		}
 		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
-			return report.ExitUsage, usagef("%q is not an http(s) URL", u)
+			return report.ExitUsage, usagef("%q is not an http(s) URL", safehttp.RedactURL(u))
 		}
 	}
 	apiKey, err := common.apiKey(e)
 	if err != nil {
 		return report.ExitUsage, err
 	}
-	title := "tokentop · target " + cfg.Target
+	title := "tokentop · target " + safehttp.RedactURL(cfg.Target)
 	if cfg.Gateway != "" {
-		title += " · gateway " + cfg.Gateway
+		title += " · gateway " + safehttp.RedactURL(cfg.Gateway)
 	}
 	return runSession(ctx, e, sessionSpec{cfg: cfg, common: common, title: title, apiKey: apiKey, seed: 1})
 }

@@ -15,6 +15,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"strings"
 	"sync/atomic"
@@ -28,6 +29,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tokentop/tokentop/observe"
+	"github.com/tokentop/tokentop/safehttp"
+	"github.com/tokentop/tokentop/sanitize"
 )
 
 // Defaults of Options; the queue and batch bounds are what a collector that
@@ -92,11 +95,20 @@ func New(o Options) (*Exporter, error) {
 			Enabled: true, InitialInterval: 500 * time.Millisecond, MaxInterval: 2 * time.Second, MaxElapsedTime: maxRetryElapsed,
 		}),
 	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
 	if u.Scheme == "http" {
 		opts = append(opts, otlptracehttp.WithInsecure())
 	} else if o.Insecure {
-		opts = append(opts, otlptracehttp.WithTLSClientConfig(&tls.Config{InsecureSkipVerify: true})) //nolint:gosec // --insecure
+		tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // --insecure
 	}
+	// The exporter's headers may hold a hosted collector's key: net/http
+	// forwards custom headers on any redirect, so redirects stay within
+	// the collector's origin.
+	opts = append(opts, otlptracehttp.WithHTTPClient(&http.Client{
+		Transport:     tr,
+		Timeout:       cmpOr(o.ExportTimeout, DefaultExportTimeout),
+		CheckRedirect: safehttp.SameOriginRedirects(safehttp.MaxRedirects),
+	}))
 	if len(o.Headers) > 0 {
 		opts = append(opts, otlptracehttp.WithHeaders(o.Headers))
 	}
@@ -137,7 +149,8 @@ type countingExporter struct {
 func (c *countingExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
 	if err := c.SpanExporter.ExportSpans(ctx, spans); err != nil {
 		c.e.failedSpans.Add(int64(len(spans)))
-		c.e.lastErr.Store(truncate(err.Error(), 300))
+		// The collector's answer is in the message: made safe to print.
+		c.e.lastErr.Store(sanitize.Bounded(err.Error(), 300))
 	}
 	return nil
 }

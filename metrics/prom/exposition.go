@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/tokentop/tokentop/sanitize"
 )
 
 // MaxWarnings bounds Sample.Warnings (and Exposition.Warnings), so that a
@@ -63,18 +65,20 @@ func NewExposition() *Exposition {
 }
 
 // Warnf adds a warning about the text, such as a line skipped. Past
-// MaxWarnings warnings are only counted.
+// MaxWarnings warnings are only counted. A warning may quote the server's
+// text (a line, a parser's message about it), so it is made safe here, once
+// for every parser.
 func (e *Exposition) Warnf(format string, args ...any) {
 	if len(e.warnings) >= MaxWarnings {
 		e.dropped++
 		return
 	}
-	e.warnings = append(e.warnings, fmt.Sprintf(format, args...))
+	e.warnings = append(e.warnings, sanitize.Text(fmt.Sprintf(format, args...)))
 }
 
 // AddLimit adds the warning that a limit on the exposition was reached. It
 // is kept whatever the warning budget and listed first.
-func (e *Exposition) AddLimit(msg string) { e.limits = append(e.limits, msg) }
+func (e *Exposition) AddLimit(msg string) { e.limits = append(e.limits, sanitize.Text(msg)) }
 
 // Warnings returns the limit warnings, then the others, then "N more
 // warnings not shown" when some were dropped.

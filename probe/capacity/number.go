@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+
+	"github.com/tokentop/tokentop/sanitize"
 )
 
 // notes collects the warnings of one reading, so every parser reports a bad
@@ -14,8 +16,11 @@ type notes struct {
 	warnings []string
 }
 
+// warnf adds a warning. Warnings quote what the server sent (a value, an
+// error that names its answer), so each is made safe here, once for every
+// parser of this package.
 func (n *notes) warnf(format string, args ...any) {
-	n.warnings = append(n.warnings, fmt.Sprintf(format, args...))
+	n.warnings = append(n.warnings, sanitize.Text(fmt.Sprintf(format, args...)))
 }
 
 // limit reads raw as a whole number within [lo, hi]. An absent or null
@@ -62,11 +67,6 @@ func (n *notes) bounded(v float64, text, source, field string, lo, hi int) Limit
 	return Limit{}
 }
 
-// shorten keeps a warning readable when a server sends a huge value.
-func shorten(s string) string {
-	const max = 40
-	if len(s) <= max {
-		return s
-	}
-	return s[:max] + "…"
-}
+// shorten keeps a warning readable when a server sends a huge value; the
+// cut falls on a rune boundary.
+func shorten(s string) string { return sanitize.Bounded(s, 40) }

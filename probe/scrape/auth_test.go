@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/tokentop/tokentop/metrics/prom"
+	"github.com/tokentop/tokentop/safehttp"
+	"github.com/tokentop/tokentop/sanitize"
 )
 
 // testKey has upper case, so that a message that lower-cases what the server
@@ -154,8 +156,8 @@ func TestOriginOf(t *testing.T) {
 	for _, tc := range tests {
 		ua, _ := url.Parse(tc.a)
 		ub, _ := url.Parse(tc.b)
-		oa, okA := originOf(ua)
-		ob, okB := originOf(ub)
+		oa, okA := safehttp.OriginOf(ua)
+		ob, okB := safehttp.OriginOf(ub)
 		if !okA || !okB || (oa == ob) != tc.same {
 			t.Errorf("origin(%s) = %v, origin(%s) = %v: same %v, want %v", tc.a, oa, tc.b, ob, oa == ob, tc.same)
 		}
@@ -165,7 +167,7 @@ func TestOriginOf(t *testing.T) {
 		if u == nil {
 			continue
 		}
-		if o, ok := originOf(u); ok {
+		if o, ok := safehttp.OriginOf(u); ok {
 			t.Errorf("origin(%q) = %v, want none", bad, o)
 		}
 	}
@@ -211,6 +213,8 @@ func TestAPIKeyOrigin(t *testing.T) {
 		metrics func(target *recorder) string                // the metrics URL
 		// want: path -> Authorization seen, on the target and on other.
 		wantTarget, wantOther map[string][]string
+		target                func(target *recorder) string // the probe target; default target + "/v1"
+		wantErr               string                        // the scrape's error must hold it
 	}{
 		{
 			name:       "same origin",
@@ -231,7 +235,33 @@ func TestAPIKeyOrigin(t *testing.T) {
 			},
 			metrics:    func(tg *recorder) string { return tg.srv.URL + "/metrics" },
 			wantTarget: map[string][]string{"/metrics": {bearer}},
-			wantOther:  map[string][]string{"/metrics": {""}},
+			wantErr:    "redirect to http://127.0.0.1:",
+		},
+		{
+			name: "redirect to another port of the same host",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				u, _ := url.Parse(other.srv.URL)
+				http.Redirect(w, r, "http://localhost:"+u.Port()+"/metrics", http.StatusTemporaryRedirect)
+			},
+			metrics: func(tg *recorder) string {
+				return strings.Replace(tg.srv.URL, "127.0.0.1", "localhost", 1) + "/metrics"
+			},
+			target:     func(tg *recorder) string { return strings.Replace(tg.srv.URL, "127.0.0.1", "localhost", 1) + "/v1" },
+			wantTarget: map[string][]string{"/metrics": {bearer}},
+			wantErr:    "not the origin tokentop was given",
+		},
+		{
+			name: "a redirect loop within the origin",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				next := "/a"
+				if r.URL.Path == "/a" {
+					next = "/metrics"
+				}
+				http.Redirect(w, r, next, http.StatusFound)
+			},
+			metrics:    func(tg *recorder) string { return tg.srv.URL + "/metrics" },
+			wantTarget: map[string][]string{"/metrics": {bearer, bearer}, "/a": {bearer, bearer}},
+			wantErr:    "more than 3 redirects",
 		},
 		{
 			name: "redirect within the origin",
@@ -264,9 +294,17 @@ func TestAPIKeyOrigin(t *testing.T) {
 			other.got = make(map[string][]string)
 			other.mu.Unlock()
 			target := newRecorder(t, tc.handler)
-			sc := NewWithOptions(tc.metrics(target), Options{APIKey: testKey, Target: target.srv.URL + "/v1"})
-			if _, err := sc.Scrape(t.Context()); err != nil {
+			tgURL := target.srv.URL + "/v1"
+			if tc.target != nil {
+				tgURL = tc.target(target)
+			}
+			sc := NewWithOptions(tc.metrics(target), Options{APIKey: testKey, Target: tgURL})
+			_, err := sc.Scrape(t.Context())
+			switch {
+			case tc.wantErr == "" && err != nil:
 				t.Fatalf("scrape: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("scrape: error %v, want one with %q", err, tc.wantErr)
 			}
 			for _, side := range []struct {
 				name string
@@ -375,9 +413,9 @@ func TestAPIKeyNeverPrinted(t *testing.T) {
 				t.Helper()
 				// In any case: a message may lower-case what it quotes.
 				key, text := strings.ToLower(testKey), strings.ToLower(text)
-				for i := 0; i+minFragment <= len(key); i++ {
-					if strings.Contains(text, key[i:i+minFragment]) {
-						t.Fatalf("%s shows part of the key (%q): %s", what, key[i:i+minFragment], text)
+				for i := 0; i+sanitize.MinSecretFragment <= len(key); i++ {
+					if strings.Contains(text, key[i:i+sanitize.MinSecretFragment]) {
+						t.Fatalf("%s shows part of the key (%q): %s", what, key[i:i+sanitize.MinSecretFragment], text)
 					}
 				}
 			}

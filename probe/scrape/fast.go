@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tokentop/tokentop/metrics/prom"
+	"github.com/tokentop/tokentop/sanitize"
 )
 
 // maxInterned bounds lineParser.strs: past it, strings are allocated per
@@ -127,13 +128,18 @@ func parseValue(b []byte) (float64, bool) {
 	return v, err == nil
 }
 
+// intern returns b as a string made safe by sanitize.Text: this is where
+// a server's names and label values enter tokentop. The table maps the raw
+// bytes to the safe string, so a repeated value costs one lookup and is
+// checked once; a clean value (every real one) is its own key, not a copy.
 func (p *lineParser) intern(b []byte) string {
 	if s, ok := p.strs[string(b)]; ok {
 		return s
 	}
-	s := string(b)
+	raw := string(b)
+	s := sanitize.Text(raw)
 	if len(p.strs) < maxInterned {
-		p.strs[s] = s
+		p.strs[raw] = s
 	}
 	return s
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/tokentop/tokentop/metrics/prom"
+	"github.com/tokentop/tokentop/sanitize"
 )
 
 // FuzzParse feeds arbitrary bodies through the whole scrape path (parse,
@@ -70,6 +71,7 @@ func FuzzParse(f *testing.F) {
 		f.Add([]byte(seed), "")
 	}
 	f.Add([]byte(seriesFlood(prom.MaxModels+3, "1")), "auto")
+	f.Add([]byte(hostileExposition()), "")
 	f.Fuzz(func(t *testing.T, body []byte, model string) {
 		checkFastPath(t, body)
 		s, err := Parse(bytes.NewReader(body), prom.ParseOptions{Model: model, MaxBytes: 1 << 20})
@@ -100,6 +102,12 @@ func FuzzParse(f *testing.F) {
 			}
 			if q, ok := h.Quantile(0.99); ok && math.IsNaN(q) {
 				t.Fatalf("%s: NaN quantile", name)
+			}
+		}
+		// What the server wrote reaches every reader made safe.
+		for _, w := range append(append([]string{s.Profile, s.Variant}, s.Models...), s.Warnings...) {
+			if !sanitize.Clean(w) {
+				t.Fatalf("%q is not sanitized", w)
 			}
 		}
 		// The budget, its summary, and one warning per limit.

@@ -28,7 +28,9 @@
 // on another origin, nor after a redirect to one; the /prometheus/metrics
 // fallback shares the metrics URL's origin and gets the key when that does.
 // The key never appears in an error or a Sample: a server that echoes it
-// back sees it replaced by "[redacted]".
+// back sees it replaced by "[redacted]". Nor does a control character or
+// a bidirectional override: names, label values, warnings and errors are
+// made safe to print (sanitize.Text) as the parser creates them.
 //
 // New(url, client, parseOptions) stays for callers without TLS or auth
 // settings: it is NewWithOptions with only Parse and Client set.
@@ -48,6 +50,8 @@ import (
 	"time"
 
 	"github.com/tokentop/tokentop/metrics/prom"
+	"github.com/tokentop/tokentop/safehttp"
+	"github.com/tokentop/tokentop/sanitize"
 )
 
 // acceptHeader asks for text format 0.0.4. Python servers (vLLM, SGLang,
@@ -345,38 +349,16 @@ func excerpt(r io.Reader, key string) string {
 	return ": " + text
 }
 
-// printable makes server text safe to print in a terminal: control
-// characters (an escape sequence could repaint the console) become spaces,
-// runs of blanks one space, and the result is cut at about n bytes.
+// printable puts server text (a status line, an error body, a header) on
+// one line for a message: runs of blanks, newlines and tabs included,
+// become one space; the rest is made safe by sanitize.Bounded, cut at n
+// bytes.
 func printable(s string, n int) string {
-	var b strings.Builder
-	space := false
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == '\uFFFD' || r == ' ' {
-			if !space {
-				b.WriteByte(' ')
-			}
-			space = true
-			continue
-		}
-		space = false
-		b.WriteRune(r)
-		if b.Len() >= n {
-			b.WriteString("...")
-			break
-		}
-	}
-	return b.String()
+	return sanitize.Bounded(strings.Join(strings.Fields(s), " "), n)
 }
 
-// redactURL drops a password in the URL's user information from messages.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return raw
-	}
-	return u.Redacted()
-}
+// redactURL drops the URL's user information from messages.
+func redactURL(raw string) string { return safehttp.RedactURL(raw) }
 
 // timedReader counts the body bytes and the time spent waiting in Read, so
 // that a scrape's cost can tell parsing from waiting for the network.

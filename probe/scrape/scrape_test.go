@@ -123,7 +123,7 @@ func TestScrapeErrors(t *testing.T) {
 			handler: func(w http.ResponseWriter, r *http.Request) {
 				http.Error(w, "bad\x1b[2J\x1b[H\tgateway", http.StatusBadGateway)
 			},
-			msg: "HTTP 502 Bad Gateway: bad [2J [H gateway",
+			msg: `HTTP 502 Bad Gateway: bad\x1b[2J\x1b[H gateway`,
 		},
 		{
 			name: "protobuf",

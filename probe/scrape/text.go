@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/tokentop/tokentop/metrics/prom"
+	"github.com/tokentop/tokentop/sanitize"
 )
 
 // DefaultMaxBytes caps a /metrics body when prom.ParseOptions.MaxBytes is 0.
@@ -302,16 +303,17 @@ func (p *lineParser) parse(line []byte) (prom.Series, bool, error) {
 	fams, err := p.tp.TextToMetricFamilies(&p.in)
 	for name, mf := range fams {
 		if err != nil {
-			return prom.Series{Name: name}, false, err
+			return prom.Series{Name: sanitize.Text(name)}, false, err
 		}
 		// Without a TYPE line every family is untyped, and one line holds
 		// one sample.
+		// Names and values are made safe here, as fast does (intern).
 		for _, m := range mf.GetMetric() {
-			s := prom.Series{Name: name, Value: m.GetUntyped().GetValue()}
+			s := prom.Series{Name: sanitize.Text(name), Value: m.GetUntyped().GetValue()}
 			if pairs := m.GetLabel(); len(pairs) > 0 {
 				s.Labels = make(map[string]string, len(pairs))
 				for _, l := range pairs {
-					s.Labels[l.GetName()] = l.GetValue()
+					s.Labels[sanitize.Text(l.GetName())] = sanitize.Text(l.GetValue())
 				}
 			}
 			return s, m.TimestampMs != nil, nil
@@ -492,12 +494,13 @@ func (rd *reader) parseComment(line string, lineNo int) {
 	}
 }
 
-// unquoteName accepts a quoted UTF-8 metric name in a comment.
+// unquoteName accepts a quoted UTF-8 metric name in a comment. The name
+// is made safe as the samples' names are, so that the two still match.
 func unquoteName(s string) string {
 	if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
 		if u, err := strconv.Unquote(s); err == nil {
-			return u
+			return sanitize.Text(u)
 		}
 	}
-	return s
+	return sanitize.Text(s)
 }
