@@ -32,7 +32,19 @@ type Config struct {
 	// DefaultMaxRequestBytes); each class's own cap, from its largest
 	// prompt, is lower.
 	MaxRequestBytes int `yaml:"max_request_bytes"`
+	// FootprintBudget is the share of the server's work (prompt tokens,
+	// generated tokens, running sequences) tokentop's own probes may take
+	// (default DefaultFootprintBudget). Default classes are sized under
+	// it; a written config is kept, with a warning for each class over it.
+	FootprintBudget float64 `yaml:"footprint_budget"`
 }
+
+// DefaultFootprintBudget is 5%: small enough that the server's latency
+// under tokentop is, within measurement noise, its latency without it
+// (a server at a steady utilisation sees its queueing grow by about the
+// same share), large enough to give a percentile a few hundred samples in
+// minutes on a busy server.
+const DefaultFootprintBudget = 0.05
 
 // Bounds of max_request_bytes.
 const (
@@ -264,6 +276,7 @@ func Default() Config {
 		Target:          "http://127.0.0.1:8000",
 		Model:           "auto",
 		MaxRequestBytes: DefaultMaxRequestBytes,
+		FootprintBudget: DefaultFootprintBudget,
 		Classes: []Class{
 			{
 				Name:         "interactive",
@@ -356,6 +369,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Model == "" {
 		c.Model = "auto"
+	}
+	switch {
+	case c.FootprintBudget == 0:
+		c.FootprintBudget = DefaultFootprintBudget
+	case !(c.FootprintBudget > 0 && c.FootprintBudget <= 1):
+		return fmt.Errorf("config: footprint_budget %v outside (0, 1]", c.FootprintBudget)
 	}
 	switch {
 	case c.MaxRequestBytes == 0:
