@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // rxConn is a TCP connection whose reads also return the kernel's receive
@@ -71,9 +73,6 @@ func wrapRxConn(c net.Conn) net.Conn {
 	rx.recvFn = rx.recv
 	return rx
 }
-
-// raw is the connection's socket, for a non-blocking peek.
-func (c *rxConn) raw() syscall.RawConn { return c.rc }
 
 // maxKernelDelay bounds the correction: a larger gap between the kernel's
 // stamp and now is a wall-clock step, not queueing, and is ignored.
@@ -156,23 +155,21 @@ func (c *rxConn) arrival() (at time.Time, queued, ok bool) {
 }
 
 // kernelStamp finds the SCM_TIMESTAMPNS message in oob and returns its time
-// in Unix nanoseconds. The layout (16-byte cmsghdr, 16-byte timespec) is
-// that of 64-bit Linux, which the build tags restrict this file to.
+// in Unix nanoseconds. x/sys/unix walks the control messages (their
+// lengths checked against oob), without allocating.
 func kernelStamp(oob []byte) (int64, bool) {
-	const hdr = 16
-	for len(oob) >= hdr {
-		l := int(binary.NativeEndian.Uint64(oob[0:8]))
-		level := int32(binary.NativeEndian.Uint32(oob[8:12]))
-		typ := int32(binary.NativeEndian.Uint32(oob[12:16]))
-		if l < hdr || l > len(oob) {
+	for len(oob) > 0 {
+		h, data, rest, err := unix.ParseOneSocketControlMessage(oob)
+		if err != nil {
 			return 0, false
 		}
-		if level == syscall.SOL_SOCKET && typ == syscall.SCM_TIMESTAMPNS && l >= hdr+16 {
-			sec := int64(binary.NativeEndian.Uint64(oob[hdr : hdr+8]))
-			nsec := int64(binary.NativeEndian.Uint64(oob[hdr+8 : hdr+16]))
-			return sec*1e9 + nsec, true
+		if h.Level == unix.SOL_SOCKET && h.Type == unix.SCM_TIMESTAMPNS && len(data) >= 16 {
+			// A struct timespec of 64-bit Linux (the build tags), read
+			// bytewise: the buffer carries no alignment guarantee.
+			ts := unix.Timespec{Sec: int64(binary.NativeEndian.Uint64(data[0:8])), Nsec: int64(binary.NativeEndian.Uint64(data[8:16]))}
+			return ts.Nano(), true
 		}
-		oob = oob[(l+7)&^7:]
+		oob = rest
 	}
 	return 0, false
 }
