@@ -247,6 +247,32 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
+// TestUsageErrorLeavesNoReport: a usage error found after the flags (a
+// bad config, an unset key variable) leaves no empty report file behind.
+func TestUsageErrorLeavesNoReport(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("classes: [{name: x, kind: nosuch}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for i, args := range [][]string{
+		{"watch", "--target", "http://127.0.0.1:1", "--config", bad, "--headless", "--duration", "1s"},
+		{"watch", "--target", "http://127.0.0.1:1", "--api-key-env", "TOKENTOP_TEST_UNSET_VARIABLE", "--headless", "--duration", "1s"},
+	} {
+		rep := filepath.Join(dir, fmt.Sprintf("r%d.json", i))
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), testEnv(&stdout, &stderr), append(args, "--report", rep)); code != report.ExitUsage {
+			t.Errorf("%v: exit %d, want %d (stderr %q)", args, code, report.ExitUsage, stderr.String())
+		}
+		if _, err := os.Stat(rep); err == nil {
+			t.Errorf("%v: a usage error left the report file %s", args, rep)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("the report's folder holds %d entries, want only the config", len(entries))
+	}
+}
+
 func TestWatchUnreachableTargetIsNoData(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), testEnv(&stdout, &stderr), []string{"watch", "--target", "http://127.0.0.1:1", "--duration", "2s"})

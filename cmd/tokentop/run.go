@@ -6,7 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -150,12 +152,11 @@ func (c *commonFlags) finish(e env) (config.Config, error) {
 		c.reportPath = "-"
 	}
 	if c.reportPath != "" && c.reportPath != "-" {
-		// Fail now, not after a long run whose report could not be kept.
-		f, err := os.OpenFile(c.reportPath, os.O_WRONLY|os.O_CREATE, 0o644)
-		if err != nil {
+		// Fail now, not after a long run whose report could not be kept,
+		// and leave nothing behind when something else fails first.
+		if err := checkWritable(c.reportPath); err != nil {
 			return config.Config{}, usagef("--report: %w", err)
 		}
-		f.Close()
 	}
 	cfg := config.Default()
 	if c.configPath != "" {
@@ -191,4 +192,22 @@ func parseFlags(fs *flag.FlagSet, args []string, out io.Writer) error {
 		return usageError{err}
 	}
 	return nil
+}
+
+// checkWritable reports whether path could be written, without creating
+// or changing it: an existing file is opened for writing (not truncated);
+// for a new one, a scratch file is created beside it and removed.
+func checkWritable(path string) error {
+	if f, err := os.OpenFile(path, os.O_WRONLY, 0); err == nil {
+		return f.Close()
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), ".tokentop-report-*")
+	if err != nil {
+		return fmt.Errorf("cannot create %s: %w", path, err)
+	}
+	name := f.Name()
+	f.Close()
+	return os.Remove(name)
 }
