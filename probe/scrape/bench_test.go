@@ -41,6 +41,21 @@ func BenchmarkParse(b *testing.B) {
 				}
 			}
 		})
+		// The same input through expfmt alone: what the fast path
+		// (fast.go) saves, measured in the same run (docs/benchmarks.md).
+		b.Run(name+"/expfmt-only", func(b *testing.B) {
+			b.SetBytes(int64(len(in)))
+			b.ReportAllocs()
+			for b.Loop() {
+				p := newLineParser()
+				p.expfmtOnly = true
+				e, err := parseExposition(bytes.NewReader(in), 0, p)
+				if err != nil {
+					b.Fatal(err)
+				}
+				prom.Map(e, "")
+			}
+		})
 	}
 }
 
