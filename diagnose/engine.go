@@ -17,17 +17,23 @@ import (
 // what the view shows. It is pure and reads measurements only: nothing here
 // knows whether the server is the simulator or which scenario it runs.
 func Evaluate(v *metrics.View, classes []config.Class) Diagnosis {
-	d := Diagnosis{Verdicts: EvaluateSLO(v, classes)}
+	var attr Attribution
+	attrOK := false
+	if v != nil {
+		attr, attrOK = Attribute(v.Intervals)
+	}
+	var attrP *Attribution
+	if attrOK {
+		attrP = &attr
+	}
+	d := Diagnosis{Verdicts: evaluateSLO(v, classes, attrP)}
 	failing := map[string]bool{}
 	for _, vd := range d.Verdicts {
 		if !vd.Pass && !vd.NoData {
 			failing[vd.Class] = true
 		}
 	}
-	in := ruleInput{view: v, failing: failing, verdicts: d.Verdicts, classes: classes}
-	if v != nil {
-		in.attr, in.attrOK = Attribute(v.Intervals)
-	}
+	in := ruleInput{view: v, failing: failing, verdicts: d.Verdicts, classes: classes, attr: attr, attrOK: attrOK}
 	for _, r := range rules {
 		if r.eval == nil && r.perClass == nil {
 			continue // listed for its ordering only; added below
@@ -38,6 +44,7 @@ func Evaluate(v *metrics.View, classes []config.Class) Diagnosis {
 			d.Findings = append(d.Findings, f)
 		}
 	}
+	in.capObserved(d.Findings)
 	d.Findings = append(d.Findings, in.unexplained(d.Findings)...)
 	sortFindings(d.Findings)
 	orderExplainers(d.Findings, in.explained)
@@ -50,6 +57,11 @@ type rule struct {
 	// symptom rules describe what users feel rather than a cause; they are
 	// listed after every cause so the first finding is the most actionable.
 	symptom bool
+	// caveat rules qualify the measurements rather than name a cause of
+	// what they show (tokentop's own footprint): listed after the causes
+	// and before the symptoms, unless they explain a cause's finding
+	// (orderExplainers then lists them before it).
+	caveat bool
 	// eval judges the whole view; perClass judges one class, and the most
 	// confident of its findings over the classes is kept. A rule has one.
 	eval     func(*ruleInput) (Finding, bool)
@@ -83,6 +95,17 @@ type ruleInput struct {
 	// explained maps a rule to the rules whose findings it explains in
 	// this view (batch work behind a queue); the explainer is listed first.
 	explained map[string][]string
+	// observed are the rules whose findings rest mostly on tokentop's own
+	// load (capObserved): still the explanation of what the probes saw.
+	observed map[string]bool
+}
+
+// attrPtr is the attribution, nil when there is none.
+func (in *ruleInput) attrPtr() *Attribution {
+	if !in.attrOK {
+		return nil
+	}
+	return &in.attr
 }
 
 // explains records that rule's finding is the cause behind others'.
@@ -104,6 +127,7 @@ func (in *ruleInput) verdict(class string) *Verdict {
 
 var rules = []rule{
 	{id: RuleProbeOverload, eval: probeOverload},
+	{id: RuleProbeFootprint, caveat: true, eval: probeFootprint},
 	{id: RuleErrorBurst, perClass: errorBurst},
 	{id: RuleProxyBuffering, perClass: proxyBuffering},
 	{id: RulePrefillContention, perClass: prefillContention},
@@ -119,15 +143,20 @@ var rules = []rule{
 }
 
 func sortFindings(fs []Finding) {
-	symptom := map[string]bool{}
+	group := map[string]int{} // causes 0, caveats 1, symptoms 2
 	for _, r := range rules {
-		symptom[r.id] = r.symptom
+		switch {
+		case r.symptom:
+			group[r.id] = 2
+		case r.caveat:
+			group[r.id] = 1
+		}
 	}
 	sevRank := map[string]int{SeverityCritical: 0, SeverityWarning: 1, SeverityInfo: 2}
 	sort.SliceStable(fs, func(i, j int) bool {
 		a, b := fs[i], fs[j]
-		if symptom[a.Rule] != symptom[b.Rule] {
-			return !symptom[a.Rule]
+		if group[a.Rule] != group[b.Rule] {
+			return group[a.Rule] < group[b.Rule]
 		}
 		if a.Confidence != b.Confidence {
 			return a.Confidence > b.Confidence

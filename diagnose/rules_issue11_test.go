@@ -72,27 +72,53 @@ func TestEvenGapsFromChunkedPrefillArePrefillContention(t *testing.T) {
 	}
 }
 
-// A batch class of 4 streams at ~42 ms a token cannot reach 120 tokens/s:
-// the failed objective is explained by the class's own concurrency.
+// A batch class of 4 streams at ~42 ms a token cannot reach 120 tokens/s
+// whatever the server does: the objective is a workload figure, not judged
+// from a probe-sized class, and batch_capacity says so (info) without ever
+// advising more probe load. At 16 streams the same pace reaches 384
+// tokens/s: the objective is judged, and failing it is the server's.
 func TestBatchObjectiveBeyondItsConcurrency(t *testing.T) {
-	classes := config.Default().Classes
-	classes[1].Arrival.N = 4
 	target := 120.0
-	classes[1].SLO.OutputTokensPerS = &target
 	v := healthyView()
+	v.Intervals = nil // no attribution: the class's own pace is the fastest known
 	b := &v.Classes[1]
 	b.ValidOutputTokens = 96 * 30 // 96 tokens/s over the 30 s span
-	b.E2EPerOutputToken = dist(200, 41.7, 45, 48)
-	d := Evaluate(&v, classes)
+	b.ITL = dist(5000, 41.7, 45, 48)
+	b.E2EPerOutputToken = dist(200, 43, 47, 50)
+	d := Evaluate(&v, capClasses(4, target))
+	vd := d.Verdicts[1]
+	if !vd.Pass || vd.Objectives[0].NotJudged == "" || vd.Objectives[0].Pass {
+		t.Fatalf("verdict %+v: want the objective not judged and the class passing", vd)
+	}
 	f := findingOf(d, RuleBatchCapacity)
-	if f == nil || f.Severity != SeverityCritical || d.Findings[0].Rule != RuleBatchCapacity {
-		t.Fatalf("findings %v, want batch_capacity (critical) first", rulesOf(d.Findings))
+	if f == nil || f.Severity != SeverityInfo {
+		t.Fatalf("findings %v, want batch_capacity (info)", rulesOf(d.Findings))
 	}
 	if e := f.Evidence[0]; e.Threshold != target || e.Value > 97 || e.Value < 95 {
 		t.Errorf("evidence %+v, want ~96 reachable against 120", e)
 	}
+	if !strings.Contains(f.Summary, "workload figure") || strings.Contains(strings.ToLower(f.Advice), "raise the class") || strings.Contains(f.Advice, "at least") {
+		t.Errorf("summary %q / advice %q: want the workload figure named, and no advice to raise the probe's load", f.Summary, f.Advice)
+	}
 	if findingOf(d, RuleUnexplained) != nil {
-		t.Error("an explained objective also reported as unexplained")
+		t.Error("an objective not judged reported as unexplained")
+	}
+
+	d = Evaluate(&v, capClasses(16, target))
+	if vd := d.Verdicts[1]; vd.Pass || vd.Objectives[0].NotJudged != "" {
+		t.Errorf("16 streams: verdict %+v, want the objective judged and failed", vd)
+	}
+	if f := findingOf(d, RuleBatchCapacity); f != nil {
+		t.Errorf("16 streams: batch_capacity %+v on a judged objective", f)
+	}
+
+	// An open loop asks for at most its rate times max_tokens.
+	classes := capClasses(4, target)
+	classes[1].Arrival = config.Arrival{Process: config.ArrivalPoisson, Rate: 0.5}
+	classes[1].MaxTokens = 128
+	d = Evaluate(&v, classes)
+	if f := findingOf(d, RuleBatchCapacity); f == nil || !strings.Contains(f.Summary, "64 tokens/s") || !d.Verdicts[1].Pass {
+		t.Errorf("open loop: findings %v, verdict %+v: want 0.5 × 128 = 64 tokens/s named and the class passing", rulesOf(d.Findings), d.Verdicts[1])
 	}
 }
 

@@ -158,7 +158,7 @@ func (in *ruleInput) waitingBatchClass() string {
 			continue
 		}
 		for _, o := range v.Objectives {
-			if !o.Pass && o.Actual != nil && (o.Name == ObjOutputTokensPerS || o.Name == ObjDeadlineCompletion) {
+			if o.Missed() && (o.Name == ObjOutputTokensPerS || o.Name == ObjDeadlineCompletion) {
 				return c.Name
 			}
 		}

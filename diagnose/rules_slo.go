@@ -6,74 +6,55 @@ package diagnose
 
 import (
 	"fmt"
-	"math"
 	"strings"
 
 	"github.com/tokentop/tokentop/config"
 	"github.com/tokentop/tokentop/metrics"
 )
 
-// batchCapacity: a closed-loop batch class with N requests in flight, each
-// producing a token every t ms, can reach at most N × 1000/t tokens/s. An
-// output_tokens_per_s objective above that fails whatever the server does
-// with its spare capacity: the class asks too little of it.
+// batchCapacity: an output_tokens_per_s objective beyond what the class
+// can produce by its own size (throughputCeiling: N streams at the fastest
+// pace the server showed, or an open loop's rate times its max_tokens) is
+// not judged (evaluateClassSLO): a throughput target is a workload figure,
+// and a probe-sized class would miss it by construction whatever the server
+// does. This says so, and where such an objective belongs. It never advises
+// raising the class's load: tokentop's classes are probes, and on a
+// production server more probe load is load the users pay for.
 func batchCapacity(in *ruleInput, c *metrics.ClassStats) (Finding, bool) {
-	cl := in.class(c.Name)
 	v := in.verdict(c.Name)
-	if cl == nil || v == nil || cl.Arrival.Process != config.ArrivalConcurrency || cl.Arrival.N <= 0 || c.E2EPerOutputToken.Count == 0 {
+	if v == nil {
 		return Finding{}, false
 	}
-	var obj *Objective
 	for i := range v.Objectives {
-		if v.Objectives[i].Name == ObjOutputTokensPerS {
-			obj = &v.Objectives[i]
+		o := &v.Objectives[i]
+		if o.Name != ObjOutputTokensPerS || o.NotJudged == "" || o.Actual == nil {
+			continue
 		}
+		cl := in.class(c.Name)
+		ce, ok := throughputCeiling(in.view, cl, c, in.attrPtr())
+		if cl == nil || !ok {
+			continue
+		}
+		return Finding{
+			Severity:   SeverityInfo, // about the contract, not the server: nothing here is at risk
+			Confidence: 0.9,          // arithmetic on the config and measured paces
+			Summary: fmt.Sprintf("%s's output_tokens_per_s objective (%.0f/s) is not judged: %s deliver at most %.0f tokens/s, so the class's %.0f tokens/s say nothing about the server; a throughput target is a workload figure, not a probe's",
+				c.Name, o.Target, ce.how, ce.perS, *o.Actual),
+			Evidence: []Evidence{
+				{Signal: c.Name + ".reachable_output_tokens_per_s", Value: ce.perS, Threshold: o.Target, Unit: "per_s"},
+				{Signal: c.Name + ".output_tokens_per_s", Value: *o.Actual, Threshold: o.Target, Unit: "per_s"},
+			},
+			Advice: "Judge the workload's throughput where the workload is: the server's own generation rate (server.generation_tokens_per_s in the report) in your monitoring, or a load test against a staging server with a class sized as the workload. Give this probe class per-request objectives (deadline_completion, validity, itl) instead; do not raise tokentop's load on a production server to reach the target.",
+		}, true
 	}
-	perToken := c.E2EPerOutputToken.P50 // ms per output token of one request, TTFT included
-	if obj == nil || perToken <= 0 {
-		return Finding{}, false
-	}
-	ceiling := float64(cl.Arrival.N) * 1000 / perToken
-	if ceiling >= obj.Target {
-		return Finding{}, false
-	}
-	// At the server's decode speed (the gaps, first token aside) the
-	// class's streams would reach the target: the time before the first
-	// token eats the throughput, and the rules on waiting name why.
-	if c.ITL.Count > 0 && c.ITL.P50 > 0 && float64(cl.Arrival.N)*1000/c.ITL.P50 >= obj.Target && c.TTFT.Count > 0 && c.OutputTokens.P50 > 0 && c.TTFT.P50 >= c.ITL.P50*c.OutputTokens.P50/2 {
-		return Finding{}, false
-	}
-	// When a step-time cause makes the tokens slow (prefill or the batch
-	// is a third of every step) and the target would be in reach at the
-	// server's unloaded speed, that cause is the explanation, named by its
-	// own rule; the class's concurrency is not.
-	stepCause := in.attrOK && math.Max(in.attr.PrefillShare, in.attr.BatchShare) >= causeShare
-	if stepCause && in.attr.BaseMs > 0 && float64(cl.Arrival.N)*1000/in.attr.BaseMs >= obj.Target {
-		return Finding{}, false
-	}
-	r := riskAtRisk
-	if !obj.Pass {
-		r = riskFailing
-	}
-	return Finding{
-		Severity:   r.severity(),
-		Confidence: 0.9, // arithmetic on measured figures
-		Summary: fmt.Sprintf("%s cannot reach %.0f tokens/s: %d requests in flight at %.1f ms per token deliver at most %.0f tokens/s",
-			c.Name, obj.Target, cl.Arrival.N, perToken, ceiling),
-		Evidence: []Evidence{
-			{Signal: c.Name + ".reachable_output_tokens_per_s", Value: ceiling, Threshold: obj.Target, Unit: "per_s"},
-			{Signal: c.Name + ".ms_per_output_token_p50", Value: perToken, Threshold: float64(cl.Arrival.N) * 1000 / obj.Target, Unit: "ms"},
-		},
-		Advice: fmt.Sprintf("Raise the class's concurrency (arrival.n) to at least %.0f, or lower its output_tokens_per_s objective to what %d streams can deliver.",
-			obj.Target*perToken/1000, cl.Arrival.N),
-	}, true
+	return Finding{}, false
 }
 
 // explainedBy lists, per objective kind, the rules whose findings explain a
 // miss of it.
 func explainedBy(objective string) []string {
-	step := []string{RulePrefillContention, RuleDecodePressure, RuleSlowTokens, RuleKVCachePressure, RuleProxyBuffering, RuleProbeOverload}
-	wait := []string{RuleQueueSaturation, RuleKVCachePressure, RuleBatchInterference, RulePrefillContention, RuleProxyBuffering, RuleProbeOverload}
+	step := []string{RulePrefillContention, RuleDecodePressure, RuleSlowTokens, RuleKVCachePressure, RuleProxyBuffering, RuleProbeOverload, RuleProbeFootprint}
+	wait := []string{RuleQueueSaturation, RuleKVCachePressure, RuleBatchInterference, RulePrefillContention, RuleProxyBuffering, RuleProbeOverload, RuleProbeFootprint}
 	switch {
 	case strings.HasPrefix(objective, "ttft_"):
 		return append(wait, RuleAverageHidesTail)
@@ -94,7 +75,9 @@ func explainedBy(objective string) []string {
 func (in *ruleInput) unexplained(fs []Finding) []Finding {
 	fired := map[string]bool{}
 	for _, f := range fs {
-		if f.Severity != SeverityInfo {
+		// A finding capped because its evidence is mostly tokentop's own
+		// load still explains what the probes saw.
+		if f.Severity != SeverityInfo || in.observed[f.Rule] {
 			fired[f.Rule] = true
 		}
 	}
@@ -106,7 +89,7 @@ func (in *ruleInput) unexplained(fs []Finding) []Finding {
 		var missed []string
 		var ev []Evidence
 		for _, o := range v.Objectives {
-			if o.Pass || o.Actual == nil {
+			if !o.Missed() {
 				continue
 			}
 			explained := false

@@ -61,7 +61,7 @@ func (in *ruleInput) stepClaim(c *metrics.ClassStats) (metrics.Dist, risk, *Evid
 func (in *ruleInput) throughputRisk() risk {
 	for _, v := range in.verdicts {
 		for _, o := range v.Objectives {
-			if o.Actual == nil || o.Pass {
+			if !o.Missed() {
 				continue
 			}
 			switch {

@@ -1,6 +1,7 @@
 package diagnose
 
 import (
+	"fmt"
 	"math"
 	"time"
 
@@ -40,15 +41,31 @@ const (
 // chooses the goodput unit. A class with no finished request in the span has
 // NoData set, fails, and keeps its objectives with nil actuals so a reader
 // still sees what was promised.
+//
+// An output_tokens_per_s target beyond what the class can produce by its
+// own size (throughputCeiling) is not judged: it is a workload figure, and a
+// probe-sized class would fail it by construction, whatever the server does.
 func EvaluateSLO(v *metrics.View, classes []config.Class) []Verdict {
+	var attr *Attribution
+	if v != nil {
+		if at, ok := Attribute(v.Intervals); ok {
+			attr = &at
+		}
+	}
+	return evaluateSLO(v, classes, attr)
+}
+
+// evaluateSLO is EvaluateSLO with the view's step-time attribution (nil
+// when there is none) already made.
+func evaluateSLO(v *metrics.View, classes []config.Class, attr *Attribution) []Verdict {
 	out := make([]Verdict, 0, len(classes))
 	for i := range classes {
-		out = append(out, evaluateClassSLO(v, &classes[i]))
+		out = append(out, evaluateClassSLO(v, &classes[i], attr))
 	}
 	return out
 }
 
-func evaluateClassSLO(v *metrics.View, cl *config.Class) Verdict {
+func evaluateClassSLO(v *metrics.View, cl *config.Class, attr *Attribution) Verdict {
 	var cs *metrics.ClassStats
 	var span time.Duration
 	if v != nil {
@@ -80,11 +97,73 @@ func evaluateClassSLO(v *metrics.View, cl *config.Class) Verdict {
 			verdict.Objectives[i].Pass = false
 		}
 	}
+	for i := range verdict.Objectives {
+		o := &verdict.Objectives[i]
+		if o.Name != ObjOutputTokensPerS || o.Pass || o.Actual == nil {
+			continue
+		}
+		if c, ok := throughputCeiling(v, cl, cs, attr); ok && sloExceeds(o.Target, c.perS) {
+			o.NotJudged = fmt.Sprintf("a workload figure: %s deliver at most %.0f tokens/s", c.how, c.perS)
+		}
+	}
 	verdict.Pass = !verdict.NoData
 	for _, o := range verdict.Objectives {
-		verdict.Pass = verdict.Pass && o.Pass
+		verdict.Pass = verdict.Pass && (o.Pass || o.NotJudged != "")
 	}
 	return verdict
+}
+
+// ceiling is the most output tokens a second a class can produce by its own
+// construction, and how (in words).
+type ceiling struct {
+	perS float64
+	how  string
+}
+
+// throughputCeiling is what a class can produce at most, whatever spare
+// capacity the server has: a closed loop of N requests at the fastest pace
+// the server showed for one stream (N × 1000 / ms a token), an open loop
+// its arrival rate times the output tokens each request asks for at most.
+// The fastest pace is the least of the server's fixed step cost (the
+// attribution's: an idle server's step, one token per sequence), the
+// server's own time per output token (p50) and the class's token gaps
+// (p50, where they are known to be per token): taking the fastest keeps an
+// objective that a slow, loaded server misses judged. ok is false when the
+// class's construction does not bound it (a replay) or nothing was measured.
+func throughputCeiling(v *metrics.View, cl *config.Class, cs *metrics.ClassStats, attr *Attribution) (ceiling, bool) {
+	switch cl.Arrival.Process {
+	case config.ArrivalConcurrency:
+		if cl.Arrival.N <= 0 {
+			return ceiling{}, false
+		}
+		ms, src := 0.0, ""
+		consider := func(x float64, what string) {
+			if x > 0 && !math.IsInf(x, 0) && (ms == 0 || x < ms) {
+				ms, src = x, what
+			}
+		}
+		if attr != nil {
+			consider(attr.BaseMs, "the server's fixed step cost")
+		}
+		if v != nil && v.Server.ITL.Count > 0 {
+			consider(v.Server.ITL.P50, "the server's time per output token, p50")
+		}
+		if cs != nil && cs.ITLBasis == metrics.BasisToken && cs.ITL.Count > 0 {
+			consider(cs.ITL.P50, "the class's token gap, p50")
+		}
+		if ms == 0 {
+			return ceiling{}, false
+		}
+		return ceiling{perS: float64(cl.Arrival.N) * 1000 / ms,
+			how: fmt.Sprintf("%d streams at %.1f ms a token (%s)", cl.Arrival.N, ms, src)}, true
+	case config.ArrivalPoisson, config.ArrivalConstant, config.ArrivalGamma:
+		if cl.Arrival.Rate <= 0 || cl.MaxTokens <= 0 {
+			return ceiling{}, false
+		}
+		return ceiling{perS: cl.Arrival.Rate * float64(cl.MaxTokens),
+			how: fmt.Sprintf("%.3g requests/s of at most %d output tokens", cl.Arrival.Rate, cl.MaxTokens)}, true
+	}
+	return ceiling{}, false
 }
 
 // sloObjectives lists the SLO's objectives in a fixed order: validity of

@@ -12,6 +12,7 @@ const (
 	RuleStreamStutter     = "stream_stutter"
 	RuleErrorBurst        = "error_burst"
 	RuleProbeOverload     = "probe_overload"
+	RuleProbeFootprint    = "probe_footprint" // tokentop's own probes are a large share of the server's work
 	// Added by issue 11 (README, "Diagnosis rules").
 	RuleSlowTokens    = "slow_tokens"     // the client sees slow tokens; without server series, no cause
 	RuleBatchCapacity = "batch_capacity"  // a batch objective beyond what its concurrency can reach
@@ -59,7 +60,17 @@ type Objective struct {
 	// requests it depends on were still waiting (censored). A lower bound
 	// above the target fails; one below it passes, marked.
 	LowerBound bool
+	// NotJudged says why the objective is not judged from this class ("" when
+	// it is): an output_tokens_per_s target beyond what the class can
+	// produce by its own size is a workload figure the probe's sample
+	// cannot speak for (see throughputCeiling). Pass is then false and the
+	// verdict does not count it.
+	NotJudged string
 }
+
+// Missed reports whether the objective was judged and not met: measured,
+// judged, and beyond its target.
+func (o *Objective) Missed() bool { return !o.Pass && o.Actual != nil && o.NotJudged == "" }
 
 // Goodput keeps numerator and denominator visible.
 type Goodput struct {

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/charmbracelet/x/ansi"
-
+	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/ansi"
 )
 
 // ConsoleOptions configure the fleet console.
@@ -22,7 +22,7 @@ type ConsoleOptions struct {
 
 // Console is the bubbletea model of `tokentop fleet`: the table, worst
 // first, refreshed every Refresh; enter drills into one instance, esc goes
-// back, q quits.
+// back, q quits (keys.go).
 type Console struct {
 	f       *Fleet
 	o       ConsoleOptions
@@ -33,6 +33,7 @@ type Console struct {
 	drill   bool
 	w, h    int
 	reading bool
+	keys    keyMap
 }
 
 // NewConsole returns the console reading f.
@@ -43,7 +44,7 @@ func NewConsole(f *Fleet, o ConsoleOptions) *Console {
 	if o.Context == nil {
 		o.Context = context.Background()
 	}
-	return &Console{f: f, o: o, w: 160, h: 40}
+	return &Console{f: f, o: o, w: 160, h: 40, keys: newKeyMap()}
 }
 
 type readMsg struct {
@@ -90,18 +91,18 @@ func (c *Console) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			return c, c.read
 		}
 	case tea.KeyMsg:
-		switch m.String() {
-		case "q", "ctrl+c":
+		switch k := &c.keys; {
+		case key.Matches(m, k.Quit):
 			return c, tea.Quit
-		case "up", "k":
+		case key.Matches(m, k.Up):
 			c.sel = max(0, c.sel-1)
-		case "down", "j":
+		case key.Matches(m, k.Down):
 			if c.res != nil && c.sel < len(c.res.Instances)-1 {
 				c.sel++
 			}
-		case "enter":
+		case key.Matches(m, k.Drill):
 			c.drill = c.res != nil && len(c.res.Instances) > 0
-		case "esc", "backspace":
+		case key.Matches(m, k.Back):
 			c.drill = false
 		}
 	}
@@ -131,7 +132,7 @@ func (c *Console) View() string {
 	} else {
 		body = RenderTable(c.res, o)
 	}
-	keys := st.dim.Render("q quit · ↑/↓ select · enter drill in · esc back")
+	keys := st.dim.Render(c.keys.footer())
 	return fit(head+"\n"+body+keys, c.w, c.h)
 }
 

@@ -70,3 +70,17 @@ func Sort(ins []Instance) {
 		return ins[i].Model < ins[j].Model
 	})
 }
+
+// Worst is the instance's most severe finding, or nil.
+func (in *Instance) Worst() *diagnose.Finding {
+	if len(in.Findings) == 0 {
+		return nil
+	}
+	best := 0
+	for i := range in.Findings {
+		if severityRank(in.Findings[i].Severity) > severityRank(in.Findings[best].Severity) {
+			best = i
+		}
+	}
+	return &in.Findings[best]
+}

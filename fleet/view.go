@@ -9,6 +9,7 @@ import (
 
 	"github.com/tokentop/tokentop/diagnose"
 	"github.com/tokentop/tokentop/metrics"
+	"github.com/tokentop/tokentop/tui/format"
 )
 
 // The fleet console's drawing lives here, apart from tui (the single
@@ -127,7 +128,7 @@ func RenderTable(r *Result, o ViewOptions) string {
 		}
 		ttft := "—"
 		if in.Server.TTFT.Count > 0 {
-			ttft = fmtMs(in.Server.TTFT.P95)
+			ttft = format.Ms(in.Server.TTFT.P95)
 		}
 		worst := st.dim.Render("no finding")
 		if f := in.Worst(); f != nil {
@@ -196,7 +197,7 @@ func RenderInstance(in *Instance, o ViewOptions) string {
 			fmt.Fprintf(&b, "  %-22s —\n", name)
 			return
 		}
-		fmt.Fprintf(&b, "  %-22s p50 %s  p95 %s  p99 %s  (%d)\n", name, fmtMs(d.P50), fmtMs(d.P95), fmtMs(d.P99), d.Count)
+		fmt.Fprintf(&b, "  %-22s p50 %s  p95 %s  p99 %s  (%d)\n", name, format.Ms(d.P50), format.Ms(d.P95), format.Ms(d.P99), d.Count)
 	}
 	dist("server TTFT", s.TTFT)
 	dist("server ITL", s.ITL)
@@ -227,14 +228,6 @@ func RenderInstance(in *Instance, o ViewOptions) string {
 		}
 	}
 	return b.String()
-}
-
-// fmtMs writes a latency in ms, in seconds from 10 s on.
-func fmtMs(ms float64) string {
-	if ms >= 10_000 {
-		return fmt.Sprintf("%.0fs", ms/1000)
-	}
-	return fmt.Sprintf("%.0fms", ms)
 }
 
 func lastOf(vs []float64, format string) string {

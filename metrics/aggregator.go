@@ -40,6 +40,10 @@ type Options struct {
 	// per-request SLO for goodput (diagnose.GoodRequest); nil counts every
 	// valid, complete request as good.
 	GoodRequest GoodRequestFunc
+	// FootprintBudget is the share of the server's work tokentop's probes
+	// may take (config.Config.FootprintBudget), carried into every
+	// Footprint; config.DefaultFootprintBudget when 0 or outside (0, 1].
+	FootprintBudget float64
 }
 
 // Aggregator owns every accumulated statistic. It is not safe for concurrent
@@ -87,6 +91,12 @@ type Aggregator struct {
 	// intervals are the last MaxIntervals closed ones.
 	cur       intervalAccum
 	intervals []Interval
+	// foot places tokentop's own work in the server's scrape intervals
+	// (Footprint); sawStarted and sawInFlight say whether requests in
+	// flight were ever reported, by start events or by the runners' counts.
+	foot        footTracker
+	sawStarted  bool
+	sawInFlight bool
 }
 
 type slot struct {
@@ -114,6 +124,7 @@ func NewAggregator(o Options) *Aggregator {
 	if len(o.Paths) == 0 {
 		o.Paths = []string{observe.PathDirect}
 	}
+	o.FootprintBudget = footprintBudget(o.FootprintBudget)
 	a := &Aggregator{
 		opts:     o,
 		mapping:  newSketchMapping(),
@@ -155,6 +166,7 @@ func (a *Aggregator) Apply(ev observe.Event) {
 	case *observe.LagSample:
 		a.addLag(e)
 	case *observe.InFlight:
+		a.sawInFlight = true
 		for class, n := range e.Counts {
 			a.setInFlight(class, n)
 		}
@@ -308,6 +320,7 @@ func (a *Aggregator) addScrape(e *observe.Scrape) {
 		live.server.addScrape(a.lastScrape, s)
 	}
 	a.closeInterval(a.lastScrape, s)
+	a.foot.scrape(a.lastScrape, s, a.probeInFlight())
 	a.noteScrapeRates(a.lastScrape, s)
 	a.noteSignals(s)
 	a.lastScrape = s

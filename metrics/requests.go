@@ -12,6 +12,13 @@ type pendingRequest struct {
 	path       string
 	sent       time.Time
 	firstToken bool
+	// The footprint's provisional count (footFirstToken): the prompt's
+	// target size, counted at the first token's instant, until the Trace
+	// gives the exact figures.
+	promptTarget int
+	footFirst    bool
+	footPromptAt time.Time
+	footPrompt   float64
 }
 
 // maxPending bounds the requests tracked in flight: far above the probe's
@@ -37,17 +44,20 @@ func (a *Aggregator) addStarted(s *observe.Started) {
 	if !ok || s.ID == "" || s.Sent.IsZero() || len(a.pending) >= maxPending {
 		return
 	}
-	a.pending[s.ID] = &pendingRequest{class: ci, path: pathName(s.Path), sent: s.Sent}
+	a.sawStarted = true
+	a.pending[s.ID] = &pendingRequest{class: ci, path: pathName(s.Path), sent: s.Sent, promptTarget: max(s.PromptTokensTarget, 0)}
 }
 
 // addTrace accounts one finished request. Traces of unknown classes are
 // ignored: the config is the set of classes.
 func (a *Aggregator) addTrace(t *observe.Trace) {
+	p := a.pending[t.ID]
 	delete(a.pending, t.ID)
 	ci, ok := a.classIx[t.Class]
 	if !ok {
 		return
 	}
+	a.footTrace(t, p)
 	if t.Err != nil && t.Err.Kind == observe.ErrThrottled {
 		a.addThrottled(t, ci)
 		return
@@ -125,6 +135,7 @@ func (a *Aggregator) addFirstToken(ft *observe.FirstToken) {
 	if p := a.pending[ft.ID]; p != nil {
 		p.firstToken = true
 	}
+	a.footFirstToken(ft)
 	ttft, fromIntended := msBetween(ft.Sent, ft.At), msBetween(ft.IntendedStart, ft.At)
 	path := pathName(ft.Path)
 	if path == observe.PathDirect {
@@ -146,6 +157,7 @@ func (a *Aggregator) addGaps(r *observe.GapReport) {
 		return
 	}
 	stall := a.stallGapMs(ci)
+	a.footGaps(r)
 	path := pathName(r.Path)
 	if path == observe.PathDirect {
 		for _, g := range r.GapsMs {

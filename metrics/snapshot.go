@@ -328,6 +328,9 @@ type ProbeStats struct {
 	// Reliable.
 	ReliableP99Ms float64
 	Reliable      bool
+	// Footprint is tokentop's own share of the server's work over the
+	// span (Footprint), with the budget it may take.
+	Footprint Footprint
 }
 
 // SourceStatus reports the freshness of one data source.

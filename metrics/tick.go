@@ -42,6 +42,13 @@ func (a *Aggregator) Tick(now time.Time) *Snapshot {
 			break
 		}
 	}
+	// The footprint over the same scrape intervals as the views' own:
+	// those that ended in the live window, and all of the run's.
+	live := a.foot.since(now.Add(-a.opts.Window))
+	snap.Live.Probe.Footprint = live.footprint(a.opts.FootprintBudget)
+	run := a.foot.run
+	run.hasWaiting = a.foot.hasWaiting
+	snap.Run.Probe.Footprint = run.footprint(a.opts.FootprintBudget)
 	return snap
 }
 

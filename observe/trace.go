@@ -160,6 +160,11 @@ func (e *Error) Error() string { return string(e.Kind) + ": " + e.Msg }
 type Started struct {
 	ID, Class, Path string
 	Sent            time.Time
+	// PromptTokensTarget is what the prompt generator aimed for (the
+	// Trace's): until the server's usage arrives with the Trace, the
+	// prompt the server prefills for this request counts at this size in
+	// tokentop's footprint. 0 in recordings made before it was sent.
+	PromptTokensTarget int `json:",omitempty"`
 }
 
 // FirstToken is a running request's first content token, reported as it

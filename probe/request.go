@@ -380,7 +380,7 @@ func (c *Client) send(ctx context.Context, hc *http.Client, url string, body []b
 
 	tr.Sent = time.Now()
 	if r.OnStarted != nil {
-		r.OnStarted(observe.Started{ID: tr.ID, Class: tr.Class, Path: tr.Path, Sent: tr.Sent})
+		r.OnStarted(observe.Started{ID: tr.ID, Class: tr.Class, Path: tr.Path, Sent: tr.Sent, PromptTokensTarget: tr.PromptTokensTarget})
 	}
 	resp, err = hc.Do(req)
 	ct.mu.Lock()

@@ -215,6 +215,7 @@ func verdictSections(cs *metrics.ClassStats, v *diagnose.Verdict) (Goodput, SLO)
 			Pass:       o.Pass,
 			Basis:      b,
 			LowerBound: o.LowerBound,
+			NotJudged:  o.NotJudged,
 		})
 	}
 	return g, slo
@@ -228,9 +229,13 @@ func buildServer(s *metrics.ServerStats) Server {
 		Running:         gauge(&s.Running),
 		KVUsage:         gauge(&s.KVUsage),
 		PreemptionsPerS: finitePtr(s.PreemptionsPerS),
-		ServerTTFTMs:    quantiles(&s.TTFT),
-		ServerITLMs:     quantiles(&s.ITL),
-		Scrapes:         s.Scrapes,
+		// The server's rates over the whole run, as its counters say
+		// (ServerStats; a restart counts from zero again).
+		PromptTokensPerS:     finitePtr(s.PromptTokensPerS),
+		GenerationTokensPerS: finitePtr(s.GenerationTokensPerS),
+		ServerTTFTMs:         quantiles(&s.TTFT),
+		ServerITLMs:          quantiles(&s.ITL),
+		Scrapes:              s.Scrapes,
 	}
 	if out.Profile == "" {
 		out.Profile = "unknown"
@@ -266,7 +271,16 @@ func buildGPU(g *metrics.GPUStats) GPU {
 }
 
 func buildProbe(p *metrics.ProbeStats) Probe {
-	out := Probe{Reliable: p.Reliable, Samples: p.Samples}
+	fp := &p.Footprint
+	out := Probe{Reliable: p.Reliable, Samples: p.Samples, Footprint: Footprint{
+		PromptTokensShare:         finitePtr(fp.PromptTokensShare),
+		GenerationTokensShare:     finitePtr(fp.GenerationTokensShare),
+		RunningShare:              finitePtr(fp.RunningShare),
+		Budget:                    budgetOr(fp.Budget),
+		ProbePromptTokensPerS:     finitePtr(fp.ProbePromptTokensPerS),
+		ProbeGenerationTokensPerS: finitePtr(fp.ProbeGenerationTokensPerS),
+		ProbeInFlight:             finitePtr(fp.ProbeInFlight),
+	}}
 	if p.Samples > 0 {
 		out.SelfLagMs = SelfLag{P99: num(p.SelfLagP99Ms), Max: num(p.SelfLagMaxMs)}
 	}
@@ -407,4 +421,13 @@ func slow(r *metrics.RequestTiming) Slow {
 		s.MaxChunkGapMs = num(r.MaxGapMs)
 	}
 	return s
+}
+
+// budgetOr is a footprint's budget, config's default where none was set (a
+// snapshot that no aggregator built).
+func budgetOr(b float64) float64 {
+	if b > 0 && b <= 1 {
+		return b
+	}
+	return config.DefaultFootprintBudget
 }

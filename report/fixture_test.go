@@ -138,10 +138,10 @@ func fixtureSnapshot() *metrics.Snapshot {
 				QueueDepth:      metrics.GaugeStats{Count: 120, Last: 9, P50: 6, P95: 14, Max: 19, TrendPerS: f64(0.35)},
 				Running:         metrics.GaugeStats{Count: 120, Last: 64, P50: 64, P95: 64, Max: 64},
 				KVUsage:         metrics.GaugeStats{Count: 120, Last: 0.71, P50: 0.68, P95: 0.83, Max: 0.9},
-				PreemptionsPerS: f64(0.2),
-				TTFT:            fixtureDist(900, 380, 1100, 1700, 450, 2000),
-				ITL:             fixtureDist(80000, 25, 55, 88, 28, 280),
-				Queue:           fixtureDist(900, 240, 800, 1300, 320, 1500),
+				PreemptionsPerS: f64(0.2), PromptTokensPerS: f64(21300), GenerationTokensPerS: f64(5120),
+				TTFT:  fixtureDist(900, 380, 1100, 1700, 450, 2000),
+				ITL:   fixtureDist(80000, 25, 55, 88, 28, 280),
+				Queue: fixtureDist(900, 240, 800, 1300, 320, 1500),
 			},
 			GPU: metrics.GPUStats{
 				Source: "nvml",
@@ -151,7 +151,11 @@ func fixtureSnapshot() *metrics.Snapshot {
 					{Index: 1, Name: "NVIDIA H100 80GB HBM3", UtilP50: f64(0.4), UtilMax: f64(0.55), MemUsedFracMax: f64(0.5)},
 				},
 			},
-			Probe: metrics.ProbeStats{SelfLagP99Ms: 1.8, SelfLagMaxMs: 4.2, Samples: 3000, Reliable: true},
+			Probe: metrics.ProbeStats{SelfLagP99Ms: 1.8, SelfLagMaxMs: 4.2, Samples: 3000, Reliable: true,
+				Footprint: metrics.Footprint{Budget: 0.05, PromptSeconds: 29, GenerationSeconds: 29, RunningScrapes: 29,
+					ProbePromptTokensPerS: f64(660), ServerPromptTokensPerS: f64(21300), PromptTokensShare: f64(660.0 / 21300),
+					ProbeGenerationTokensPerS: f64(92), ServerGenerationTokensPerS: f64(5120), GenerationTokensShare: f64(92.0 / 5120),
+					ProbeInFlight: f64(3.5), ServerSequences: f64(73), RunningShare: f64(3.5 / 73), ServerHasWaiting: true}},
 		},
 	}
 }

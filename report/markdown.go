@@ -63,6 +63,7 @@ func writeHeader(b *strings.Builder, r *Report) {
 	if r.ToolVersion != "" {
 		fmt.Fprintf(b, "- tokentop %s\n", r.ToolVersion)
 	}
+	fmt.Fprintf(b, "- tokentop's own share of the server's work: %s\n", footprintLine(&r.Probe.Footprint))
 	if !r.Probe.Reliable && r.Probe.Samples > 0 {
 		b.WriteString("\n> **Warning:** the probe itself lagged (see Probe below); client-side latencies may be inflated.\n")
 	}
@@ -111,7 +112,7 @@ func writeVerdicts(b *strings.Builder, r *Report) {
 	for _, c := range r.Classes {
 		var missed []string
 		for _, o := range c.SLO.Objectives {
-			if !o.Pass && o.Actual != nil {
+			if !o.Pass && o.Actual != nil && o.NotJudged == "" {
 				ge := ""
 				if o.LowerBound {
 					ge = "≥ "
@@ -142,7 +143,10 @@ func writeVerdicts(b *strings.Builder, r *Report) {
 				name += " (" + o.Basis + " basis)"
 			}
 			res := "pass"
-			if !o.Pass {
+			switch {
+			case o.NotJudged != "":
+				res = "not judged: " + MarkdownText(o.NotJudged)
+			case !o.Pass:
 				res = "**FAIL**"
 			}
 			actual := objValue(o.Name, o.Actual)
@@ -339,6 +343,13 @@ func writeServer(b *strings.Builder, r *Report) {
 	row(b, "server ITL (ms)", ms(s.ServerITLMs.P50), ms(s.ServerITLMs.P95), ms(s.ServerITLMs.P99), "")
 	row(b, "server queue time (ms)", ms(s.ServerQueueMs.P50), ms(s.ServerQueueMs.P95), "", "")
 	b.WriteString("\n")
+	tokens := func(v *float64) string {
+		if v == nil {
+			return "not exposed"
+		}
+		return rate(*v) + "/s"
+	}
+	fmt.Fprintf(b, "Tokens (all of the server's clients): prompt %s, generated %s.\n\n", tokens(s.PromptTokensPerS), tokens(s.GenerationTokensPerS))
 	if s.PreemptionsPerS != nil {
 		fmt.Fprintf(b, "Preemptions: %s/s.\n\n", rate(*s.PreemptionsPerS))
 	} else {
@@ -379,6 +390,7 @@ func writeGPU(b *strings.Builder, r *Report) {
 func writeProbe(b *strings.Builder, r *Report) {
 	p := &r.Probe
 	b.WriteString("## Probe\n\n")
+	writeFootprint(b, &p.Footprint)
 	if p.Samples == 0 {
 		b.WriteString("No self-lag samples: the probe's own timing is unknown.\n")
 		return
@@ -388,6 +400,39 @@ func writeProbe(b *strings.Builder, r *Report) {
 		reliable = "**not reliable**: tokentop itself was a bottleneck"
 	}
 	fmt.Fprintf(b, "Self lag p99 %s ms, max %s ms over %d samples: %s.\n", ms(p.SelfLagMs.P99), ms(p.SelfLagMs.Max), p.Samples, reliable)
+}
+
+// footprintLine is tokentop's footprint in one line, e.g. "3.1% of prompt
+// tokens, 1.8% of generated tokens, 4.7% of running sequences (budget 5%)".
+func footprintLine(f *Footprint) string {
+	if f.PromptTokensShare == nil && f.GenerationTokensShare == nil && f.RunningShare == nil {
+		return "unknown, the server's metrics do not tell (budget " + pct(f.Budget) + ")"
+	}
+	share := func(v *float64, what string) string {
+		if v == nil {
+			return "— of " + what
+		}
+		return pct(*v) + " of " + what
+	}
+	return share(f.PromptTokensShare, "prompt tokens") + ", " + share(f.GenerationTokensShare, "generated tokens") + ", " +
+		share(f.RunningShare, "running sequences") + " (budget " + pct(f.Budget) + ")"
+}
+
+// writeFootprint writes the footprint's table: tokentop's share of each
+// resource, and its own side of it.
+func writeFootprint(b *strings.Builder, f *Footprint) {
+	b.WriteString("tokentop's own share of the server's work, against its budget of " + pct(f.Budget) + " (— where the server does not tell):\n\n")
+	table(b, []string{"resource", "tokentop's share", "tokentop's own"})
+	own := func(v *float64, unit string) string {
+		if v == nil {
+			return "—"
+		}
+		return rate(*v) + unit
+	}
+	row(b, "prompt tokens", ratioOrDash(f.PromptTokensShare), own(f.ProbePromptTokensPerS, "/s"))
+	row(b, "generated tokens", ratioOrDash(f.GenerationTokensShare), own(f.ProbeGenerationTokensPerS, "/s"))
+	row(b, "running sequences", ratioOrDash(f.RunningShare), own(f.ProbeInFlight, " in flight"))
+	b.WriteString("\n")
 }
 
 // table writes a Markdown table header.

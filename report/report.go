@@ -225,6 +225,10 @@ type Objective struct {
 	// LowerBound is true when actual is only a lower bound (requests were
 	// still waiting): above the target it fails for certain.
 	LowerBound bool `json:"lower_bound,omitempty"`
+	// NotJudged says why the objective was not judged (pass is then false
+	// and slo.pass does not count it): an output_tokens_per_s target beyond
+	// what the class can produce by its own size is a workload figure.
+	NotJudged string `json:"not_judged,omitempty"`
 }
 
 // Buckets marshal as an object keyed by bucket name, in the aggregator's
@@ -290,9 +294,13 @@ type Server struct {
 	Running         Gauge      `json:"running"`
 	KVUsage         Gauge      `json:"kv_usage"`
 	PreemptionsPerS *float64   `json:"preemptions_per_s"`
-	ServerTTFTMs    Quantiles  `json:"server_ttft_ms"`
-	ServerITLMs     Quantiles  `json:"server_itl_ms"`
-	ServerQueueMs   MedianP95  `json:"server_queue_ms"`
+	// The server's own token counters' rates, all its clients together;
+	// null when it does not publish them.
+	PromptTokensPerS     *float64  `json:"prompt_tokens_per_s"`
+	GenerationTokensPerS *float64  `json:"generation_tokens_per_s"`
+	ServerTTFTMs         Quantiles `json:"server_ttft_ms"`
+	ServerITLMs          Quantiles `json:"server_itl_ms"`
+	ServerQueueMs        MedianP95 `json:"server_queue_ms"`
 	// Beyond the contract.
 	Variant *string `json:"variant"` // e.g. "v1"; null when the profile has none
 	Scrapes int64   `json:"scrapes"`
@@ -352,10 +360,29 @@ type MedianOnly struct {
 
 // Probe is tokentop's view of itself.
 type Probe struct {
-	SelfLagMs SelfLag `json:"self_lag_ms"`
-	Reliable  bool    `json:"reliable"` // false when tokentop itself was the bottleneck
+	SelfLagMs SelfLag   `json:"self_lag_ms"`
+	Reliable  bool      `json:"reliable"` // false when tokentop itself was the bottleneck
+	Footprint Footprint `json:"footprint"`
 	// Beyond the contract.
 	Samples int64 `json:"samples"`
+}
+
+// Footprint is tokentop's own share of the server's work over the session,
+// each in [0,1]: of the prompt tokens it prefilled, the tokens it
+// generated, and the sequences it held (running, and waiting where it
+// publishes its queue); null where the server cannot tell (it does not
+// publish the counter or gauge, or its rate was 0).
+type Footprint struct {
+	PromptTokensShare     *float64 `json:"prompt_tokens_share"`
+	GenerationTokensShare *float64 `json:"generation_tokens_share"`
+	RunningShare          *float64 `json:"running_share"`
+	// Beyond the contract: the budget (config footprint_budget) and
+	// tokentop's own side of each share, over the same scrape intervals:
+	// prompt and output tokens a second, requests in flight on average.
+	Budget                    float64  `json:"budget"`
+	ProbePromptTokensPerS     *float64 `json:"probe_prompt_tokens_per_s"`
+	ProbeGenerationTokensPerS *float64 `json:"probe_generation_tokens_per_s"`
+	ProbeInFlight             *float64 `json:"probe_in_flight"`
 }
 
 // SelfLag is the probe's own scheduling lag in ms; null without samples.

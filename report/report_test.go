@@ -576,3 +576,52 @@ func TestWriteMarkdownEscapesCells(t *testing.T) {
 		t.Errorf("verdict section at %d, findings at %d: the verdict must come first", verdict, findings)
 	}
 }
+
+// An objective diagnose did not judge (a workload figure beyond the
+// class's size) keeps its figures, says why, and neither fails the class
+// nor shows as missed; the footprint and the server's token rates are in
+// the report and its Markdown.
+func TestNotJudgedObjectiveAndFootprint(t *testing.T) {
+	snap := fixtureSnapshot()
+	d := fixtureDiagnosis()
+	b := &d.Verdicts[1]
+	b.Objectives[1] = diagnose.Objective{Name: "output_tokens_per_s", Target: 3000, Actual: f64(372), NotJudged: "a workload figure: 16 streams at 43.0 ms a token deliver at most 372 tokens/s"}
+	r := Build(snap, d, fixtureMeta())
+	c := r.Classes[1]
+	if !c.SLO.Pass || c.SLO.Objectives[1].Pass || !strings.HasPrefix(c.SLO.Objectives[1].NotJudged, "a workload figure") {
+		t.Fatalf("batch slo %+v: want the class passing and the objective not judged, with why", c.SLO)
+	}
+	fp := r.Probe.Footprint
+	if fp.PromptTokensShare == nil || *fp.PromptTokensShare != 660.0/21300 || fp.Budget != 0.05 || fp.ProbeInFlight == nil || *fp.ProbeInFlight != 3.5 {
+		t.Errorf("footprint %+v", fp)
+	}
+	if r.Server.PromptTokensPerS == nil || *r.Server.PromptTokensPerS != 21300 || r.Server.GenerationTokensPerS == nil || *r.Server.GenerationTokensPerS != 5120 {
+		t.Errorf("server token rates %v / %v, want 21300 / 5120", r.Server.PromptTokensPerS, r.Server.GenerationTokensPerS)
+	}
+	var buf bytes.Buffer
+	if err := WriteMarkdown(&buf, r); err != nil {
+		t.Fatal(err)
+	}
+	md := buf.String()
+	for _, want := range []string{
+		"| batch | batch | PASS |",
+		"| ≥ 3000/s | 372/s | not judged: a workload figure",
+		"- tokentop's own share of the server's work: 3.099% of prompt tokens, 1.797% of generated tokens, 4.795% of running sequences (budget 5%)",
+		"Tokens (all of the server's clients): prompt 21300/s, generated 5120/s.",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("Markdown lacks %q", want)
+		}
+	}
+	buf.Reset()
+	if err := WriteJSON(&buf, r); err != nil {
+		t.Fatal(err)
+	}
+	back, err := Parse(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := back.Classes[1].SLO.Objectives[1].NotJudged; got != c.SLO.Objectives[1].NotJudged {
+		t.Errorf("not_judged read back as %q", got)
+	}
+}

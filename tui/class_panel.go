@@ -55,8 +55,8 @@ func failing(v *diagnose.Verdict, tight bool) []string {
 	}
 	var out []string
 	for _, o := range v.Objectives {
-		if o.Pass {
-			continue
+		if o.Pass || o.NotJudged != "" {
+			continue // an objective not judged (a workload figure) did not fail
 		}
 		u := objectiveUnit(o.Name)
 		if o.Actual == nil {

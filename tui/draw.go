@@ -10,6 +10,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/tokentop/tokentop/metrics"
+	"github.com/tokentop/tokentop/tui/format"
 )
 
 // paint styles a piece of text; the plain theme uses the identity so that
@@ -285,24 +286,10 @@ func allNaN(s []float64) bool {
 
 // Number formatting. Every formatter prints "—" for missing values.
 
-const dash = "—"
+const dash = format.Missing
 
-func fmtMs(v float64) string {
-	switch {
-	case math.IsNaN(v) || math.IsInf(v, 0) || v < 0:
-		return dash
-	case v < 10:
-		return strconv.FormatFloat(v, 'f', 1, 64) + "ms"
-	case v < 1000:
-		return strconv.FormatFloat(v, 'f', 0, 64) + "ms"
-	case v < 10000:
-		return strconv.FormatFloat(v/1000, 'f', 2, 64) + "s"
-	case v < 100000:
-		return strconv.FormatFloat(v/1000, 'f', 1, 64) + "s"
-	default:
-		return strconv.FormatFloat(v/1000, 'f', 0, 64) + "s"
-	}
-}
+// fmtMs is the latency format both consoles use.
+func fmtMs(v float64) string { return format.Ms(v) }
 
 func fmtNum(v float64) string {
 	a := math.Abs(v)

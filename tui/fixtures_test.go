@@ -135,7 +135,8 @@ func healthySnap() *metrics.Snapshot {
 				UtilP50: f64(0.87), UtilMax: f64(0.99), MemUsedFracMax: f64(0.72), MemBWUtilP50: f64(0.45), PowerWP50: f64(612),
 			}},
 		},
-		Probe: metrics.ProbeStats{SelfLagP99Ms: 1.2, SelfLagMaxMs: 3.9, Samples: 300, Reliable: true},
+		Probe: metrics.ProbeStats{SelfLagP99Ms: 1.2, SelfLagMaxMs: 3.9, Samples: 300, Reliable: true,
+			Footprint: footprint(0.031, 0.018, 0.047)},
 	}
 	// The whole run saw more requests than the trailing window.
 	run := live
@@ -186,7 +187,8 @@ func failingSnap() *metrics.Snapshot {
 		v.Server.KVUsage = metrics.GaugeStats{Count: 120, Last: 0.97, P50: 0.9, P95: 0.99, Max: 1}
 		v.Server.PreemptionsPerS = f64(3.4)
 		v.Server.ScrapeOK = false
-		v.Probe = metrics.ProbeStats{SelfLagP99Ms: 84, SelfLagMaxMs: 310, Samples: 300, Reliable: false}
+		v.Probe = metrics.ProbeStats{SelfLagP99Ms: 84, SelfLagMaxMs: 310, Samples: 300, Reliable: false,
+			Footprint: footprint(0.72, 0.41, 0.6)}
 		devs := make([]metrics.GPUDeviceStats, 8)
 		for i := range devs {
 			devs[i] = metrics.GPUDeviceStats{
@@ -423,4 +425,11 @@ func drillSnap() *metrics.Snapshot {
 		metrics.SignalReading{Name: "request_success_total"},
 		metrics.SignalReading{Name: "server_ttft_seconds", Histogram: true, Value: 18211, Seen: scraped, InLast: true})
 	return s
+}
+
+// footprint is a footprint with these shares of the server's prompt work,
+// generated tokens and sequences, against the default 5% budget.
+func footprint(prompt, gen, running float64) metrics.Footprint {
+	return metrics.Footprint{Budget: 0.05, PromptSeconds: 30, GenerationSeconds: 30, RunningScrapes: 30,
+		PromptTokensShare: f64(prompt), GenerationTokensShare: f64(gen), RunningShare: f64(running)}
 }

@@ -247,26 +247,9 @@ func (r *renderer) compact(bodyH int) []string {
 	return append(out, r.findingLines(w, bodyH-len(out))...)
 }
 
-// helpLines is the help's text: the keys, then a glossary.
+// helpLines is the help's text: the key map's keys, then a glossary.
 func helpLines(knobs bool) []string {
-	lines := []string{
-		"q, ctrl+c   quit (a one-screen summary stays on the terminal)",
-		"tab, 1-9    next class (shift+tab: previous), or jump to class 1-9",
-		"p           pause: freeze the screen while data keeps being gathered",
-		"+/-         time-series span: 1m 2m 5m 10m 15m",
-		"e           expand: every time series over the body (slowest list: the selected timeline)",
-		"s           slowest requests with their timelines (↑/↓ select, / filter)",
-		"b           by prompt-length and output-length bucket",
-		"m           server: every canonical signal and when it was read",
-		"g           GPUs: every field tokentop reads",
-		"esc         back: clear the filter, collapse, leave the view",
-		"r           toggle the live window and the whole run",
-		"?           this help",
-	}
-	if knobs {
-		lines = append(lines, "k           simulator knobs: ↑/↓ select, ←/→ or -/+ adjust, space/enter toggle")
-	}
-	return append(lines, "",
+	return append(newKeyMap(knobs).keyLines(), "",
 		"TTFT        send → first content token, with its histogram",
 		"ITL         gaps between tokens (basis token) or between chunks (basis chunk)",
 		"chunk gap   gaps between stream events as the client received them",

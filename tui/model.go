@@ -8,6 +8,7 @@ package tui
 import (
 	"fmt"
 
+	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/tokentop/tokentop/diagnose"
@@ -74,6 +75,7 @@ type shown struct {
 // Model is the bubbletea model of the console.
 type Model struct {
 	knobs  KnobController
+	keys   keyMap
 	latest shown // always the newest data, paused or not
 	frozen *shown
 	width  int
@@ -108,6 +110,7 @@ var _ tea.Model = Model{}
 func New(o Options) Model {
 	return Model{
 		knobs: o.Knobs,
+		keys:  newKeyMap(o.Knobs != nil),
 		frame: &frameCache{},
 		st: UIState{
 			Title:          o.Title,
@@ -182,62 +185,69 @@ func knobsEqual(a, b []Knob) bool {
 	return true
 }
 
+// key acts on a key press through the key map (keys.go), which the help
+// screen and the footer draw too.
 func (m Model) key(msg tea.KeyMsg) (Model, tea.Cmd) {
-	k := msg.String()
 	if m.st.Filtering {
 		return m.filterKey(msg), nil
 	}
-	switch k {
-	case "q", "ctrl+c":
+	km := &m.keys
+	switch {
+	case key.Matches(msg, km.Quit):
 		return m, tea.Quit
-	case "tab":
+	case key.Matches(msg, km.NextClass):
 		m.st.Focus = m.cycle(m.st.Focus, 1)
 		m.st.Cursor = 0
 		return m, nil
-	case "shift+tab":
+	case key.Matches(msg, km.PrevClass):
 		m.st.Focus = m.cycle(m.st.Focus, -1)
 		m.st.Cursor = 0
 		return m, nil
-	case "1", "2", "3", "4", "5", "6", "7", "8", "9":
-		if n := int(k[0] - '1'); n < m.classCount() {
+	case key.Matches(msg, km.JumpClass):
+		if n := int(msg.String()[0] - '1'); n < m.classCount() {
 			m.st.Focus, m.st.Cursor = n, 0
 		}
 		return m, nil
-	case "?":
+	case key.Matches(msg, km.Help):
 		m.st.ShowHelp, m.st.HelpEnd = !m.st.ShowHelp, false
 		if m.st.ShowHelp {
 			m.st.ShowKnobs = false
 		}
 		return m, nil
-	case "r":
+	case key.Matches(msg, km.RunView):
 		m.st.RunView = !m.st.RunView
 		m.st.Cursor = 0
 		return m, nil
-	case "p":
+	case key.Matches(msg, km.Pause):
 		m.togglePause()
 		return m, nil
-	case "esc":
+	case key.Matches(msg, km.Back):
 		m.back()
 		return m, nil
-	case "e":
+	case key.Matches(msg, km.Expand):
 		m.st.Expanded = !m.st.Expanded
 		return m, nil
-	case "s", "b", "m", "g":
-		d := map[string]string{"s": DrillSlowest, "b": DrillBuckets, "m": DrillServer, "g": DrillGPU}[k]
+	case key.Matches(msg, km.Slowest, km.Buckets, km.Server, km.GPU):
+		d := DrillSlowest
+		switch {
+		case key.Matches(msg, km.Buckets):
+			d = DrillBuckets
+		case key.Matches(msg, km.Server):
+			d = DrillServer
+		case key.Matches(msg, km.GPU):
+			d = DrillGPU
+		}
 		if m.st.Drill == d {
 			d = ""
 		}
 		m.st.Drill, m.st.Expanded, m.st.Cursor, m.st.ShowHelp = d, false, 0, false
 		return m, nil
-	case "/":
+	case key.Matches(msg, km.Filter):
 		if m.st.Drill == DrillSlowest {
 			m.st.Filtering = true
 		}
 		return m, nil
-	case "k":
-		if m.knobs == nil {
-			return m, nil
-		}
+	case key.Matches(msg, km.Knobs): // bound only with a knob controller
 		m.st.ShowKnobs = !m.st.ShowKnobs
 		if m.st.ShowKnobs {
 			m.st.ShowHelp = false
@@ -245,24 +255,24 @@ func (m Model) key(msg tea.KeyMsg) (Model, tea.Cmd) {
 		}
 		return m, nil
 	}
-	if m.st.ShowHelp && (k == "up" || k == "down") {
+	if m.st.ShowHelp && key.Matches(msg, km.Up, km.Down) {
 		// Where the terminal is too short for the whole help, ↓ shows its
 		// end (the glossary) and ↑ its start (the keys).
-		m.st.HelpEnd = k == "down"
+		m.st.HelpEnd = key.Matches(msg, km.Down)
 		return m, nil
 	}
 	if m.st.ShowKnobs && m.knobs != nil {
-		m.knobKey(k)
+		m.knobKey(msg)
 		return m, nil
 	}
-	switch k {
-	case "+", "=":
+	switch {
+	case key.Matches(msg, km.SpanUp):
 		m.st.Span = nextSpan(shownSpan(&m.st, m.view().snap), 1)
-	case "-", "_":
+	case key.Matches(msg, km.SpanDown):
 		m.st.Span = nextSpan(shownSpan(&m.st, m.view().snap), -1)
-	case "up":
+	case key.Matches(msg, km.Up):
 		m.st.Cursor = max(m.st.Cursor-1, 0)
-	case "down":
+	case key.Matches(msg, km.Down):
 		switch m.st.Drill {
 		case DrillSlowest:
 			m.st.Cursor = min(m.st.Cursor+1, max(m.slowCount()-1, 0))
@@ -321,21 +331,22 @@ func (m *Model) togglePause() {
 	m.st.Paused = true
 }
 
-func (m *Model) knobKey(k string) {
-	switch k {
-	case "up":
+func (m *Model) knobKey(msg tea.KeyMsg) {
+	km := &m.keys
+	switch {
+	case key.Matches(msg, km.Up):
 		if m.st.KnobCursor > 0 {
 			m.st.KnobCursor--
 		}
-	case "down":
+	case key.Matches(msg, km.Down):
 		if m.st.KnobCursor < len(m.st.Knobs)-1 {
 			m.st.KnobCursor++
 		}
-	case "left", "-":
+	case key.Matches(msg, km.KnobLess):
 		m.adjust(-1)
-	case "right", "+", "=":
+	case key.Matches(msg, km.KnobMore):
 		m.adjust(1)
-	case " ", "enter":
+	case key.Matches(msg, km.KnobToggle):
 		if c := m.st.KnobCursor; c < len(m.st.Knobs) && m.st.Knobs[c].Bool {
 			m.adjust(1)
 		}

@@ -213,18 +213,37 @@ func (r *renderer) header() []string {
 	if len(r.s.Sources) > 0 {
 		b.WriteString(" ·")
 	}
-	b.WriteString(" reqs " + fmtInt(reqs) + " err ")
+	sources := b.String()
+	totals := " reqs " + fmtInt(reqs) + " err "
 	if errs > 0 {
-		b.WriteString(r.t.bad(fmtInt(errs)))
+		totals += r.t.bad(fmtInt(errs))
 	} else {
-		b.WriteString("0")
+		totals += "0"
 	}
-	// How much of the server's load is tokentop's own.
-	b.WriteString(" in-flight " + fmtInt(inflight))
-	if sv := r.v.Server.Running; sv.Count > 0 {
-		b.WriteString(" (server running " + fmtNum(sv.Last) + ")")
+	// How much of the server's load is tokentop's own: its share of the
+	// server's prompt work, generated tokens and sequences, from the
+	// server's own counters; where the server cannot tell, the probe's
+	// requests in flight against the server's running batch. The
+	// footprint always shows: on a narrow screen its largest share alone,
+	// in place of the in-flight count it sums up, or ahead of the totals.
+	inFlight := " in-flight " + fmtInt(inflight)
+	foot, short := r.footprint()
+	line := sources + totals + inFlight
+	switch {
+	case foot == "":
+		if sv := r.v.Server.Running; sv.Count > 0 {
+			line += " (server running " + fmtNum(sv.Last) + ")"
+		}
+	case cells(line+" · "+foot) <= r.w:
+		line += " · " + foot
+	case cells(line+" · "+short) <= r.w:
+		line += " · " + short
+	case cells(sources+totals+" · "+short) <= r.w:
+		line = sources + totals + " · " + short
+	default:
+		line = sources + " " + short + " ·" + totals
 	}
-	lines := []string{first, fit(b.String(), r.w)}
+	lines := []string{first, fit(line, r.w)}
 	// Decisions taken from what the server said (a calibration refused,
 	// usage ignored, load sized down): the latest, once there is one.
 	for i := len(r.s.Sources) - 1; i >= 0; i-- {
@@ -236,21 +255,46 @@ func (r *renderer) header() []string {
 	return lines
 }
 
+// footprint is tokentop's share of the server's work in the view, e.g.
+// "probe 3% of prompt · 2% gen · 5% running", and its short form, the
+// largest share alone ("probe 5% of running"); a share above the budget
+// is marked. Both are "" when the server cannot tell any share.
+func (r *renderer) footprint() (full, short string) {
+	fp := &r.v.Probe.Footprint
+	res, top, ok := fp.Largest()
+	if !ok {
+		return "", ""
+	}
+	pct := func(s float64) string {
+		t := fmtPct0(s)
+		if s > 0 && s < 0.005 {
+			t = "<1%"
+		}
+		if fp.Budget > 0 && s > fp.Budget {
+			return r.t.warn(t)
+		}
+		return t
+	}
+	words := map[string][2]string{
+		metrics.ResourcePromptTokens:     {" of prompt", " of prompt"},
+		metrics.ResourceGenerationTokens: {" gen", " of gen"},
+		metrics.ResourceRunning:          {" running", " of running"},
+	}
+	var parts []string
+	for _, name := range []string{metrics.ResourcePromptTokens, metrics.ResourceGenerationTokens, metrics.ResourceRunning} {
+		if s := fp.Share(name); s != nil {
+			parts = append(parts, pct(*s)+words[name][0])
+		}
+	}
+	return "probe " + strings.Join(parts, " · "), "probe " + pct(top) + words[res][1]
+}
+
 func (r *renderer) footer() string {
-	// The keys, most needed first; those that do not fit go, "? help"
-	// lists them all.
-	items := []string{"q quit", "tab class", "p pause", "+/- span", "s slowest", "b buckets", "m server", "g GPU", "e expand", "r live/run"}
-	if r.st.Paused {
-		items[2] = "p resume"
-	}
-	if r.st.KnobsAvailable {
-		items = append([]string{items[0], "k knobs"}, items[1:]...)
-	}
-	keys := strings.Join(items, " · ") + " · ? help"
-	for len(items) > 1 && cells(keys) > r.w {
-		items = items[:len(items)-1]
-		keys = strings.Join(items, " · ") + " · ? help"
-	}
+	// The key map's short list, most needed first; those that do not fit
+	// go, "? help" lists them all.
+	km := newKeyMap(r.st.KnobsAvailable)
+	km.paused = r.st.Paused
+	keys := km.footer(r.w)
 	if r.st.Message != "" && !r.st.ShowKnobs {
 		return spread(r.t.dim(keys), r.t.warn(r.st.Message), r.w)
 	}

@@ -100,11 +100,12 @@ func runSession(ctx context.Context, e env, spec sessionSpec) (int, error) {
 	defer stopSources()
 	s.srcCtx, s.stopSources = srcCtx, stopSources
 	started := time.Now()
-	agg := metrics.NewAggregator(metrics.Options{Classes: s.cfg.Classes, Started: started, Paths: s.paths, GoodRequest: diagnose.GoodRequest})
+	agg := metrics.NewAggregator(metrics.Options{Classes: s.cfg.Classes, Started: started, Paths: s.paths, GoodRequest: diagnose.GoodRequest,
+		FootprintBudget: s.cfg.FootprintBudget})
 	if s.recFile != nil {
 		rec, err := record.NewWriter(s.recFile, record.Header{
 			ToolVersion: version, Title: spec.title, Started: started, Target: safehttp.RedactURL(s.cfg.Target), Gateway: redactOptionalURL(s.cfg.Gateway),
-			Model: s.model, Paths: s.paths, Classes: s.cfg.Classes,
+			Model: s.model, Paths: s.paths, Classes: s.cfg.Classes, FootprintBudget: s.cfg.FootprintBudget,
 		})
 		if err != nil {
 			return report.ExitUsage, usagef("--record: %w", err)

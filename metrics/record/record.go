@@ -41,6 +41,10 @@ type Header struct {
 	Model       string         `json:"model"`
 	Paths       []string       `json:"paths"`
 	Classes     []config.Class `json:"classes"`
+	// FootprintBudget is the session's config.Config.FootprintBudget;
+	// absent in recordings made before it existed, where a replay takes
+	// config.DefaultFootprintBudget.
+	FootprintBudget float64 `json:"footprint_budget,omitempty"`
 }
 
 // line is one event of a recording: its kind and its payload, the

@@ -156,7 +156,8 @@ func v1Payload(kind string, fields map[string]json.RawMessage) json.RawMessage {
 // after the snapshots before the cut.
 func (r *Reader) Replay(snap func(*metrics.Snapshot) error) error {
 	h := r.header
-	agg := metrics.NewAggregator(metrics.Options{Classes: h.Classes, Started: h.Started, Paths: h.Paths, GoodRequest: diagnose.GoodRequest})
+	agg := metrics.NewAggregator(metrics.Options{Classes: h.Classes, Started: h.Started, Paths: h.Paths, GoodRequest: diagnose.GoodRequest,
+		FootprintBudget: h.FootprintBudget})
 	var last time.Time
 	for {
 		ev, err := r.Next()

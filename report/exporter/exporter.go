@@ -7,6 +7,7 @@ package exporter
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"net/http"
 	"sync"
 
@@ -110,6 +111,8 @@ func families(snap *metrics.Snapshot, diag diagnose.Diagnosis) []*dto.MetricFami
 		sloPass  = family("tokentop_slo_pass", "1 when the class meets its SLO in the live window.", dto.MetricType_GAUGE)
 		finding  = family("tokentop_finding_confidence", "Confidence of each diagnosis finding in the live window.", dto.MetricType_GAUGE)
 		lag      = family("tokentop_probe_self_lag_p99_seconds", "How late tokentop's own timers fire (p99, live window).", dto.MetricType_GAUGE)
+		foot     = family("tokentop_probe_footprint_ratio", "tokentop's own share of the server's work in the live window, by resource (prompt_tokens, generation_tokens, running); absent where the server cannot tell.", dto.MetricType_GAUGE)
+		budget   = family("tokentop_probe_footprint_budget_ratio", "The share of the server's work tokentop's probes may take (footprint_budget).", dto.MetricType_GAUGE)
 	)
 	for i := range snap.Run.Classes {
 		run := &snap.Run.Classes[i]
@@ -156,5 +159,14 @@ func families(snap *metrics.Snapshot, diag diagnose.Diagnosis) []*dto.MetricFami
 	if snap.Live.Probe.Samples > 0 {
 		gauge(lag, snap.Live.Probe.SelfLagP99Ms/1000)
 	}
-	return []*dto.MetricFamily{requests, outTok, ttft, itl, gap, e2e, pathTTFT, goodput, sloPass, finding, lag}
+	fp := &snap.Live.Probe.Footprint
+	for _, r := range []string{metrics.ResourcePromptTokens, metrics.ResourceGenerationTokens, metrics.ResourceRunning} {
+		if s := fp.Share(r); s != nil && !math.IsNaN(*s) && !math.IsInf(*s, 0) {
+			gauge(foot, *s, label("resource", r))
+		}
+	}
+	if fp.Budget > 0 {
+		gauge(budget, fp.Budget)
+	}
+	return []*dto.MetricFamily{requests, outTok, ttft, itl, gap, e2e, pathTTFT, goodput, sloPass, finding, lag, foot, budget}
 }

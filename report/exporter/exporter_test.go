@@ -24,10 +24,12 @@ func snapshot() (*metrics.Snapshot, diagnose.Diagnosis) {
 		Paths:        []metrics.PathStats{{Path: "direct", TTFT: ttft}},
 	}
 	ratio := 0.88
+	prompt, running := 0.031, 0.72
 	s := &metrics.Snapshot{
 		Started: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC),
-		Live:    metrics.View{Classes: []metrics.ClassStats{class}, Probe: metrics.ProbeStats{Samples: 10, SelfLagP99Ms: 2}},
-		Run:     metrics.View{Classes: []metrics.ClassStats{class}},
+		Live: metrics.View{Classes: []metrics.ClassStats{class}, Probe: metrics.ProbeStats{Samples: 10, SelfLagP99Ms: 2,
+			Footprint: metrics.Footprint{Budget: 0.05, PromptTokensShare: &prompt, RunningShare: &running}}},
+		Run: metrics.View{Classes: []metrics.ClassStats{class}},
 	}
 	d := diagnose.Diagnosis{
 		Verdicts: []diagnose.Verdict{{Class: "interactive", Pass: false, Goodput: diagnose.Goodput{Unit: "requests", Ratio: &ratio}}},
@@ -91,10 +93,21 @@ func TestWriteParsesBackWithValues(t *testing.T) {
 		{"tokentop_slo_pass", nil, 0},
 		{"tokentop_finding_confidence", map[string]string{"rule": "prefill_contention"}, 0.7},
 		{"tokentop_probe_self_lag_p99_seconds", nil, 0.002},
+		{"tokentop_probe_footprint_ratio", map[string]string{"resource": "prompt_tokens"}, 0.031},
+		{"tokentop_probe_footprint_ratio", map[string]string{"resource": "running"}, 0.72},
+		{"tokentop_probe_footprint_budget_ratio", nil, 0.05},
 	}
 	for _, c := range checks {
 		if got := val(c.name, c.match); got < c.want-1e-9 || got > c.want+1e-9 {
 			t.Errorf("%s%v = %v, want %v", c.name, c.match, got, c.want)
+		}
+	}
+	// The server cannot tell its generation rate: no sample, not a 0.
+	for _, m := range fams["tokentop_probe_footprint_ratio"].GetMetric() {
+		for _, lp := range m.GetLabel() {
+			if lp.GetValue() == "generation_tokens" {
+				t.Errorf("a footprint share the server cannot tell is exported: %v", m)
+			}
 		}
 	}
 	if sum := fams["tokentop_ttft_seconds"].GetMetric()[0].GetSummary().GetSampleSum(); sum < 7.999 || sum > 8.001 {

@@ -1,0 +1,287 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+
+	"github.com/tokentop/tokentop/metrics"
+	"github.com/tokentop/tokentop/metrics/prom"
+	"github.com/tokentop/tokentop/observe"
+)
+
+// groupKey identifies a row.
+type groupKey struct{ instance, role, model string }
+
+// group is the samples of one row over the window, in time order.
+type group struct {
+	key     groupKey
+	samples []*prom.Sample
+	// soleRole is the instance's only role label, "" when it has none or
+	// several (see rowRole).
+	soleRole string
+}
+
+// rowRole is the role of the row a series joins on its instance: the
+// role its own labels give; else the instance's only role, since the
+// engine families of a worker carry no role label where its own
+// (dynamo_component_*) do; else the Dynamo frontend for the frontend's
+// families; else none, the row of the instance's series that name no
+// role. Gauges and counters (readSeries) and histograms (rowKey) go
+// through it alike, so a histogram joins the row of the series it was
+// exposed with.
+func rowRole(labelRole, soleRole, family string) string {
+	switch {
+	case labelRole != "":
+		return labelRole
+	case soleRole != "":
+		return soleRole
+	case strings.HasPrefix(family, "dynamo_frontend_"):
+		return prom.RoleFrontend
+	}
+	return ""
+}
+
+// readSeries asks for the raw gauges and counters over the window and maps
+// each instance's series at each step, like a scrape at that instant.
+func (f *Fleet) readSeries(ctx context.Context, now time.Time, res *Result) ([]*group, error) {
+	q := f.sel(`__name__=~"`+serverFamilies+`"`, `__name__!~".+_(bucket|created)"`)
+	qctx, cancel := context.WithTimeout(ctx, QueryTimeout)
+	defer cancel()
+	val, ws, _, err := f.q.QueryRange(qctx, q, v1.Range{Start: now.Add(-f.o.Window), End: now, Step: f.o.Step}, v1.WithTimeout(QueryTimeout))
+	if err != nil {
+		return nil, fmt.Errorf("prometheus query %s: %w", prom.Truncate(q, 120), err)
+	}
+	res.engineWarnings(ws)
+	mat, ok := val.(model.Matrix)
+	if !ok {
+		return nil, fmt.Errorf("prometheus query %s: a %s, not a range vector", prom.Truncate(q, 120), val.Type())
+	}
+	if len(mat) > MaxSeries {
+		res.warnf("%d series: only the first %d are read (narrow --selector)", len(mat), MaxSeries)
+		mat = mat[:MaxSeries]
+	}
+	// Each instance's series by step: instance → step index → exposition.
+	type inst struct {
+		roles map[string]bool
+		steps map[int64][]model.SampleStream
+	}
+	byInstance := map[string]*inst{}
+	for _, ss := range mat {
+		name := string(ss.Metric[model.MetricNameLabel])
+		if name == "" {
+			continue
+		}
+		id := instanceOf(ss.Metric)
+		in := byInstance[id]
+		if in == nil {
+			in = &inst{roles: map[string]bool{}, steps: map[int64][]model.SampleStream{}}
+			byInstance[id] = in
+		}
+		if r := prom.RoleOf(labelsOf(ss.Metric)); r != "" {
+			in.roles[r] = true
+		}
+		for _, p := range ss.Values {
+			t := int64(p.Timestamp)
+			in.steps[t] = append(in.steps[t], model.SampleStream{Metric: ss.Metric, Values: []model.SamplePair{p}})
+		}
+	}
+	var groups []*group
+	byKey := map[groupKey]*group{}
+	capped := false // a row was left out for MaxInstances
+	ids := make([]string, 0, len(byInstance))
+	for id := range byInstance {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		in := byInstance[id]
+		// The engine families of a worker carry no role label where its
+		// own (dynamo_component_*) do: one role on the instance is its
+		// role.
+		soleRole := ""
+		if len(in.roles) == 1 {
+			for r := range in.roles {
+				soleRole = r
+			}
+		}
+		ts := make([]int64, 0, len(in.steps))
+		for t := range in.steps {
+			ts = append(ts, t)
+		}
+		sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
+		for _, t := range ts {
+			byRole := map[string]*prom.Exposition{}
+			for _, ss := range in.steps[t] {
+				name := string(ss.Metric[model.MetricNameLabel])
+				role := rowRole(prom.RoleOf(labelsOf(ss.Metric)), soleRole, name)
+				e := byRole[role]
+				if e == nil {
+					e = prom.NewExposition()
+					byRole[role] = e
+				}
+				e.Series[name] = append(e.Series[name], prom.Series{Name: name, Labels: seriesLabels(ss.Metric), Value: float64(ss.Values[0].Value)})
+			}
+			at := model.Time(t).Time()
+			// Roles and models in order: the rows the cap keeps, and the
+			// order of the histogram queries, are the same every reading.
+			for _, role := range slices.Sorted(maps.Keys(byRole)) {
+				s := prom.Map(byRole[role], f.o.Model)
+				s.At = at
+				perModel := map[string]*prom.Sample{modelName(s, f.o.Model): s}
+				if s.PerModel != nil {
+					perModel = s.PerModel
+				}
+				for _, m := range slices.Sorted(maps.Keys(perModel)) {
+					ms := perModel[m]
+					ms.At = at
+					k := groupKey{instance: id, role: role, model: m}
+					g := byKey[k]
+					if g == nil {
+						if len(byKey) >= MaxInstances {
+							capped = true
+							continue
+						}
+						g = &group{key: k, soleRole: soleRole}
+						byKey[k] = g
+						groups = append(groups, g)
+					}
+					g.samples = append(g.samples, ms)
+				}
+			}
+		}
+	}
+	if capped {
+		res.warnf("more than %d instances: the rest are left out (narrow --selector)", MaxInstances)
+	}
+	for _, g := range groups {
+		if last := g.samples[len(g.samples)-1]; len(last.Warnings) > 0 {
+			res.warnf("%s: %s", g.key.instance, last.Warnings[0])
+		}
+	}
+	return groups, nil
+}
+
+// modelName is the row's model for a sample mapped for model (the selected
+// one, or the only one).
+func modelName(s *prom.Sample, model string) string {
+	if model != "" {
+		return model
+	}
+	if len(s.Models) == 1 {
+		return s.Models[0]
+	}
+	return ""
+}
+
+func instanceOf(m model.Metric) string {
+	if v := string(m["instance"]); v != "" {
+		return prom.Truncate(v, 256)
+	}
+	return "(no instance label)"
+}
+
+// labelsOf is a series' labels as a map, the metric name included.
+func labelsOf(m model.Metric) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[string(k)] = string(v)
+	}
+	return out
+}
+
+// seriesLabels drops what the engine adds (the name, the target's job and
+// instance) so Map sees the labels the server wrote.
+func seriesLabels(m model.Metric) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		switch k {
+		case model.MetricNameLabel, "instance", "job":
+			continue
+		}
+		out[string(k)] = string(v)
+	}
+	return out
+}
+
+// instance builds a row's statistics: the samples through a fresh
+// aggregator, as if a session had scraped the instance at each step.
+func (g *group) instance(window, step time.Duration, now time.Time) Instance {
+	first := g.samples[0].At
+	agg := metrics.NewAggregator(metrics.Options{Started: first, Window: window + step, Slots: 1})
+	for _, s := range g.samples {
+		agg.Apply(&observe.Scrape{At: s.At, Sample: s})
+	}
+	snap := agg.Tick(now)
+	last := g.samples[len(g.samples)-1]
+	in := Instance{
+		Instance: g.key.instance, Model: g.key.model, Role: g.key.role,
+		Profile: last.Profile, Variant: last.Variant,
+		Server: snap.Run.Server, Last: last,
+		Derived: derived(g.samples[0], last),
+		Series:  series(g.samples),
+	}
+	return in
+}
+
+// Derived window figures (Instance.Derived keys).
+const DerivedPrefillComputedShare = "prefill_computed_share"
+
+// derived computes the window's share of prompt tokens computed (not
+// served from a cache or a transfer), from the first and last sample.
+func derived(first, last *prom.Sample) map[string]float64 {
+	out := map[string]float64{}
+	a1, ok1 := first.Signal(prom.SignalPrefillComputed)
+	b1, ok2 := last.Signal(prom.SignalPrefillComputed)
+	a2, ok3 := first.Signal(prom.SignalPromptTokensTotal)
+	b2, ok4 := last.Signal(prom.SignalPromptTokensTotal)
+	// No share across a restart (a counter going down): the window is
+	// too short to split it.
+	if ok1 && ok2 && ok3 && ok4 && b1 >= a1 && b2 > a2 && b1-a1 <= b2-a2 {
+		out[DerivedPrefillComputedShare] = (b1 - a1) / (b2 - a2)
+	}
+	return out
+}
+
+// Sparkline series (Instance.Series keys).
+const (
+	SeriesQueue    = "queue_depth"
+	SeriesRunning  = "running"
+	SeriesKV       = "kv_usage"
+	SeriesGenPerS  = "generation_tokens_per_s"
+	maxSeriesSteps = 240
+)
+
+func series(samples []*prom.Sample) map[string][]float64 {
+	if len(samples) > maxSeriesSteps {
+		samples = samples[len(samples)-maxSeriesSteps:]
+	}
+	out := map[string][]float64{}
+	for i, s := range samples {
+		for _, k := range []string{SeriesQueue, SeriesRunning, SeriesKV} {
+			v, ok := s.Signal(k)
+			if !ok {
+				v = math.NaN()
+			}
+			out[k] = append(out[k], v)
+		}
+		rate := math.NaN()
+		if i > 0 {
+			a, ok1 := samples[i-1].Signal(prom.SignalGenerationTokens)
+			b, ok2 := s.Signal(prom.SignalGenerationTokens)
+			if dt := s.At.Sub(samples[i-1].At).Seconds(); ok1 && ok2 && dt > 0 && b >= a {
+				rate = (b - a) / dt
+			}
+		}
+		out[SeriesGenPerS] = append(out[SeriesGenPerS], rate)
+	}
+	return out
+}
