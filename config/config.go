@@ -37,6 +37,10 @@ type Config struct {
 	// (default DefaultFootprintBudget). Default classes are sized under
 	// it; a written config is kept, with a warning for each class over it.
 	FootprintBudget float64 `yaml:"footprint_budget"`
+	// DefaultClasses is true when Classes are tokentop's defaults: no
+	// config, or a config that lists no classes. Only those are sized to
+	// the server; classes a user wrote are kept as written.
+	DefaultClasses bool `yaml:"-"`
 }
 
 // DefaultFootprintBudget is 5%: small enough that the server's latency
@@ -261,30 +265,75 @@ const (
 const DefaultStallGap = 250 * time.Millisecond
 
 // DefaultTokensPerMinute is a class's tokens-per-minute cap when the config
-// sets none: well above the default classes (about 0.6M/min together at
-// their probe-sized rates) yet a guard against a mistyped rate or
-// concurrency flooding a production server with long prompts.
+// sets none: far above the default classes (a few thousand tokens a minute
+// at their floor, ten times that at most once sized to a busy server) yet a
+// guard against a mistyped rate or concurrency flooding a production server
+// with long prompts.
 const DefaultTokensPerMinute = 10_000_000
 
 func ptr[T any](v T) *T { return &v }
 
 func dur(d time.Duration) *Duration { return &Duration{d} }
 
-// Default returns the contract's two classes at probe-sized rates.
+// The default classes' load is their floor: the least that still gives a
+// percentile in minutes, and what tokentop sends when it cannot tell how
+// busy the server is (no /metrics, no token counters) or when the server
+// is idle or lightly used. Before probing, tokentop measures the server's
+// own traffic for a few seconds and raises these rates, by one factor for
+// both classes, as far as its footprint budget allows (see
+// probe/capacity.SizeToTraffic); a config the user wrote is never resized.
+//
+//   - interactive: Poisson, 0.2 requests/s (12 a minute: a TTFT p95 from
+//     24 requests in two minutes), prompts ~128 tokens, 64 output tokens.
+//     Every token of a short stream is a gap sample, so ITL percentiles
+//     fill within a minute.
+//   - batch: paced (constant), one request every 50 s, in jobs of 6 (a
+//     job spans five minutes, its deadline is ten), prompts ~128 tokens,
+//     128 output tokens.
+//
+// Each class's first request goes at the start of the run (probe.Runner),
+// so even a short run measures both.
+//
+// Prompts are short because prompt work is where a probe's footprint is
+// largest: at these rates the classes send ~35 prompt tokens/s (the
+// lognormal's mean is 160 tokens) and keep ~0.8 requests in flight on a
+// 4-slot llama.cpp box generating 25 tokens/s per slot (1 s + 40 ms per
+// output token each, a fifth of its slots), and are ~3% of the prompt work
+// of an 8B model on one GPU under light traffic (~1,000-1,200 prompt
+// tokens/s of its own, tokentop sim's defaults).
+const (
+	DefaultInteractiveRate = 0.2
+	DefaultBatchRate       = 0.02
+	// DefaultBatchJobRequests is a default batch job's size at
+	// DefaultBatchRate: a job spans DefaultBatchJobRequests /
+	// DefaultBatchRate = 300 s, half its deadline. Sizing scales it with
+	// the rate, so the span stays five minutes.
+	DefaultBatchJobRequests = 6
+	DefaultBatchDeadline    = 10 * time.Minute
+)
+
+// Default returns the contract's two classes at probe-sized rates: their
+// floor (see DefaultInteractiveRate). Their objectives are what a probe
+// can judge from its own requests: per-request latency for interactive;
+// per-request deadline completion, validity and time per output token of
+// each stream for batch. A workload-level objective (a batch class's
+// output_tokens_per_s) is the user's to declare, for the concurrency the
+// user gives it: a probe-sized sample of a few streams cannot show it.
 func Default() Config {
 	return Config{
 		Target:          "http://127.0.0.1:8000",
 		Model:           "auto",
 		MaxRequestBytes: DefaultMaxRequestBytes,
 		FootprintBudget: DefaultFootprintBudget,
+		DefaultClasses:  true,
 		Classes: []Class{
 			{
 				Name:         "interactive",
 				Kind:         KindInteractive,
 				API:          "chat",
-				Arrival:      Arrival{Process: ArrivalPoisson, Rate: 2},
-				PromptTokens: Tokens{Median: 700, P95: 2000},
-				MaxTokens:    256,
+				Arrival:      Arrival{Process: ArrivalPoisson, Rate: DefaultInteractiveRate},
+				PromptTokens: Tokens{Median: 128, P95: 384},
+				MaxTokens:    64,
 				Priority:     ptr(0),
 				SLO: SLO{
 					ValidStreams: ptr(Ratio(0.999)),
@@ -298,16 +347,20 @@ func Default() Config {
 				Name:         "batch",
 				Kind:         KindBatch,
 				API:          "completions",
-				Job:          &Job{Requests: 200, Deadline: Duration{10 * time.Minute}},
-				Arrival:      Arrival{Process: ArrivalConcurrency, N: 16},
-				PromptTokens: Tokens{Median: 1500, P95: 3000},
-				MaxTokens:    180,
+				Job:          &Job{Requests: DefaultBatchJobRequests, Deadline: Duration{DefaultBatchDeadline}},
+				Arrival:      Arrival{Process: ArrivalConstant, Rate: DefaultBatchRate},
+				PromptTokens: Tokens{Median: 128, P95: 384},
+				MaxTokens:    128,
 				Priority:     ptr(10),
 				SLO: SLO{
 					DeadlineCompletion: ptr(Ratio(0.99)),
-					OutputTokensPerS:   ptr(3000.0),
 					Validity:           ptr(Ratio(0.995)),
-					StallGap:           Duration{time.Second},
+					// Time per output token of each stream: a batch
+					// stream may be slower than a reader needs, not
+					// stalled. Twice the interactive p95 (the interactive
+					// p99), where a healthy server's step is 10-50 ms.
+					ITL:      Percentiles{P95: dur(300 * time.Millisecond)},
+					StallGap: Duration{time.Second},
 				},
 			},
 		},
@@ -330,7 +383,8 @@ func Parse(r io.Reader) (Config, error) {
 	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
 		return Config{}, fmt.Errorf("parsing config: %w", err)
 	}
-	if len(cfg.Classes) == 0 {
+	cfg.DefaultClasses = len(cfg.Classes) == 0
+	if cfg.DefaultClasses {
 		cfg.Classes = defaultClasses
 	}
 	if err := cfg.Validate(); err != nil {

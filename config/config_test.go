@@ -180,3 +180,50 @@ func TestLoadResolvesReplayFileFromConfigDir(t *testing.T) {
 		t.Errorf("missing config: err = %v", err)
 	}
 }
+
+// The default classes are probe-sized (issue 19): their floor is valid,
+// paced, and small; their objectives are what a probe can judge from its
+// own requests, with no workload-level throughput objective.
+func TestDefaultClassesAreProbeSized(t *testing.T) {
+	cfg := Default()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.FootprintBudget != DefaultFootprintBudget {
+		t.Errorf("footprint budget %v", cfg.FootprintBudget)
+	}
+	in, b := cfg.Class("interactive"), cfg.Class("batch")
+	if in == nil || b == nil {
+		t.Fatal("default classes missing")
+	}
+	if in.Arrival != (Arrival{Process: ArrivalPoisson, Rate: DefaultInteractiveRate}) {
+		t.Errorf("interactive arrival %+v", in.Arrival)
+	}
+	if b.Arrival != (Arrival{Process: ArrivalConstant, Rate: DefaultBatchRate}) {
+		t.Errorf("batch arrival %+v: want paced at its floor", b.Arrival)
+	}
+	// A job spans five minutes at the floor rate, half its deadline.
+	if span := time.Duration(float64(b.Job.Requests) / b.Arrival.Rate * float64(time.Second)); span != 5*time.Minute || b.Job.Deadline.Duration != 2*span {
+		t.Errorf("job %+v at %v/s spans %v", *b.Job, b.Arrival.Rate, span)
+	}
+	s := b.SLO
+	if s.OutputTokensPerS != nil {
+		t.Errorf("default batch class judges output_tokens_per_s %v: a workload-level figure a probe cannot show", *s.OutputTokensPerS)
+	}
+	if s.DeadlineCompletion == nil || s.Validity == nil || s.ITL.P95 == nil {
+		t.Errorf("batch objectives %+v: want deadline completion, validity and time per output token", s)
+	}
+	// Parsing a config without classes gets the same defaults, and a
+	// config that declares a throughput objective keeps it.
+	cfg2, err := Parse(strings.NewReader("target: http://x:1\nfootprint_budget: 0.1\n"))
+	if err != nil || cfg2.Class("batch").SLO.OutputTokensPerS != nil || !cfg2.DefaultClasses || cfg2.FootprintBudget != 0.1 {
+		t.Errorf("parsed defaults: %v, %+v (default classes %v, budget %v)", err, cfg2.Class("batch"), cfg2.DefaultClasses, cfg2.FootprintBudget)
+	}
+	cfg3, err := Parse(strings.NewReader(contractExample))
+	if err != nil || cfg3.Class("batch").SLO.OutputTokensPerS == nil || *cfg3.Class("batch").SLO.OutputTokensPerS != 3000 {
+		t.Errorf("a declared output_tokens_per_s is lost: %v", err)
+	}
+	if cfg3.DefaultClasses {
+		t.Error("classes a user wrote are taken for tokentop's defaults (and would be resized)")
+	}
+}

@@ -97,7 +97,9 @@ func (in *ruleInput) capObserved(fs []Finding) {
 // their budget (config footprint_budget, default 5%).
 //
 // Info above the budget; warning above twice the budget when the server
-// shows strain. Twice the budget is a clear margin: the excess is at least
+// shows strain and an objective is at risk (a warning is a cause that puts
+// one at risk: with every objective well within its target, tokentop's
+// share is worth knowing, not acting on). Twice the budget is a clear margin: the excess is at least
 // as large as all the load the budget allows, not a rounding at its edge.
 // Strain is required because a share alone says nothing about harm: on an
 // idle server tokentop is most of a small load (near 100% of every
@@ -150,7 +152,11 @@ func probeFootprint(in *ruleInput) (Finding, bool) {
 	default:
 		f.Summary += "; the server publishes nothing that would show strain (queue, preemptions, KV cache, step time)"
 	}
-	if share > 2*budget && len(strain) > 0 {
+	atRisk := in.objectiveAtRisk()
+	if share > 2*budget && len(strain) > 0 && !atRisk {
+		f.Summary += "; every objective has room"
+	}
+	if share > 2*budget && len(strain) > 0 && atRisk {
 		f.Severity = SeverityWarning
 		f.Summary += fmt.Sprintf(": the measurements include tokentop's own load, %.0f%% of the %s", 100*share, resourceWords[res])
 		f.Advice = "Lower tokentop's load: pass --config with lower arrival rates (or concurrency) for its classes, so they stay within footprint_budget; raise footprint_budget only on a test server, where the probe's load is meant."
@@ -240,4 +246,20 @@ func (in *ruleInput) serverStrain() ([]string, []Evidence) {
 		}
 	}
 	return words, ev
+}
+
+// objectiveAtRisk reports whether some judged objective fails, or is a
+// latency at atRiskShare of its target or more.
+func (in *ruleInput) objectiveAtRisk() bool {
+	for _, v := range in.verdicts {
+		for _, o := range v.Objectives {
+			if o.Actual == nil || o.NotJudged != "" {
+				continue
+			}
+			if !o.Pass || (o.AtMost && *o.Actual >= atRiskShare*o.Target) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -3,6 +3,7 @@ package diagnose
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tokentop/tokentop/config"
 	"github.com/tokentop/tokentop/metrics"
@@ -123,11 +124,19 @@ func TestFootprintOnAnIdleServerIsInfo(t *testing.T) {
 	if pf == nil || pf.Severity != SeverityInfo || !strings.Contains(pf.Summary, "strain (3 requests waiting") {
 		t.Errorf("8%% under strain: %+v, want info naming the strain", pf)
 	}
-	// Over twice the budget under strain: a warning.
+	// Over twice the budget under strain, every objective with room:
+	// info, saying so.
 	v.Probe.Footprint.RunningShare = fp(0.3)
 	pf = findingOf(Evaluate(&v, config.Default().Classes), RuleProbeFootprint)
+	if pf == nil || pf.Severity != SeverityInfo || !strings.Contains(pf.Summary, "every objective has room") {
+		t.Errorf("30%% under strain, objectives with room: %+v, want info", pf)
+	}
+	// The same with an objective at risk: a warning.
+	tight := config.Default().Classes
+	tight[0].SLO.TTFT.P95 = &config.Duration{Duration: time.Millisecond}
+	pf = findingOf(Evaluate(&v, tight), RuleProbeFootprint)
 	if pf == nil || pf.Severity != SeverityWarning || !strings.Contains(pf.Summary, "30% of the running sequences") {
-		t.Errorf("30%% under strain: %+v, want a warning", pf)
+		t.Errorf("30%% under strain, an objective failing: %+v, want a warning", pf)
 	}
 	// The budget is the user's.
 	v.Probe.Footprint.Budget = 0.5

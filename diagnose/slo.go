@@ -99,6 +99,13 @@ func evaluateClassSLO(v *metrics.View, cl *config.Class, attr *Attribution) Verd
 	}
 	for i := range verdict.Objectives {
 		o := &verdict.Objectives[i]
+		if !verdict.NoData && o.Actual == nil {
+			// The class has data, this objective none yet (a batch job
+			// whose requests are still streaming has no deadline outcome):
+			// not a miss, and said so.
+			o.NotJudged = notJudgedNoData
+			continue
+		}
 		if o.Name != ObjOutputTokensPerS || o.Pass || o.Actual == nil {
 			continue
 		}
@@ -106,12 +113,23 @@ func evaluateClassSLO(v *metrics.View, cl *config.Class, attr *Attribution) Verd
 			o.NotJudged = fmt.Sprintf("a workload figure: %s deliver at most %.0f tokens/s", c.how, c.perS)
 		}
 	}
+	// A class passes when every objective judged holds and at least one
+	// was judged: one whose requests are all still waiting has shown
+	// nothing that could pass.
+	withoutData := 0
 	verdict.Pass = !verdict.NoData
 	for _, o := range verdict.Objectives {
 		verdict.Pass = verdict.Pass && (o.Pass || o.NotJudged != "")
+		if o.NotJudged == notJudgedNoData {
+			withoutData++
+		}
 	}
+	verdict.Pass = verdict.Pass && (withoutData < len(verdict.Objectives) || len(verdict.Objectives) == 0)
 	return verdict
 }
+
+// notJudgedNoData is why an objective without data is not judged.
+const notJudgedNoData = "no data for it in the window yet"
 
 // ceiling is the most output tokens a second a class can produce by its own
 // construction, and how (in words).

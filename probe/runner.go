@@ -318,8 +318,14 @@ func (r *Runner) Run(ctx context.Context) error {
 	arng := rand.New(rand.NewPCG(uint64(r.o.Seed), 0x617272697661))
 	sem := make(chan struct{}, r.o.maxInFlight)
 	next := r.clock.Now()
-	for {
-		next = next.Add(r.ia(arng))
+	for first := true; ; first = false {
+		// The first request goes at the start, the next ones one
+		// interarrival after another: at a probe-sized rate (the default
+		// batch class sends one every 50 s) a short run would otherwise
+		// see nothing of the class.
+		if !first {
+			next = next.Add(r.ia(arng))
+		}
 		if !sleepUntil(ctx, r.clock, next) {
 			return nil
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -63,7 +64,11 @@ func (s *session) prepare(ctx context.Context) (int, error) {
 		}
 		s.model = m
 	}
-	s.fitToServer(ctx)
+	// The server's own traffic is read from /metrics for a few seconds
+	// before anything is sent, while its limits and tokenizer are asked
+	// for; the default classes are then sized to both.
+	pre := s.startPrelude(ctx)
+	limits := s.discoverCapacity(ctx, pre)
 	// Prompts are sized in the server's own tokens: through its tokenize
 	// endpoint when it has one, else learnt from usage.prompt_tokens.
 	var calib *probe.Calibration
@@ -74,6 +79,7 @@ func (s *session) prepare(ctx context.Context) (int, error) {
 		s.notices = append(s.notices, notice{"probe", fmt.Sprintf("tokenize endpoint not trusted (%v): prompts are sized from usage.prompt_tokens once it is consistent", err)})
 	}
 	cancel()
+	s.fitToServer(pre.wait(), limits)
 
 	s.targets = []probe.Target{{Path: observe.PathDirect, BaseURL: cfg.Target}}
 	s.paths = []string{observe.PathDirect}
@@ -142,39 +148,221 @@ func (s *session) prepare(ctx context.Context) (int, error) {
 	return report.ExitOK, nil
 }
 
-// fitToServer asks the server what it can run at once and how long a
-// request may be, and sizes tokentop's default classes to a small share of
-// it (a config the user wrote is only warned about): the probe must not
-// become the load it measures, and its prompts must fit.
-func (s *session) fitToServer(ctx context.Context) {
-	cctx, cancel := context.WithTimeout(ctx, capacityTimeout)
-	defer cancel()
-	// /metrics may say more (vLLM's KV cache size, SGLang's context): one
-	// scrape, with the same TLS and key policy as the scrape loop, whose
-	// hints Discover merges with what the server's endpoints say.
-	var hints capacity.Capacity
-	var hintWarnings []string
+// Prelude timing: tokentop reads the server's /metrics every preludeEvery
+// for preludeMax before its first request (a tenth of a shorter
+// --duration), so its default load can be sized to the server's own
+// traffic. Under preludeMin there is no rate to read: --once, or a run of
+// a few seconds, sizes nothing and keeps the classes at their floor.
+const (
+	preludeMax   = 3 * time.Second
+	preludeMin   = time.Second
+	preludeEvery = time.Second
+)
+
+// preludeWindow is how long the prelude reads the server: 0 for none.
+func (s *session) preludeWindow() time.Duration {
+	if !s.sizesToTraffic() {
+		return 0
+	}
+	w := preludeMax
+	if d := s.spec.common.duration; d > 0 {
+		w = min(w, d/10)
+	}
+	if w < preludeMin {
+		return 0
+	}
+	return w
+}
+
+// sizesToTraffic reports whether the run sizes or checks its classes
+// against the server's own traffic: not for --once (one request per
+// class), nor in the demo, whose classes are sized for its simulator's
+// background users on purpose.
+func (s *session) sizesToTraffic() bool {
+	return !s.spec.common.once && s.spec.knobs == nil
+}
+
+// prelude is the server's /metrics read before any probe is sent: once for
+// the capacity hints a page carries and the first counters, then in the
+// background until the window has passed.
+type prelude struct {
+	hints        capacity.Capacity
+	hintWarnings []string
+	done         chan struct{}
+	traffic      capacity.Traffic // set before done is closed
+}
+
+// wait returns the traffic the prelude measured, once it has.
+func (p *prelude) wait() capacity.Traffic {
+	<-p.done
+	return p.traffic
+}
+
+// preludeSample is one scrape of the prelude.
+type preludeSample struct {
+	at time.Time
+	s  *prom.Sample
+}
+
+// startPrelude scrapes the server's /metrics once, with the same TLS and
+// key policy as the scrape loop, and, when the page has the counters the
+// sizing needs and the run has time for it, goes on scraping in the
+// background for preludeWindow.
+func (s *session) startPrelude(ctx context.Context) *prelude {
+	p := &prelude{done: make(chan struct{})}
+	first := true
 	scraper := s.newScraper(func(e *prom.Exposition) {
+		if !first {
+			return
+		}
 		series := map[string][]capacity.Sample{}
 		for _, name := range capacity.MetricNames() {
 			for _, ser := range e.Series[name] {
 				series[name] = append(series[name], capacity.Sample{Labels: ser.Labels, Value: ser.Value})
 			}
 		}
-		hints, hintWarnings = capacity.FromMetrics(series)
+		p.hints, p.hintWarnings = capacity.FromMetrics(series)
 	})
-	if _, err := scraper.Scrape(cctx); err != nil {
-		hints, hintWarnings = capacity.Capacity{}, nil
+	cctx, cancel := context.WithTimeout(ctx, capacityTimeout)
+	s0, err := scraper.Scrape(cctx)
+	cancel()
+	first = false
+	t0 := time.Now()
+	window := s.preludeWindow()
+	why := ""
+	switch _, hasPrompt := s0.Signal(prom.SignalPromptTokensTotal); {
+	case err != nil:
+		p.hints, p.hintWarnings = capacity.Capacity{}, nil
+		why = "the server's /metrics could not be read"
+	case !hasPrompt:
+		why = "the server's /metrics has no prompt token counter tokentop knows"
+	default:
+		if _, ok := s0.Signal(prom.SignalRunning); !ok {
+			why = "the server's /metrics does not say how many requests it is running"
+		}
 	}
-	c, warnings := capacity.Discover(cctx, s.client, s.cfg.Target, hints)
-	warnings = append(warnings, hintWarnings...)
+	if why == "" && window == 0 {
+		why = "the run is too short to measure the server's traffic first"
+	}
+	if why != "" {
+		p.traffic = capacity.Traffic{Why: why}
+		close(p.done)
+		return p
+	}
+	go func() {
+		defer close(p.done)
+		samples := []preludeSample{{t0, s0}}
+		for next := t0.Add(preludeEvery); !next.After(t0.Add(window)); next = next.Add(preludeEvery) {
+			select {
+			case <-ctx.Done():
+				p.traffic = trafficOf(samples)
+				return
+			case <-time.After(time.Until(next)):
+			}
+			sctx, cancel := context.WithTimeout(ctx, scrapeTimeout)
+			si, err := scraper.Scrape(sctx)
+			cancel()
+			if err == nil {
+				samples = append(samples, preludeSample{time.Now(), si})
+			}
+		}
+		p.traffic = trafficOf(samples)
+	}()
+	return p
+}
+
+// trafficOf turns the prelude's scrapes into the server's own rates: the
+// counters' growth from the first scrape to the last over the time between
+// them, and the mean of the running gauge.
+func trafficOf(samples []preludeSample) capacity.Traffic {
+	if len(samples) < 2 {
+		return capacity.Traffic{Why: "the server's /metrics answered only once before probing"}
+	}
+	a, b := samples[0], samples[len(samples)-1]
+	t := capacity.Traffic{Window: b.at.Sub(a.at)}
+	if t.Window <= 0 {
+		return capacity.Traffic{Why: "the server's /metrics answered only once before probing"}
+	}
+	rate := func(name string) (float64, bool, bool) {
+		v0, ok0 := a.s.Signal(name)
+		v1, ok1 := b.s.Signal(name)
+		if !ok0 || !ok1 {
+			return 0, false, false
+		}
+		if v1 < v0 {
+			return 0, false, true // reset: a restart between the scrapes
+		}
+		return (v1 - v0) / t.Window.Seconds(), true, false
+	}
+	var reset, r bool
+	t.PromptPerS, t.HasPrompt, reset = rate(prom.SignalPromptTokensTotal)
+	t.GenPerS, t.HasGen, r = rate(prom.SignalGenerationTokens)
+	reset = reset || r
+	var sum float64
+	var n int
+	for _, x := range samples {
+		if v, ok := x.s.Signal(prom.SignalRunning); ok {
+			sum += v
+			n++
+		}
+	}
+	if n > 0 {
+		t.Running, t.HasRunning = sum/float64(n), true
+	}
+	switch {
+	case reset:
+		return capacity.Traffic{Why: "the server's token counters went back while tokentop measured them (a restart?)"}
+	case !t.HasPrompt:
+		t.Why = "the server's /metrics lost its prompt token counter while tokentop measured it"
+	case !t.HasRunning:
+		t.Why = "the server's /metrics does not say how many requests it is running"
+	}
+	return t
+}
+
+// discoverCapacity asks the server what it can run at once and how long a
+// request may be, merging what its /metrics hinted.
+func (s *session) discoverCapacity(ctx context.Context, pre *prelude) capacity.Capacity {
+	cctx, cancel := context.WithTimeout(ctx, capacityTimeout)
+	defer cancel()
+	c, warnings := capacity.Discover(cctx, s.client, s.cfg.Target, pre.hints)
+	warnings = append(warnings, pre.hintWarnings...)
 	for _, w := range warnings {
 		s.notices = append(s.notices, notice{"probe", w})
+	}
+	return c
+}
+
+// fitToServer sizes tokentop's default classes to the server, or only warns
+// about a config the user wrote: the probe must not become the load it
+// measures, and its prompts must fit.
+//
+// First the server's own traffic (capacity.SizeToTraffic): the default
+// classes start at their floor and are raised, by one factor, until they
+// would be about half the footprint budget of the prompt tokens, running
+// sequences and generated tokens the server handled on its own in the
+// prelude; never above ten times the floor, never below it (an idle,
+// lightly used or silent server gets the floor, and a notice says what
+// share that is). Then its published limits (capacity.Fit): at most 25% of
+// its slots and KV cache, prompts that fit its context.
+func (s *session) fitToServer(t capacity.Traffic, c capacity.Capacity) {
+	adjust := s.cfg.DefaultClasses
+	if s.sizesToTraffic() {
+		budget := cmp.Or(s.cfg.FootprintBudget, config.DefaultFootprintBudget)
+		var lines []string
+		if adjust {
+			s.cfg.Classes, lines = capacity.SizeToTraffic(s.cfg.Classes, t, budget)
+		} else {
+			lines = capacity.FootprintWarnings(s.cfg.Classes, t, budget)
+		}
+		for _, l := range lines {
+			s.notices = append(s.notices, notice{"probe", l})
+		}
 	}
 	if !c.Known() {
 		return
 	}
-	classes, lines := capacity.Fit(s.cfg.Classes, c, s.spec.common.configPath == "")
+	classes, lines := capacity.Fit(s.cfg.Classes, c, adjust)
 	s.cfg.Classes = classes
 	for _, l := range lines {
 		s.notices = append(s.notices, notice{"probe", l})

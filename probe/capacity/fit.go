@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tokentop/tokentop/config"
@@ -224,6 +225,15 @@ func overflow(t config.Tokens, budget int) float64 {
 	return 0.5 * math.Erfc(z/math.Sqrt2)
 }
 
+// smallPercent is a share that may be well under 1%: loadPercent's whole
+// percent from 1% up, a tenth of one below ("<0.1%" below that).
+func smallPercent(f float64) string {
+	if f >= 0.01 {
+		return loadPercent(f)
+	}
+	return sharePercent(f)
+}
+
 // loadPercent is a load against a capacity, which may exceed 100%.
 func loadPercent(f float64) string {
 	return fmt.Sprintf("%.0f%%", f*100)
@@ -297,7 +307,7 @@ func meanPrompt(t config.Tokens) float64 {
 func fitLoad(out []config.Class, c Capacity, adjust bool) []string {
 	if !c.Slots.Known() && !c.KVTokens.Known() {
 		if adjust {
-			return []string{"server capacity: the server does not say how many requests it runs at once; the default probe load is not sized to it"}
+			return []string{"server capacity: the server does not say how many requests it runs at once; the default load is sized to its traffic (footprint) instead of its slots"}
 		}
 		return nil
 	}
@@ -312,6 +322,9 @@ func fitLoad(out []config.Class, c Capacity, adjust bool) []string {
 	}
 	scale, limit, fixed := scaleLoad(ds, c)
 	if scale >= 1 {
+		if adjust && slices.ContainsFunc(ds, func(d demand) bool { return d.inFlight > 0 }) {
+			lines = append(lines, withinLine(ds, c))
+		}
 		return lines
 	}
 	if !adjust {
@@ -328,6 +341,27 @@ func fitLoad(out []config.Class, c Capacity, adjust bool) []string {
 			formatInFlight(after), s.N, s.Source, loadPercent(after/float64(s.N))))
 	}
 	return lines
+}
+
+// withinLine says, for the default classes, what share of the server's
+// published limits they take when that is within share: a user reading
+// the notices sees that tokentop looked, and the headroom it left.
+func withinLine(ds []demand, c Capacity) string {
+	var inFlight, tokens float64
+	for _, d := range ds {
+		inFlight += d.inFlight
+		tokens += d.inFlight * d.tokens
+	}
+	var parts []string
+	if s := c.Slots; s.Known() {
+		parts = append(parts, fmt.Sprintf("keep about %s requests in flight, %s of the server's %d slots (%s)",
+			formatInFlight(inFlight), smallPercent(inFlight/float64(s.N)), s.N, s.Source))
+	}
+	if kv := c.KVTokens; kv.Known() {
+		parts = append(parts, fmt.Sprintf("hold up to about %s KV-cache tokens, %s of the server's %d (%s)",
+			formatCount(tokens), smallPercent(tokens/float64(kv.N)), kv.N, kv.Source))
+	}
+	return fmt.Sprintf("server capacity: the default classes %s, within the %.0f%% tokentop allows itself", strings.Join(parts, " and "), share*100)
 }
 
 // scaleLoad finds the factor every class's requests in flight are scaled by
@@ -478,7 +512,7 @@ func overLoadWarnings(out []config.Class, ds []demand, c Capacity) []string {
 		}
 		if tokens > share*float64(kv.N) {
 			lines = append(lines, fmt.Sprintf("the classes together hold up to about %s KV-cache tokens, %s of the server's %d (%s); tokentop's own load will dominate what it measures",
-				formatCount(tokens), loadPercent(tokens/float64(kv.N)), kv.N, kv.Source))
+				formatCount(tokens), smallPercent(tokens/float64(kv.N)), kv.N, kv.Source))
 		}
 	}
 	return lines

@@ -22,7 +22,38 @@ var (
 	}
 )
 
-func defaults() []config.Class { return config.Default().Classes }
+// defaults are the classes tokentop used by default before it sized its
+// load to the server's traffic (issue 19): a load heavy enough to exercise
+// every part of Fit, and still a valid config a user may write.
+func defaults() []config.Class {
+	ratio := func(v float64) *config.Ratio { r := config.Ratio(v); return &r }
+	tps, p0, p10 := 3000.0, 0, 10
+	ms := func(d time.Duration) *config.Duration { return &config.Duration{Duration: d} }
+	return []config.Class{
+		{
+			Name: "interactive", Kind: config.KindInteractive, API: "chat",
+			Arrival:      config.Arrival{Process: config.ArrivalPoisson, Rate: 2},
+			PromptTokens: config.Tokens{Median: 700, P95: 2000}, MaxTokens: 256, Priority: &p0,
+			SLO: config.SLO{
+				ValidStreams: ratio(0.999),
+				TTFT:         config.Percentiles{P95: ms(800 * time.Millisecond), P99: ms(2 * time.Second)},
+				ITL:          config.Percentiles{P95: ms(150 * time.Millisecond), P99: ms(300 * time.Millisecond)},
+				E2E:          config.Percentiles{P95: ms(20 * time.Second)},
+				StallGap:     config.Duration{Duration: config.DefaultStallGap},
+			},
+		},
+		{
+			Name: "batch", Kind: config.KindBatch, API: "completions",
+			Job:          &config.Job{Requests: 200, Deadline: config.Duration{Duration: 10 * time.Minute}},
+			Arrival:      config.Arrival{Process: config.ArrivalConcurrency, N: 16},
+			PromptTokens: config.Tokens{Median: 1500, P95: 3000}, MaxTokens: 180, Priority: &p10,
+			SLO: config.SLO{
+				DeadlineCompletion: ratio(0.99), OutputTokensPerS: &tps, Validity: ratio(0.995),
+				StallGap: config.Duration{Duration: time.Second},
+			},
+		},
+	}
+}
 
 // one returns a default-like class with the given changes.
 func one(change func(*config.Class)) []config.Class {
@@ -76,6 +107,9 @@ func TestFit(t *testing.T) {
 			classes: defaults(),
 			cap:     big256x8192,
 			adjust:  true,
+			lines: []string{
+				"server capacity: the default classes keep about 38 requests in flight, 15% of the server's 256 slots (SGLang /get_server_info max_running_requests), within the 25% tokentop allows itself",
+			},
 		},
 		{
 			name:    "user config on 4 slots of 512 tokens: warnings only",
@@ -105,7 +139,7 @@ func TestFit(t *testing.T) {
 			lines: []string{
 				"class c: max_tokens 600 → 224, to leave room for a prompt in the server's 512-token context per request (llama.cpp /props default_generation_settings.n_ctx)",
 				"class c: prompts median 700, p95 2000 → median 89, p95 133 tokens, so prompt plus max_tokens 224 fit the server's 512-token context per request (llama.cpp /props default_generation_settings.n_ctx)",
-				"server capacity: the server does not say how many requests it runs at once; the default probe load is not sized to it",
+				"server capacity: the server does not say how many requests it runs at once; the default load is sized to its traffic (footprint) instead of its slots",
 			},
 		},
 		{
@@ -124,7 +158,7 @@ func TestFit(t *testing.T) {
 			want:    func(cs []config.Class) { cs[0].PromptTokens = config.Tokens{Fixed: 704} },
 			lines: []string{
 				"class c: prompts fixed 1000 → fixed 704 tokens, so prompt plus max_tokens 256 fit the server's 1024-token context per request (vLLM /v1/models max_model_len)",
-				"server capacity: the server does not say how many requests it runs at once; the default probe load is not sized to it",
+				"server capacity: the server does not say how many requests it runs at once; the default load is sized to its traffic (footprint) instead of its slots",
 			},
 		},
 		{
@@ -143,7 +177,7 @@ func TestFit(t *testing.T) {
 			want:    func(cs []config.Class) { cs[0].PromptTokens = config.Tokens{Median: 700, P95: 1441} },
 			lines: []string{
 				"class c: prompts median 700, p95 2000 → median 700, p95 1441 tokens, so prompt plus max_tokens 256 fit the server's 4096-token context per request (vLLM /v1/models max_model_len)",
-				"server capacity: the server does not say how many requests it runs at once; the default probe load is not sized to it",
+				"server capacity: the server does not say how many requests it runs at once; the default load is sized to its traffic (footprint) instead of its slots",
 			},
 		},
 		{
@@ -158,6 +192,7 @@ func TestFit(t *testing.T) {
 			want:   func(cs []config.Class) { cs[0].PromptTokens = config.Tokens{Median: 307, P95: 460} },
 			lines: []string{
 				"class c: prompts median 700, p95 2000 → median 307, p95 460 tokens, so prompt plus max_tokens 256 fit the server's 1024-token prompt limit (TGI /info max_input_tokens)",
+				"server capacity: the default classes keep about 11 requests in flight, 9% of the server's 128 slots (TGI /info max_concurrent_requests), within the 25% tokentop allows itself",
 			},
 		},
 		{
@@ -168,7 +203,7 @@ func TestFit(t *testing.T) {
 			want:    func(cs []config.Class) { cs[0].PromptTokens = config.Tokens{Median: 665, P95: 997} },
 			lines: []string{
 				"class c: prompts median 700, p95 2000 → median 665, p95 997 tokens, so prompt plus max_tokens 256 fit the server's 2048-token context per request (SGLang /get_server_info max_req_input_len)",
-				"server capacity: the server does not say how many requests it runs at once; the default probe load is not sized to it",
+				"server capacity: the server does not say how many requests it runs at once; the default load is sized to its traffic (footprint) instead of its slots",
 			},
 		},
 		{
@@ -212,7 +247,7 @@ func TestFit(t *testing.T) {
 			lines: []string{
 				"class c: prompts median 700, p95 2000 → median 76, p95 114 tokens, so prompt plus max_tokens 256 fit the server's 512-token context per request (llama.cpp /props default_generation_settings.n_ctx)",
 				"class c: shared_prefix_tokens 400 → 38, to stay shorter than the prompts",
-				"server capacity: the server does not say how many requests it runs at once; the default probe load is not sized to it",
+				"server capacity: the server does not say how many requests it runs at once; the default load is sized to its traffic (footprint) instead of its slots",
 			},
 		},
 		{
