@@ -38,3 +38,11 @@ func requestBound(p config.Percentiles) (float64, bool) {
 	}
 	return 0, false
 }
+
+// NewAggregator is the one place tokentop builds an aggregator (live runs,
+// replays, the fleet): metrics.NewAggregator with this package's
+// per-request goodput test, so every consumer judges goodput alike.
+func NewAggregator(o metrics.Options) *metrics.Aggregator {
+	o.GoodRequest = GoodRequest
+	return metrics.NewAggregator(o)
+}

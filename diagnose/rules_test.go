@@ -20,7 +20,7 @@ func healthyView() metrics.View {
 	gaps := dist(5000, 18, 30, 45)
 	mk := func(name, kind string) metrics.ClassStats {
 		return metrics.ClassStats{
-			Name: name, Kind: kind, Requests: 100, Judged: 100, Completed: 100, Valid: 100, GoodRequests: 100,
+			Name: name, Kind: kind, Requests: 100, Judged: 100, Completed: 100, Valid: 100, GoodRequests: 100, GoodJudged: true,
 			TTFT: dist(100, 120, 300, 400), ITL: gaps, ITLBasis: metrics.BasisToken, ChunkGap: gaps,
 			E2E: dist(100, 4000, 5000, 5500), Gaps: 5000, StallGaps: 2, StallFraction: 0.0004, EventsPerRead: 1.0,
 			ValidOutputTokens: 100000, ExpectedTokens: 100000, DeadlineRequests: 100, DeadlineMet: 100,

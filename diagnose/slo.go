@@ -282,6 +282,11 @@ func classGoodput(cs *metrics.ClassStats, kind string, span time.Duration) Goodp
 	if span > 0 {
 		g.PerS = g.Numerator / span.Seconds()
 	}
+	if kind != config.KindBatch && !cs.GoodJudged {
+		// Built without diagnose.GoodRequest: nothing was judged.
+		g.Numerator = 0
+		return g
+	}
 	if g.Denominator > 0 {
 		g.Ratio = sloFloat(g.Numerator / g.Denominator)
 	}

@@ -58,7 +58,7 @@ func sloView() *metrics.View {
 		Classes: []metrics.ClassStats{
 			{
 				Name: "chat", Kind: config.KindInteractive,
-				Requests: 2000, Judged: 2000, Completed: 2000, Valid: 2000, GoodRequests: 1900,
+				Requests: 2000, Judged: 2000, Completed: 2000, Valid: 2000, GoodRequests: 1900, GoodJudged: true,
 				TTFT:     metrics.Dist{Count: 2000, P50: 120, P95: 400, P99: 900},
 				ITL:      metrics.Dist{Count: 90000, P50: 20, P95: 60, P99: 110},
 				ITLBasis: metrics.BasisToken,

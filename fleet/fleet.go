@@ -23,7 +23,7 @@ import (
 	"github.com/tokentop/tokentop/config"
 	"github.com/tokentop/tokentop/diagnose"
 	"github.com/tokentop/tokentop/metrics"
-	"github.com/tokentop/tokentop/metrics/prom"
+	"github.com/tokentop/tokentop/prom"
 )
 
 // Options say what to read.

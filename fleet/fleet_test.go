@@ -20,7 +20,7 @@ import (
 
 	"github.com/tokentop/tokentop/config"
 	"github.com/tokentop/tokentop/diagnose"
-	"github.com/tokentop/tokentop/metrics/prom"
+	"github.com/tokentop/tokentop/prom"
 )
 
 // fakeEngine is a Prometheus written for these tests: it holds raw

@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/tokentop/tokentop/metrics"
-	"github.com/tokentop/tokentop/metrics/prom"
+	"github.com/tokentop/tokentop/prom"
 )
 
 // setQuantile sets d's quantile q (0.5, 0.95 or 0.99; the last also

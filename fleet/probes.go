@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/tokentop/tokentop/metrics"
-	"github.com/tokentop/tokentop/metrics/prom"
+	"github.com/tokentop/tokentop/prom"
 )
 
 // ProbeTargetLabel is the label a Prometheus scrape config adds to a

@@ -10,7 +10,7 @@ import (
 
 	"github.com/tokentop/tokentop/diagnose"
 	"github.com/tokentop/tokentop/metrics"
-	"github.com/tokentop/tokentop/metrics/prom"
+	"github.com/tokentop/tokentop/prom"
 	"github.com/tokentop/tokentop/report"
 )
 

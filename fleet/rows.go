@@ -13,9 +13,10 @@ import (
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 
+	"github.com/tokentop/tokentop/diagnose"
 	"github.com/tokentop/tokentop/metrics"
-	"github.com/tokentop/tokentop/metrics/prom"
 	"github.com/tokentop/tokentop/observe"
+	"github.com/tokentop/tokentop/prom"
 )
 
 // groupKey identifies a row.
@@ -216,7 +217,7 @@ func seriesLabels(m model.Metric) map[string]string {
 // aggregator, as if a session had scraped the instance at each step.
 func (g *group) instance(window, step time.Duration, now time.Time) Instance {
 	first := g.samples[0].At
-	agg := metrics.NewAggregator(metrics.Options{Started: first, Window: window + step, Slots: 1})
+	agg := diagnose.NewAggregator(metrics.Options{Started: first, Window: window + step, Slots: 1})
 	for _, s := range g.samples {
 		agg.Apply(&observe.Scrape{At: s.At, Sample: s})
 	}

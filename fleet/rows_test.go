@@ -9,7 +9,7 @@ import (
 
 	"github.com/prometheus/common/model"
 
-	"github.com/tokentop/tokentop/metrics/prom"
+	"github.com/tokentop/tokentop/prom"
 )
 
 // readOnce reads eng with a one-minute window ending at now.

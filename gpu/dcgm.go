@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/tokentop/tokentop/observe"
-	"github.com/tokentop/tokentop/probe/scrape"
 	"github.com/tokentop/tokentop/sanitize"
+	"github.com/tokentop/tokentop/scrape"
 )
 
 // dcgmTimeout bounds one scrape of the exporter when the caller's client has

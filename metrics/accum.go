@@ -182,10 +182,10 @@ func measure(t *observe.Trace, cl *config.Class, good GoodRequestFunc) requestMe
 			}
 		}
 	}
-	m.good = t.Valid && m.completed
-	if m.good && good != nil && cl != nil {
-		m.good = good(&cl.SLO, RequestLatency{HasTTFT: m.hasTTFT, TTFTMs: m.ttftMs, E2EMs: m.e2eMs, OutputTokens: m.outputTokens})
-	}
+	// Without a judge no request is called good: goodput is then unknown
+	// (ClassStats.GoodJudged), never every valid request.
+	m.good = t.Valid && m.completed && good != nil && cl != nil &&
+		good(&cl.SLO, RequestLatency{HasTTFT: m.hasTTFT, TTFTMs: m.ttftMs, E2EMs: m.e2eMs, OutputTokens: m.outputTokens})
 	return m
 }
 

@@ -16,7 +16,7 @@ import (
 	"github.com/DataDog/sketches-go/ddsketch/mapping"
 
 	"github.com/tokentop/tokentop/config"
-	"github.com/tokentop/tokentop/metrics/prom"
+	"github.com/tokentop/tokentop/prom"
 )
 
 // Options configure an Aggregator.
@@ -37,8 +37,8 @@ type Options struct {
 	// shown as stale (default 5s).
 	StaleAfter time.Duration
 	// GoodRequest judges each valid, complete request against its class's
-	// per-request SLO for goodput (diagnose.GoodRequest); nil counts every
-	// valid, complete request as good.
+	// per-request SLO for goodput (diagnose.GoodRequest); without it no
+	// request is judged good and ClassStats.GoodJudged is false.
 	GoodRequest GoodRequestFunc
 	// FootprintBudget is the share of the server's work tokentop's probes
 	// may take (config.Config.FootprintBudget), carried into every
@@ -311,7 +311,10 @@ func (a *Aggregator) addScrape(e *observe.Scrape) {
 	src.LastSuccess = at
 	a.scrapeOK = true
 	if s.At.IsZero() {
-		s.At = at
+		// The event is the sources' and the recording's too: stamp a copy.
+		stamped := *s
+		stamped.At = at
+		s = &stamped
 	}
 	a.profile, a.variant = s.Profile, s.Variant
 	a.noteScrapeWarnings(at, s.Warnings)

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -8,7 +9,7 @@ import (
 	"github.com/tokentop/tokentop/observe"
 
 	"github.com/tokentop/tokentop/config"
-	"github.com/tokentop/tokentop/metrics/prom"
+	"github.com/tokentop/tokentop/prom"
 )
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -335,5 +336,40 @@ func TestGapsReportedWhileRunningCountedOnce(t *testing.T) {
 	if c.ChunkGap.Count != 3 || c.Gaps != 3 || c.Paths[0].ChunkGap.Count != 3 || c.ByPromptBucket[0].ChunkGap.Count != 3 {
 		t.Errorf("after the end: class %d, counted %d, path %d, bucket %d; want 3 each",
 			c.ChunkGap.Count, c.Gaps, c.Paths[0].ChunkGap.Count, c.ByPromptBucket[0].ChunkGap.Count)
+	}
+}
+
+// A job with a dropped request (failed, no retry to come) ends when every
+// request has its outcome: it leaves the job table and is not a finished
+// job. At the table's cap, jobs past their deadline make room.
+func TestJobsWithDroppedRequestsLeaveTheTable(t *testing.T) {
+	a := newTestAggregator()
+	deadline := t0.Add(time.Minute)
+	drop := observe.Trace{Class: "batch", Kind: "batch", Sent: t0, End: t0.Add(time.Second), MaxTokens: 10, JobID: "j1", JobSize: 2, JobIndex: 0,
+		Deadline: deadline, Err: &observe.Error{Kind: observe.ErrHTTP, Status: 400}}
+	ok := streamTrace("batch", t0.Add(2*time.Second), []float64{10, 20}, 0, true)
+	ok.JobID, ok.JobSize, ok.JobIndex, ok.Deadline = "j1", 2, 1, deadline
+	a.addTrace(&drop)
+	a.addTrace(&ok)
+	if len(a.jobs) != 0 {
+		t.Errorf("%d jobs still tracked after every request of the job ended", len(a.jobs))
+	}
+	if c := a.Tick(t0.Add(10 * time.Second)).Run.Class("batch"); c.Jobs != 0 {
+		t.Errorf("jobs = %d: a job with a dropped request is not finished", c.Jobs)
+	}
+
+	for i := range maxTrackedJobs {
+		tr := observe.Trace{Class: "batch", Kind: "batch", Sent: t0, End: t0.Add(time.Second), JobID: fmt.Sprint("old", i), JobSize: 5,
+			Deadline: t0.Add(2 * time.Second), WillRetry: true, Err: &observe.Error{Kind: observe.ErrTimeout}}
+		a.addTrace(&tr)
+	}
+	if len(a.jobs) != maxTrackedJobs {
+		t.Fatalf("%d jobs tracked, want the cap %d", len(a.jobs), maxTrackedJobs)
+	}
+	late := streamTrace("batch", t0.Add(5*time.Second), []float64{10}, 0, true)
+	late.JobID, late.JobSize, late.JobIndex, late.Deadline = "new", 1, 0, t0.Add(time.Hour)
+	a.addTrace(&late)
+	if c := a.Tick(t0.Add(20 * time.Second)).Run.Class("batch"); c.Jobs != 1 || len(a.jobs) != 0 {
+		t.Errorf("jobs %d, tracked %d: expired jobs should have made room for the new one", c.Jobs, len(a.jobs))
 	}
 }

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tokentop/tokentop/metrics/prom"
 	"github.com/tokentop/tokentop/observe"
+	"github.com/tokentop/tokentop/prom"
 )
 
 // TestServerFamilies2025: the prefix-cache hit rate, the speculative

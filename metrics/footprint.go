@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/tokentop/tokentop/config"
-	"github.com/tokentop/tokentop/metrics/prom"
 	"github.com/tokentop/tokentop/observe"
+	"github.com/tokentop/tokentop/prom"
 )
 
 // Footprint is tokentop's own share of the server's work over a view's

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/tokentop/tokentop/config"
-	"github.com/tokentop/tokentop/metrics/prom"
 	"github.com/tokentop/tokentop/observe"
+	"github.com/tokentop/tokentop/prom"
 )
 
 // footScrape applies a scrape at t0+sec with the server's cumulative

@@ -6,7 +6,7 @@ import (
 
 	"github.com/DataDog/sketches-go/ddsketch/mapping"
 
-	"github.com/tokentop/tokentop/metrics/prom"
+	"github.com/tokentop/tokentop/prom"
 )
 
 // MaxIntervals is how many scrape intervals a Snapshot keeps: two minutes

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tokentop/tokentop/metrics/prom"
 	"github.com/tokentop/tokentop/observe"
+	"github.com/tokentop/tokentop/prom"
 )
 
 // Between two scrapes an Interval holds the client's gaps and first tokens

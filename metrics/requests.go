@@ -1,6 +1,9 @@
 package metrics
 
 import (
+	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/tokentop/tokentop/config"
@@ -29,12 +32,16 @@ const maxPending = 1 << 16
 type jobState struct {
 	size     int
 	deadline time.Time
-	valid    map[int]bool
-	onTime   bool
-	class    int
+	// ended holds each request's final outcome: true valid, false dropped
+	// (failed with no retry to come). The job ends when all have one.
+	ended  map[int]bool
+	onTime bool
+	class  int
 }
 
-// maxTrackedJobs bounds memory when jobs never complete.
+// maxTrackedJobs bounds memory when jobs never complete. At the cap, jobs
+// whose deadline has passed are forgotten first (they can no longer be on
+// time); past that a new job is not tracked, and the probe source says so.
 const maxTrackedJobs = 10000
 
 // addStarted notes a request just sent: until its first token (or its
@@ -190,22 +197,38 @@ func (a *Aggregator) trackJob(t *observe.Trace, ci int, live *slot) {
 	j := a.jobs[t.JobID]
 	if j == nil {
 		if len(a.jobs) >= maxTrackedJobs {
+			a.forgetExpiredJobs(t.End)
+		}
+		if len(a.jobs) >= maxTrackedJobs {
+			a.addNotice(t.End, "probe", fmt.Sprintf("more than %d batch jobs open at once: jobs beyond them are not counted in jobs_per_s", maxTrackedJobs))
 			return
 		}
-		j = &jobState{size: t.JobSize, deadline: t.Deadline, valid: map[int]bool{}, onTime: true, class: ci}
+		j = &jobState{size: t.JobSize, deadline: t.Deadline, ended: map[int]bool{}, onTime: true, class: ci}
 		a.jobs[t.JobID] = j
 	}
-	if !t.Valid {
+	switch {
+	case t.Valid:
+		j.ended[t.JobIndex] = true
+		if !t.Deadline.IsZero() && t.End.After(t.Deadline) {
+			j.onTime = false
+		}
+	case !t.WillRetry && t.Err != nil && t.Err.Kind != observe.ErrCancelled:
+		// Dropped: the job can no longer complete, but it has ended once
+		// every other request has its outcome.
+		if !j.ended[t.JobIndex] {
+			j.ended[t.JobIndex] = false
+		}
+	default:
 		return
 	}
-	j.valid[t.JobIndex] = true
-	if !t.Deadline.IsZero() && t.End.After(t.Deadline) {
-		j.onTime = false
-	}
-	if len(j.valid) < j.size {
+	if len(j.ended) < j.size {
 		return
 	}
 	delete(a.jobs, t.JobID)
+	complete := !slices.Contains(slices.Collect(maps.Values(j.ended)), false)
+	if !complete {
+		return // a job with a dropped request is not a finished job
+	}
 	for _, s := range []*slot{a.run, live} {
 		if s == nil {
 			continue
@@ -213,6 +236,16 @@ func (a *Aggregator) trackJob(t *observe.Trace, ci int, live *slot) {
 		s.classes[ci].jobs++
 		if j.onTime {
 			s.classes[ci].jobsOnTime++
+		}
+	}
+}
+
+// forgetExpiredJobs drops the jobs whose deadline passed before now: they
+// can no longer finish on time, and keeping them would fill the table.
+func (a *Aggregator) forgetExpiredJobs(now time.Time) {
+	for id, j := range a.jobs {
+		if !j.deadline.IsZero() && j.deadline.Before(now) {
+			delete(a.jobs, id)
 		}
 	}
 }

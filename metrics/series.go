@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/tokentop/tokentop/metrics/prom"
+	"github.com/tokentop/tokentop/prom"
 )
 
 // SeriesStep is the spacing of the console's time series. Snapshots come

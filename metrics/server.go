@@ -9,7 +9,7 @@ import (
 
 	"github.com/DataDog/sketches-go/ddsketch/mapping"
 
-	"github.com/tokentop/tokentop/metrics/prom"
+	"github.com/tokentop/tokentop/prom"
 )
 
 // serverHistNames are the canonical server histograms kept as windowed deltas.

@@ -5,8 +5,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/tokentop/tokentop/metrics/prom"
 	"github.com/tokentop/tokentop/observe"
+	"github.com/tokentop/tokentop/prom"
 )
 
 // MaxSlowest is how many of its slowest requests a class keeps per path,

@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/tokentop/tokentop/config"
-	"github.com/tokentop/tokentop/metrics/prom"
 	"github.com/tokentop/tokentop/observe"
+	"github.com/tokentop/tokentop/prom"
 )
 
 // Each view keeps the slowest requests of each class and path, slowest

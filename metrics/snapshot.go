@@ -186,7 +186,10 @@ type ClassStats struct {
 	Throughput Throughput
 
 	// Goodput inputs, kept as counts so a reader can see both sides.
-	GoodRequests      int64 // interactive: valid and within the per-request SLO
+	GoodRequests int64 // interactive: valid and within the per-request SLO
+	// GoodJudged is false when the aggregator had no per-request judge
+	// (Options.GoodRequest): GoodRequests then says nothing.
+	GoodJudged        bool
 	ValidOutputTokens int64 // batch: output tokens of valid requests done by their deadline
 	ExpectedTokens    int64 // batch: output tokens asked for over every attempt, drops and retries included
 	Jobs              int64 // batch jobs finished

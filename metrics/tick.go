@@ -80,6 +80,7 @@ func (a *Aggregator) view(s *slot, span time.Duration, inFlight []inFlightAges) 
 	for i, c := range a.opts.Classes {
 		cs := s.classes[i].stats(c.Name, c.Kind, span, a.opts.Paths, &inFlight[i])
 		cs.InFlight = a.inFlight[i]
+		cs.GoodJudged = a.opts.GoodRequest != nil
 		v.Classes = append(v.Classes, cs)
 	}
 	v.Server = s.server.stats(a.profile, a.variant, a.scrapeOK, a.lastScrape)

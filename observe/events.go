@@ -3,7 +3,7 @@ package observe
 import (
 	"time"
 
-	"github.com/tokentop/tokentop/metrics/prom"
+	"github.com/tokentop/tokentop/prom"
 )
 
 // Tick is the instant a snapshot is taken. The pipeline's ticker makes

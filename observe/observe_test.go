@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tokentop/tokentop/metrics/prom"
+	"github.com/tokentop/tokentop/prom"
 )
 
 func f64(v float64) *float64 { return &v }

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/tokentop/tokentop/metrics/prom"
+	"github.com/tokentop/tokentop/prom"
 )
 
 // scrapeJSON is a Scrape as recordings hold it.

@@ -58,6 +58,7 @@ func fixtureSnapshot() *metrics.Snapshot {
 		InputTokens:       metrics.TokenStats{P50: 690, P95: 1980, Total: 45000, Basis: metrics.BasisMixed},
 		Throughput:        metrics.Throughput{RequestsPerS: 2, InputTokensPerS: 1500, OutputTokensPerS: 486.4},
 		GoodRequests:      50,
+		GoodJudged:        true,
 		ByPromptBucket: []metrics.BucketStats{
 			{Bucket: "0-512", Requests: 22, TTFT: fixtureDist(22, 210, 420, 480, 230, 500), ITL: fixtureDist(5000, 17, 39, 70, 20, 200),
 				ChunkGap: fixtureDist(3200, 21, 50, 120, 26, 400), E2E: fixtureDist(22, 5200, 7600, 8000, 5300, 8100)},

@@ -100,7 +100,7 @@ func healthySnap() *metrics.Snapshot {
 		OutputTokens: metrics.TokenStats{P50: 230, P95: 256, Total: 37200},
 		InputTokens:  metrics.TokenStats{P50: 690, P95: 1980, Total: 131000},
 		Throughput:   metrics.Throughput{RequestsPerS: 2.0, InputTokensPerS: 1580, OutputTokensPerS: 451.2},
-		GoodRequests: 163,
+		GoodRequests: 163, GoodJudged: true,
 	}
 	batch := metrics.ClassStats{
 		Name: "batch", Kind: "batch",

@@ -10,13 +10,13 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tokentop/tokentop/capacity"
 	"github.com/tokentop/tokentop/config"
-	"github.com/tokentop/tokentop/metrics/prom"
+	"github.com/tokentop/tokentop/export/promexport"
 	"github.com/tokentop/tokentop/observe"
 	"github.com/tokentop/tokentop/probe"
-	"github.com/tokentop/tokentop/probe/capacity"
+	"github.com/tokentop/tokentop/prom"
 	"github.com/tokentop/tokentop/report"
-	"github.com/tokentop/tokentop/report/exporter"
 	"github.com/tokentop/tokentop/safehttp"
 )
 
@@ -143,7 +143,7 @@ func (s *session) prepare(ctx context.Context) (int, error) {
 		if err != nil {
 			return report.ExitUsage, usagef("--listen-metrics: %w", err)
 		}
-		s.exp, s.expLn = &exporter.Exporter{}, ln
+		s.exp, s.expLn = &promexport.Exporter{}, ln
 	}
 	return report.ExitOK, nil
 }

@@ -12,7 +12,7 @@ import (
 
 	"github.com/tokentop/tokentop/diagnose"
 	"github.com/tokentop/tokentop/metrics"
-	"github.com/tokentop/tokentop/metrics/record"
+	"github.com/tokentop/tokentop/record"
 	"github.com/tokentop/tokentop/report"
 	"github.com/tokentop/tokentop/tui"
 )
@@ -91,7 +91,7 @@ func runReplay(ctx context.Context, e env, args []string) (int, error) {
 	var last *metrics.Snapshot
 	var replayErr error
 	if f.headless {
-		replayErr = rd.Replay(func(s *metrics.Snapshot) error {
+		replayErr = replaySnapshots(rd, func(s *metrics.Snapshot) error {
 			last = s
 			return ctx.Err()
 		})
@@ -133,7 +133,7 @@ func replayConsole(ctx context.Context, e env, rd *record.Reader, f replayFlags)
 	go func() {
 		start := time.Now()
 		var first time.Time
-		done <- rd.Replay(func(s *metrics.Snapshot) error {
+		done <- replaySnapshots(rd, func(s *metrics.Snapshot) error {
 			if first.IsZero() {
 				first = s.At
 			}
@@ -165,4 +165,12 @@ func replayConsole(ctx context.Context, e env, rd *record.Reader, f replayFlags)
 		return last, fmt.Errorf("console: %w", err)
 	}
 	return last, replayErr
+}
+
+// replaySnapshots feeds the recording to a fresh aggregator built from its
+// header and hands snap the snapshot of every recorded tick.
+func replaySnapshots(rd *record.Reader, snap func(*metrics.Snapshot) error) error {
+	h := rd.Header()
+	agg := diagnose.NewAggregator(metrics.Options{Classes: h.Classes, Started: h.Started, Paths: h.Paths, FootprintBudget: h.FootprintBudget})
+	return rd.Replay(agg.Apply, func(at time.Time) error { return snap(agg.Tick(at)) })
 }

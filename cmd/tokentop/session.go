@@ -13,12 +13,12 @@ import (
 	"github.com/tokentop/tokentop/config"
 	"github.com/tokentop/tokentop/diagnose"
 	"github.com/tokentop/tokentop/export/otlp"
+	"github.com/tokentop/tokentop/export/promexport"
 	"github.com/tokentop/tokentop/metrics"
-	"github.com/tokentop/tokentop/metrics/record"
 	"github.com/tokentop/tokentop/observe"
 	"github.com/tokentop/tokentop/probe"
+	"github.com/tokentop/tokentop/record"
 	"github.com/tokentop/tokentop/report"
-	"github.com/tokentop/tokentop/report/exporter"
 	"github.com/tokentop/tokentop/safehttp"
 	"github.com/tokentop/tokentop/tui"
 )
@@ -47,7 +47,7 @@ type session struct {
 	traces  *traceWriter
 	recFile *os.File       // --record, opened by prepare
 	rec     *record.Writer // nil when not recording; used only by the pipeline goroutine
-	exp     *exporter.Exporter
+	exp     *promexport.Exporter
 	expLn   net.Listener
 	otlp    *otlp.Exporter // --otlp-endpoint; nil without
 
@@ -100,7 +100,7 @@ func runSession(ctx context.Context, e env, spec sessionSpec) (int, error) {
 	defer stopSources()
 	s.srcCtx, s.stopSources = srcCtx, stopSources
 	started := time.Now()
-	agg := metrics.NewAggregator(metrics.Options{Classes: s.cfg.Classes, Started: started, Paths: s.paths, GoodRequest: diagnose.GoodRequest,
+	agg := diagnose.NewAggregator(metrics.Options{Classes: s.cfg.Classes, Started: started, Paths: s.paths,
 		FootprintBudget: s.cfg.FootprintBudget})
 	if s.recFile != nil {
 		rec, err := record.NewWriter(s.recFile, record.Header{

@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/tokentop/tokentop/gpu"
-	"github.com/tokentop/tokentop/metrics/prom"
 	"github.com/tokentop/tokentop/observe"
 	"github.com/tokentop/tokentop/probe"
-	"github.com/tokentop/tokentop/probe/scrape"
+	"github.com/tokentop/tokentop/prom"
+	"github.com/tokentop/tokentop/scrape"
 )
 
 // Rates of the sources. The console gets one snapshot per tick, never

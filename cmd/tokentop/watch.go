@@ -8,10 +8,10 @@ import (
 	"os"
 	"strings"
 
-	"github.com/tokentop/tokentop/metrics/prom"
-	"github.com/tokentop/tokentop/probe/scrape"
+	"github.com/tokentop/tokentop/prom"
 	"github.com/tokentop/tokentop/report"
 	"github.com/tokentop/tokentop/safehttp"
+	"github.com/tokentop/tokentop/scrape"
 )
 
 func runWatch(ctx context.Context, e env, args []string) (int, error) {

@@ -1,8 +1,8 @@
-// Package exporter serves tokentop's own measurements as a Prometheus
+// Package promexport serves tokentop's own measurements as a Prometheus
 // endpoint (--listen-metrics), so the distributions and verdicts tokentop
 // computes can be kept and graphed next to the server's metrics. It renders
 // the latest snapshot; it computes nothing itself.
-package exporter
+package promexport
 
 import (
 	"bytes"

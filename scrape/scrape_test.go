@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tokentop/tokentop/metrics/prom"
+	"github.com/tokentop/tokentop/prom"
 )
 
 const body = `# TYPE vllm:num_requests_waiting gauge

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -12,7 +13,7 @@ import (
 // and TLS (a mapping or a verdict has no business dialling), subprocesses,
 // and NVML (cgo and a driver); "/..." means the path and all below it.
 // expfmt pulls in net/http, which is why the exposition parser lives in
-// probe/scrape and not here.
+// scrape and not here.
 var forbiddenDeps = []string{"net/http", "crypto/tls", "os/exec", "github.com/NVIDIA/go-nvml/..."}
 
 // forbidden reports whether dep is one of forbiddenDeps.
@@ -29,9 +30,11 @@ func forbidden(dep string) bool {
 	return false
 }
 
-// TestPureDeps: metrics (this package included), diagnose and report link
-// none of forbiddenDeps, so that the measurements and the verdict can be
-// built, tested and replayed anywhere. It asks the go command, which a
+// TestPureDeps: the pure packages (this one, observe, the aggregator in
+// metrics, the recording, diagnose and report) link none of forbiddenDeps,
+// so that the measurements and the verdict can be built, tested and
+// replayed anywhere; and the recording, a codec of the event stream,
+// links nothing that aggregates or judges. It asks the go command, which a
 // test binary may not find (a bare CI image): it then skips.
 func TestPureDeps(t *testing.T) {
 	goCmd, err := exec.LookPath("go")
@@ -46,7 +49,8 @@ func TestPureDeps(t *testing.T) {
 	if gomod == "" || gomod == "/dev/null" {
 		t.Fatalf("go env GOMOD = %q: not inside the module", gomod)
 	}
-	for _, pkg := range []string{"./metrics/...", "./diagnose", "./report"} {
+	notInRecording := []string{"github.com/tokentop/tokentop/diagnose", "github.com/tokentop/tokentop/metrics"}
+	for _, pkg := range []string{"./prom", "./observe", "./metrics/...", "./record", "./diagnose", "./report"} {
 		cmd := exec.Command(goCmd, "list", "-deps", pkg)
 		cmd.Dir = filepath.Dir(gomod)
 		out, err := cmd.Output()
@@ -60,6 +64,9 @@ func TestPureDeps(t *testing.T) {
 		for _, dep := range strings.Fields(string(out)) {
 			if forbidden(dep) {
 				t.Errorf("%s links %s, which a pure package must not (go list -deps %s)", pkg, dep, pkg)
+			}
+			if pkg == "./record" && slices.Contains(notInRecording, dep) {
+				t.Errorf("the recording links %s: it must stay a codec of the event stream", dep)
 			}
 		}
 	}

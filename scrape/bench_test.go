@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tokentop/tokentop/metrics/prom"
+	"github.com/tokentop/tokentop/prom"
 )
 
 // BenchmarkParse measures the whole path on a real capture, on a large

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tokentop/tokentop/metrics/prom"
+	"github.com/tokentop/tokentop/prom"
 )
 
 // vllmV1DP is a vLLM V1 scrape with two data-parallel engines, each with

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tokentop/tokentop/metrics/prom"
+	"github.com/tokentop/tokentop/prom"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/golden/ from the current output")

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tokentop/tokentop/diagnose"
 	"github.com/tokentop/tokentop/observe"
 
 	"github.com/google/go-cmp/cmp"
@@ -17,7 +16,7 @@ import (
 
 	"github.com/tokentop/tokentop/config"
 	"github.com/tokentop/tokentop/metrics"
-	"github.com/tokentop/tokentop/metrics/prom"
+	"github.com/tokentop/tokentop/prom"
 )
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -82,7 +81,7 @@ func TestReplayRebuildsTheSnapshot(t *testing.T) {
 		t.Errorf("header %+v", got)
 	}
 	var replayed []*metrics.Snapshot
-	if err := r.Replay(func(s *metrics.Snapshot) error { replayed = append(replayed, s); return nil }); err != nil {
+	if err := replaySnapshots(r, func(s *metrics.Snapshot) error { replayed = append(replayed, s); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if len(replayed) != 1 {
@@ -91,7 +90,7 @@ func TestReplayRebuildsTheSnapshot(t *testing.T) {
 
 	// The same events applied directly.
 	h := header()
-	agg := metrics.NewAggregator(metrics.Options{Classes: h.Classes, Started: h.Started, Paths: h.Paths, GoodRequest: diagnose.GoodRequest})
+	agg := metrics.NewAggregator(metrics.Options{Classes: h.Classes, Started: h.Started, Paths: h.Paths})
 	r2, _ := NewReader(bytes.NewReader(rec))
 	var direct *metrics.Snapshot
 	for {
@@ -144,7 +143,7 @@ func TestBadRecordings(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r, err := NewReader(strings.NewReader(tc.rec))
 			if err == nil {
-				err = r.Replay(func(*metrics.Snapshot) error { return nil })
+				err = replaySnapshots(r, func(*metrics.Snapshot) error { return nil })
 			}
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want one containing %q", err, tc.want)
@@ -175,7 +174,7 @@ func FuzzReplay(f *testing.F) {
 		if err != nil {
 			return
 		}
-		_ = r.Replay(func(s *metrics.Snapshot) error {
+		_ = replaySnapshots(r, func(s *metrics.Snapshot) error {
 			if s == nil {
 				t.Fatal("nil snapshot")
 			}
@@ -197,11 +196,19 @@ func TestVersion1RecordingReplays(t *testing.T) {
 		t.Fatal(err)
 	}
 	var last *metrics.Snapshot
-	if err := r.Replay(func(s *metrics.Snapshot) error { last = s; return nil }); err != nil {
+	if err := replaySnapshots(r, func(s *metrics.Snapshot) error { last = s; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	c := last.Run.Class("a")
 	if c == nil || c.TTFT.Count != 1 || c.InFlight != 3 {
 		t.Errorf("replayed v1: %+v", c)
 	}
+}
+
+// replaySnapshots replays r into a fresh aggregator built from its header,
+// as tokentop replay does, handing snap every snapshot.
+func replaySnapshots(r *Reader, snap func(*metrics.Snapshot) error) error {
+	h := r.Header()
+	agg := metrics.NewAggregator(metrics.Options{Classes: h.Classes, Started: h.Started, Paths: h.Paths, FootprintBudget: h.FootprintBudget})
+	return r.Replay(agg.Apply, func(at time.Time) error { return snap(agg.Tick(at)) })
 }

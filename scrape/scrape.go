@@ -49,7 +49,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tokentop/tokentop/metrics/prom"
+	"github.com/tokentop/tokentop/prom"
 	"github.com/tokentop/tokentop/safehttp"
 	"github.com/tokentop/tokentop/sanitize"
 )

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/tokentop/tokentop/config"
-	"github.com/tokentop/tokentop/diagnose"
-	"github.com/tokentop/tokentop/metrics"
 	"github.com/tokentop/tokentop/observe"
 )
 
@@ -149,15 +147,14 @@ func v1Payload(kind string, fields map[string]json.RawMessage) json.RawMessage {
 	return fields[kind]
 }
 
-// Replay applies the rest of the recording to a fresh aggregator built from
-// its header, calling snap with the snapshot of every recorded tick, in
-// order; snap may stop the replay by returning an error, which Replay
-// returns. A recording cut short ends the replay with ErrTruncated (wrapped)
-// after the snapshots before the cut.
-func (r *Reader) Replay(snap func(*metrics.Snapshot) error) error {
-	h := r.header
-	agg := metrics.NewAggregator(metrics.Options{Classes: h.Classes, Started: h.Started, Paths: h.Paths, GoodRequest: diagnose.GoodRequest,
-		FootprintBudget: h.FootprintBudget})
+// Replay reads the rest of the recording, handing each event to apply in
+// the order it was recorded and calling tick at every recorded snapshot
+// instant, after the events before it; tick may stop the replay by
+// returning an error, which Replay returns. A recording cut short ends the
+// replay with ErrTruncated (wrapped) after the ticks before the cut. It is
+// a codec: the caller owns the aggregator the events go to
+// (diagnose.NewAggregator builds the one tokentop uses).
+func (r *Reader) Replay(apply func(observe.Event), tick func(at time.Time) error) error {
 	var last time.Time
 	for {
 		ev, err := r.Next()
@@ -167,19 +164,19 @@ func (r *Reader) Replay(snap func(*metrics.Snapshot) error) error {
 		if err != nil {
 			return err
 		}
-		tick, ok := ev.(*observe.Tick)
+		t, ok := ev.(*observe.Tick)
 		if !ok {
-			agg.Apply(ev)
+			apply(ev)
 			continue
 		}
-		if tick.At.IsZero() {
+		if t.At.IsZero() {
 			return fmt.Errorf("line %d: tick: %w", r.line, errMissing)
 		}
-		if tick.At.Before(last) {
-			return fmt.Errorf("line %d: tick %s goes back in time", r.line, tick.At.Format(time.RFC3339Nano))
+		if t.At.Before(last) {
+			return fmt.Errorf("line %d: tick %s goes back in time", r.line, t.At.Format(time.RFC3339Nano))
 		}
-		last = tick.At
-		if err := snap(agg.Tick(tick.At)); err != nil {
+		last = t.At
+		if err := tick(t.At); err != nil {
 			return err
 		}
 	}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tokentop/tokentop/metrics/prom"
+	"github.com/tokentop/tokentop/prom"
 )
 
 // TestSignalBounds: every value a server hands over is checked against what

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tokentop/tokentop/metrics/prom"
+	"github.com/tokentop/tokentop/prom"
 	"github.com/tokentop/tokentop/sanitize"
 )
 

@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/tokentop/tokentop/metrics/prom"
+	"github.com/tokentop/tokentop/prom"
 	"github.com/tokentop/tokentop/safehttp"
 	"github.com/tokentop/tokentop/sanitize"
 )

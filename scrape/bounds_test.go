@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tokentop/tokentop/metrics/prom"
+	"github.com/tokentop/tokentop/prom"
 )
 
 // The fake /metrics servers below are written here, independent of the

@@ -22,7 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tokentop/tokentop/metrics/prom"
+	"github.com/tokentop/tokentop/prom"
 	"github.com/tokentop/tokentop/safehttp"
 	"github.com/tokentop/tokentop/sanitize"
 )

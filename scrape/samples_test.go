@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tokentop/tokentop/metrics/prom"
+	"github.com/tokentop/tokentop/prom"
 )
 
 const mibBytes = 1024 * 1024

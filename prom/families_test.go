@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tokentop/tokentop/metrics/prom"
-	"github.com/tokentop/tokentop/probe/scrape"
+	"github.com/tokentop/tokentop/prom"
+	"github.com/tokentop/tokentop/scrape"
 )
 
 // TestFamilies2025 reads one sample per family of the 2025–26 server
