@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/tokentop/tokentop/observe"
 	"time"
 )
 
@@ -88,3 +89,25 @@ func Run(ctx context.Context, s Sampler, interval time.Duration, sink func(Sampl
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// Source is the GPU source of the pipeline: Sampler read every Every, each
+// reading emitted as an observe.GPUSample; Done, when set, is called once
+// the last reading has returned (NVML is shut down only after its last
+// call).
+type Source struct {
+	Sampler Sampler
+	Every   time.Duration
+	Done    func()
+}
+
+// Run samples until ctx is done (see the function Run).
+func (g Source) Run(ctx context.Context, emit func(observe.Event)) error {
+	if g.Done != nil {
+		defer g.Done()
+	}
+	err := Run(ctx, g.Sampler, g.Every, func(s Sample) { emit(s.Observation()) })
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return nil
+	}
+	return err
+}

@@ -661,17 +661,19 @@ func TestRunnerWithClientEndToEnd(t *testing.T) {
 		traces []observe.Trace
 	)
 	cl := class(config.Arrival{Process: config.ArrivalConstant, Rate: 40})
-	r, err := NewRunner(cl, c, func(tr observe.Trace) {
-		mu.Lock()
-		traces = append(traces, tr)
-		mu.Unlock()
-	}, RunnerOptions{Targets: []Target{{Path: observe.PathDirect, BaseURL: srv.URL}}, Model: "m"})
+	r, err := NewRunner(cl, c, RunnerOptions{Targets: []Target{{Path: observe.PathDirect, BaseURL: srv.URL}}, Model: "m"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
 	defer cancel()
-	if err := r.Run(ctx); err != nil {
+	if err := r.Run(ctx, func(ev observe.Event) {
+		if tr, ok := ev.(*observe.Trace); ok {
+			mu.Lock()
+			traces = append(traces, *tr)
+			mu.Unlock()
+		}
+	}); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()

@@ -138,7 +138,7 @@ func TestHeapBoundedHourAt50RPS(t *testing.T) {
 				}
 			}
 		})
-		if err := r.Run(ctx); err != nil {
+		if err := r.Run(ctx, nil); err != nil {
 			t.Fatal(err)
 		}
 		wg.Wait()

@@ -32,9 +32,9 @@ func NewLagMonitor(interval time.Duration, clock Clock) *LagMonitor {
 	return &LagMonitor{interval: interval, clock: clock, cpu: processCPU}
 }
 
-// Run ticks until ctx is done, calling sink with each tick's lag. Ticks
+// Run ticks until ctx is done, emitting each tick's lag (a LagSample). Ticks
 // missed entirely are not replayed: the next one is scheduled from now.
-func (m *LagMonitor) Run(ctx context.Context, sink func(observe.LagSample)) error {
+func (m *LagMonitor) Run(ctx context.Context, emit func(observe.Event)) error {
 	if m.interval <= 0 {
 		return errors.New("probe: lag monitor interval must be > 0")
 	}
@@ -58,7 +58,7 @@ func (m *LagMonitor) Run(ctx context.Context, sink func(observe.LagSample)) erro
 			cpuOK = false
 		}
 		prevAt = now
-		sink(s)
+		emit(&s)
 		next = next.Add(m.interval)
 		if next.Before(now) {
 			next = now.Add(m.interval)

@@ -148,12 +148,12 @@ const (
 // replay file, read now, so a missing or malformed trace is an error here
 // and not a silent idle class), validate, shared_prefix_tokens and
 // tokens_per_minute; fields set in o take precedence as documented on
-// RunnerOptions.
-func NewRunner(cl config.Class, c *Client, sink Sink, o RunnerOptions) (*Runner, error) {
+// RunnerOptions. What it observes goes to the emit Run is given.
+func NewRunner(cl config.Class, c *Client, o RunnerOptions) (*Runner, error) {
 	if c == nil {
 		return nil, errors.New("probe: runner needs a client")
 	}
-	return newRunner(cl, c, sink, o)
+	return newRunner(cl, c, nil, o)
 }
 
 // classOptions fills what o leaves unset from the class's config.
@@ -198,9 +198,6 @@ func readReplayFile(path string) ([]ReplayEntry, error) {
 }
 
 func newRunner(cl config.Class, s streamer, sink Sink, o RunnerOptions) (*Runner, error) {
-	if sink == nil {
-		return nil, errors.New("probe: runner needs a sink")
-	}
 	if len(o.Targets) == 0 {
 		return nil, fmt.Errorf("probe: class %q: no targets", cl.Name)
 	}
@@ -293,11 +290,34 @@ func (r *Runner) MaxRequestBytes() int { return r.maxBody }
 func (r *Runner) InFlight() int64 { return r.inFlight.Load() }
 
 // Run sends the class's traffic until ctx is done, then cancels its
-// in-flight requests and waits for them. Every request that was started is
-// delivered to the sink, including those cut short, which end with an
-// ErrCancelled error (the aggregator counts them as cancelled, not as
-// failures). Run returns nil when ctx ends it.
-func (r *Runner) Run(ctx context.Context) error {
+// in-flight requests and waits for them, handing emit every observation:
+// each request Started, its FirstToken, its running GapReports, its Trace
+// when it ends (those cut short end with ErrCancelled: the aggregator
+// counts them as cancelled, not as failures), and a Notice for each
+// decision taken from what the server said. Run returns nil when ctx ends
+// it. A nil emit keeps the sink and callbacks the runner was built with
+// (this package's tests).
+func (r *Runner) Run(ctx context.Context, emit func(observe.Event)) error {
+	r.emitTo(emit)
+	if r.sink == nil {
+		return errors.New("probe: a runner needs somewhere to emit its traces")
+	}
+	return r.run(ctx)
+}
+
+// emitTo routes every observation to emit.
+func (r *Runner) emitTo(emit func(observe.Event)) {
+	if emit == nil {
+		return
+	}
+	r.sink = func(t observe.Trace) { emit(&t) }
+	r.o.OnStarted = func(st observe.Started) { emit(&st) }
+	r.o.OnFirstToken = func(ft observe.FirstToken) { emit(&ft) }
+	r.o.OnGaps = func(g observe.GapReport) { emit(&g) }
+	r.o.OnNotice = func(text string) { emit(&observe.Notice{At: r.clock.Now(), Source: "probe", Text: text}) }
+}
+
+func (r *Runner) run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() {
@@ -356,7 +376,11 @@ func (r *Runner) Run(ctx context.Context) error {
 // ended: a spot check of the server (`--once`). Batch classes send a lone
 // request, not a job, and nothing is retried. Cancelling ctx cuts the
 // requests short.
-func (r *Runner) RunOnce(ctx context.Context) {
+func (r *Runner) RunOnce(ctx context.Context, emit func(observe.Event)) {
+	r.emitTo(emit)
+	if r.sink == nil {
+		return
+	}
 	var wg sync.WaitGroup
 	now := r.clock.Now()
 	for range r.o.Targets {
@@ -490,4 +514,32 @@ func (r *Runner) do(ctx context.Context, w work, intended time.Time) observe.Tra
 	}
 	r.sink(tr)
 	return tr
+}
+
+// InFlight is the source of the requests in flight: every interval it
+// emits how many requests of each runner's class are sent and not ended.
+type InFlight struct {
+	Runners []*Runner
+	Every   time.Duration
+}
+
+// Run emits an observe.InFlight every i.Every until ctx is done.
+func (i InFlight) Run(ctx context.Context, emit func(observe.Event)) error {
+	if i.Every <= 0 {
+		return errors.New("probe: in-flight interval must be positive")
+	}
+	t := time.NewTicker(i.Every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			counts := make(map[string]int64, len(i.Runners))
+			for _, r := range i.Runners {
+				counts[r.cl.Name] = r.InFlight()
+			}
+			emit(&observe.InFlight{Counts: counts})
+		}
+	}
 }

@@ -79,7 +79,7 @@ func TestNewRunnerReplayFileErrors(t *testing.T) {
 		"directory":          {dir, "is a directory"},
 	} {
 		cl := class(config.Arrival{Process: config.ArrivalReplay, File: tc.file, Speed: 1, Loop: true})
-		_, err := NewRunner(cl, c, func(observe.Trace) {}, RunnerOptions{Targets: []Target{{BaseURL: "http://127.0.0.1:1"}}})
+		_, err := NewRunner(cl, c, RunnerOptions{Targets: []Target{{BaseURL: "http://127.0.0.1:1"}}})
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), `class "c"`) {
 			t.Errorf("%s: err = %v, want it to name the class and mention %q", name, err, tc.want)
 		}

@@ -70,7 +70,7 @@ func runFor(t *testing.T, r *Runner, d time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	if err := r.Run(ctx); err != nil {
+	if err := r.Run(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -294,7 +294,6 @@ func TestNewRunnerRejects(t *testing.T) {
 		tgt  []Target
 	}{
 		"no targets":   {class(config.Arrival{Process: config.ArrivalPoisson, Rate: 1}), sink, nil},
-		"no sink":      {class(config.Arrival{Process: config.ArrivalPoisson, Rate: 1}), nil, tgt},
 		"rate 0":       {class(config.Arrival{Process: config.ArrivalPoisson}), sink, tgt},
 		"rate too big": {class(config.Arrival{Process: config.ArrivalPoisson, Rate: 1e6}), sink, tgt},
 		"n too big":    {class(config.Arrival{Process: config.ArrivalConcurrency, N: 1e6}), sink, tgt},
@@ -304,7 +303,13 @@ func TestNewRunnerRejects(t *testing.T) {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	if _, err := NewRunner(class(config.Arrival{Process: config.ArrivalPoisson, Rate: 1}), nil, sink, RunnerOptions{Targets: tgt}); err == nil {
+	// Without a sink or an emit, Run has nowhere to put its traces.
+	if r, err := newRunner(class(config.Arrival{Process: config.ArrivalPoisson, Rate: 1}), f, nil, RunnerOptions{Targets: tgt}); err != nil {
+		t.Fatal(err)
+	} else if err := r.Run(context.Background(), nil); err == nil {
+		t.Error("Run without an emit accepted")
+	}
+	if _, err := NewRunner(class(config.Arrival{Process: config.ArrivalPoisson, Rate: 1}), nil, RunnerOptions{Targets: tgt}); err == nil {
 		t.Error("nil client accepted")
 	}
 }
@@ -341,7 +346,8 @@ func TestLagMonitor(t *testing.T) {
 	m := NewLagMonitor(100*time.Millisecond, clk)
 	ctx, cancel := context.WithCancel(context.Background())
 	var got []observe.LagSample
-	err := m.Run(ctx, func(s observe.LagSample) {
+	err := m.Run(ctx, func(ev observe.Event) {
+		s := *ev.(*observe.LagSample)
 		got = append(got, s)
 		if len(got) == 5 {
 			cancel()
@@ -355,7 +361,7 @@ func TestLagMonitor(t *testing.T) {
 			t.Errorf("lag %v, want 7ms", s.Lag)
 		}
 	}
-	if err := NewLagMonitor(0, nil).Run(context.Background(), func(observe.LagSample) {}); err == nil {
+	if err := NewLagMonitor(0, nil).Run(context.Background(), func(observe.Event) {}); err == nil {
 		t.Error("interval 0 accepted")
 	}
 }
@@ -373,7 +379,8 @@ func TestLagMonitorCPU(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var got []observe.LagSample
-	err := m.Run(ctx, func(s observe.LagSample) {
+	err := m.Run(ctx, func(ev observe.Event) {
+		s := *ev.(*observe.LagSample)
 		got = append(got, s)
 		if len(got) == 3 {
 			ok = false
@@ -400,7 +407,8 @@ func TestLagMonitorRealCPU(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var got []observe.LagSample
 	m := NewLagMonitor(20*time.Millisecond, nil)
-	err := m.Run(ctx, func(s observe.LagSample) {
+	err := m.Run(ctx, func(ev observe.Event) {
+		s := *ev.(*observe.LagSample)
 		got = append(got, s)
 		if len(got) == 3 {
 			cancel()
@@ -501,7 +509,7 @@ func TestRunOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			start := time.Now()
-			r.RunOnce(t.Context())
+			r.RunOnce(t.Context(), nil)
 			if took := time.Since(start); took != 2*time.Second {
 				t.Errorf("%s: RunOnce returned after %v, want when the requests ended (2s)", tc.name, took)
 			}

@@ -107,31 +107,12 @@ func (s *session) prepare(ctx context.Context) (int, error) {
 	}
 	s.otlp = otlpExp
 	for i, cl := range cfg.Classes {
-		sink := func(t observe.Trace) {
-			if s.traces != nil {
-				s.traces.Write(&t)
-			}
-			s.send(&t)
-			s.exportSpan(&t)
-		}
-		r, err := probe.NewRunner(cl, s.client, sink, probe.RunnerOptions{
+		r, err := probe.NewRunner(cl, s.client, probe.RunnerOptions{
 			Seed:            s.spec.seed + int64(i)*7919,
 			Targets:         s.targets,
 			Model:           s.model,
 			Calibration:     calib,
 			MaxRequestBytes: cfg.MaxRequestBytes,
-			OnStarted: func(st observe.Started) {
-				s.send(&st)
-			},
-			OnNotice: func(text string) {
-				s.send(&observe.Notice{At: time.Now(), Source: "probe", Text: text})
-			},
-			OnFirstToken: func(ft observe.FirstToken) {
-				s.send(&ft)
-			},
-			OnGaps: func(g observe.GapReport) {
-				s.send(&g)
-			},
 		})
 		if err != nil {
 			return report.ExitUsage, usageError{err}

@@ -31,6 +31,19 @@ const (
 	lagEvery       = 50 * time.Millisecond
 )
 
+// emit is what every source hands its events to: a finished request also
+// goes to --trace-out and the OTLP exporter, from the request's goroutine,
+// then everything to the aggregator.
+func (s *session) emit(ev observe.Event) {
+	if t, ok := ev.(*observe.Trace); ok {
+		if s.traces != nil {
+			s.traces.Write(t)
+		}
+		s.exportSpan(t)
+	}
+	s.send(ev)
+}
+
 // send hands an event to the aggregator's goroutine; once the pipeline has
 // stopped, events are dropped rather than blocking a source forever.
 func (s *session) send(ev observe.Event) {
@@ -40,50 +53,60 @@ func (s *session) send(ev observe.Event) {
 	}
 }
 
-// goSource runs f until the sources stop; the session waits for it.
-func (s *session) goSource(name string, f func(context.Context) error) {
+// source is what every source of the pipeline is: it observes until ctx
+// ends and hands each observation to emit.
+type source interface {
+	Run(ctx context.Context, emit func(observe.Event)) error
+}
+
+// goSource runs src until the sources stop; the session waits for it.
+func (s *session) goSource(name string, src source) {
 	s.sources.Add(1)
 	go func() {
 		defer s.sources.Done()
-		if err := f(s.srcCtx); err != nil && s.srcCtx.Err() == nil {
+		if err := src.Run(s.srcCtx, s.emit); err != nil && s.srcCtx.Err() == nil {
 			fmt.Fprintf(s.e.Stderr, "tokentop: %s stopped: %v\n", name, err)
 		}
 	}()
 }
 
+// sourceFunc makes a function a source.
+type sourceFunc func(ctx context.Context, emit func(observe.Event)) error
+
+func (f sourceFunc) Run(ctx context.Context, emit func(observe.Event)) error { return f(ctx, emit) }
+
+// startSources starts the pipeline's sources: a runner per class (or the
+// spot check), the requests in flight, the server's /metrics, the GPUs and
+// tokentop's own self-check.
 func (s *session) startSources() {
 	if s.spec.common.once {
 		s.startOnce()
 	} else {
 		for i, r := range s.runners {
-			s.goSource("probe "+s.cfg.Classes[i].Name, r.Run)
+			s.goSource("probe "+s.cfg.Classes[i].Name, r)
 		}
 	}
-	s.goSource("in-flight counter", s.countInFlight)
-	s.goSource("scraper", s.scrapeLoop)
+	s.goSource("in-flight counter", probe.InFlight{Runners: s.runners, Every: tickEvery})
+	s.goSource("scraper", scrape.Loop{Scraper: s.newScraper(nil), Every: scrapeEvery, MaxEvery: maxScrapeEvery,
+		Timeout: scrapeTimeout, FirstDone: s.scraped})
 	s.startGPU()
-	lag := probe.NewLagMonitor(lagEvery, probe.RealClock{})
-	s.goSource("self-check", func(ctx context.Context) error {
-		return lag.Run(ctx, func(l observe.LagSample) {
-			s.send(&l)
-		})
-	})
+	s.goSource("self-check", probe.NewLagMonitor(lagEvery, probe.RealClock{}))
 	if s.exp != nil {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", s.exp)
 		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
-		s.goSource("metrics endpoint", func(context.Context) error {
+		s.goSource("metrics endpoint", sourceFunc(func(context.Context, func(observe.Event)) error {
 			if err := hs.Serve(s.expLn); !errors.Is(err, http.ErrServerClosed) {
 				return err
 			}
 			return nil
-		})
-		s.goSource("metrics endpoint shutdown", func(ctx context.Context) error {
+		}))
+		s.goSource("metrics endpoint shutdown", sourceFunc(func(ctx context.Context, _ func(observe.Event)) error {
 			<-ctx.Done()
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 			defer cancel()
 			return hs.Shutdown(sctx)
-		})
+		}))
 	}
 }
 
@@ -93,13 +116,13 @@ func (s *session) startOnce() {
 	var probes sync.WaitGroup
 	for i, r := range s.runners {
 		probes.Add(1)
-		s.goSource("probe "+s.cfg.Classes[i].Name, func(ctx context.Context) error {
+		s.goSource("probe "+s.cfg.Classes[i].Name, sourceFunc(func(ctx context.Context, emit func(observe.Event)) error {
 			defer probes.Done()
-			r.RunOnce(ctx)
+			r.RunOnce(ctx, emit)
 			return nil
-		})
+		}))
 	}
-	s.goSource("--once", func(ctx context.Context) error {
+	s.goSource("--once", sourceFunc(func(ctx context.Context, _ func(observe.Event)) error {
 		probes.Wait()
 		select {
 		case <-s.scraped:
@@ -107,24 +130,7 @@ func (s *session) startOnce() {
 		}
 		s.stopSources()
 		return nil
-	})
-}
-
-func (s *session) countInFlight(ctx context.Context) error {
-	t := time.NewTicker(tickEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-			counts := make(map[string]int64, len(s.runners))
-			for i, r := range s.runners {
-				counts[s.cfg.Classes[i].Name] = r.InFlight()
-			}
-			s.send(&observe.InFlight{Counts: counts})
-		}
-	}
+	}))
 }
 
 // newScraper reads the server's /metrics with the same TLS settings as the
@@ -138,52 +144,11 @@ func (s *session) newScraper(onExposition func(*prom.Exposition)) *scrape.Scrape
 		APIKey: s.spec.apiKey, Target: s.cfg.Target, OnExposition: onExposition})
 }
 
-func (s *session) scrapeLoop(ctx context.Context) error {
-	scraper := s.newScraper(nil)
-	first, slowNoted := true, false
-	for {
-		started := time.Now()
-		sctx, cancel := context.WithTimeout(ctx, scrapeTimeout)
-		sample, err := scraper.Scrape(sctx)
-		cancel()
-		if ctx.Err() != nil {
-			return nil
-		}
-		at := time.Now()
-		if sample != nil {
-			sample.At = at
-		}
-		ev := &observe.Scrape{At: at, Sample: sample}
-		if err != nil {
-			ev.Sample, ev.Err = nil, err.Error()
-		}
-		s.send(ev)
-		if first {
-			close(s.scraped)
-			first = false
-		}
-		// A large or slow /metrics is read less often, so scraping stays a
-		// few percent of a core; never so rarely that it looks stale.
-		every := min(scraper.Interval(scrapeEvery), maxScrapeEvery)
-		if every > scrapeEvery && !slowNoted {
-			slowNoted = true
-			c := scraper.LastCost()
-			text := fmt.Sprintf("/metrics is large or slow (%d KB, %v to fetch and parse): scraped every %v instead of every %v", c.Bytes>>10, c.Wall.Round(time.Millisecond), every.Round(100*time.Millisecond), scrapeEvery)
-			s.send(&observe.Notice{At: at, Source: "scrape", Text: text})
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(time.Until(started.Add(every))):
-		}
-	}
-}
-
 // startGPU samples GPUs from a dcgm-exporter when one is named, else through
 // NVML; without a driver the GPU panel says so once and nothing samples.
 func (s *session) startGPU() {
 	if url := s.spec.common.gpuMetrics; url != "" {
-		s.runGPU(gpu.NewDCGMSampler(url, nil), func() {})
+		s.goSource("gpu sampler", gpu.Source{Sampler: gpu.NewDCGMSampler(url, nil), Every: gpuEvery})
 		return
 	}
 	nv, closeNVML, status := gpu.OpenNVML()
@@ -192,16 +157,5 @@ func (s *session) startGPU() {
 		s.send(st.Observation())
 		return
 	}
-	s.runGPU(nv, closeNVML)
-}
-
-// runGPU samples until the sources stop, then calls done: NVML is shut down
-// only after its last call.
-func (s *session) runGPU(sampler gpu.Sampler, done func()) {
-	s.goSource("gpu sampler", func(ctx context.Context) error {
-		defer done()
-		return gpu.Run(ctx, sampler, gpuEvery, func(g gpu.Sample) {
-			s.send(g.Observation())
-		})
-	})
+	s.goSource("gpu sampler", gpu.Source{Sampler: nv, Every: gpuEvery, Done: closeNVML})
 }
