@@ -203,6 +203,7 @@ const (
 // the run ends within --duration + 5 s with its report written, and the
 // report says what happened.
 func TestSafetyAgainstServersThatMisbehave(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs tokentop for a few seconds against each fake server")
 	}
@@ -403,6 +404,9 @@ func TestSafetyAgainstServersThatMisbehave(t *testing.T) {
 	bin := buildBinary(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			// Each run is its own process, measured by its own rusage: they
+			// run side by side.
+			t.Parallel()
 			url := tt.fake.start(t)
 			out := filepath.Join(t.TempDir(), "report.json")
 			rec := filepath.Join(t.TempDir(), "session.jsonl")

@@ -51,6 +51,19 @@ func demoReport(t *testing.T, d time.Duration, args ...string) scenarioReport {
 	return r
 }
 
+// scenarioOrRecording is the report of a demo scenario: replayed from its
+// recorded session (testdata/sessions, milliseconds), or run live for 20 s
+// when TOKENTOP_LIVE_SCENARIOS is set (after a change to the simulator).
+func scenarioOrRecording(t *testing.T, scenario string) scenarioReport {
+	t.Helper()
+	var r scenarioReport
+	if os.Getenv("TOKENTOP_LIVE_SCENARIOS") != "" {
+		return demoReport(t, scenarioDuration(t), "--scenario", scenario)
+	}
+	replayedReport(t, scenario, &r)
+	return r
+}
+
 // val is *p, failing the test when the report has null there.
 func val(t *testing.T, what string, p *float64) float64 {
 	t.Helper()
@@ -71,8 +84,7 @@ func (r scenarioReport) interactive(t *testing.T) (ttft, itl, e2e meanDist) {
 
 func TestScenarioKVPressure(t *testing.T) {
 	t.Parallel()
-	d := scenarioDuration(t)
-	r := demoReport(t, d, "--scenario", "kv-pressure")
+	r := scenarioOrRecording(t, "kv-pressure")
 	kv := val(t, "server.kv_usage.p95", r.Server.KV.P95)
 	pre := val(t, "server.preemptions_per_s", r.Server.PreemptionsPerS)
 	t.Logf("kv-pressure: KV usage p95 %.3f, preemptions %.2f/s", kv, pre)
@@ -90,7 +102,7 @@ func TestScenarioKVPressure(t *testing.T) {
 // scheduling lets them jump the queue and preempt batch work.
 func TestScenarioBatchInterference(t *testing.T) {
 	t.Parallel()
-	d := scenarioDuration(t)
+	d := liveScenario(t)
 	runs := []struct {
 		name string
 		args []string
@@ -131,8 +143,7 @@ func TestScenarioBatchInterference(t *testing.T) {
 
 func TestScenarioOverload(t *testing.T) {
 	t.Parallel()
-	d := scenarioDuration(t)
-	r := demoReport(t, d, "--scenario", "overload")
+	r := scenarioOrRecording(t, "overload")
 	q := r.Server.QueueDepth
 	trend := val(t, "server.queue_depth.trend_per_s", q.TrendPerS)
 	t.Logf("overload: queue depth p50 %.0f, max %.0f, trend %+.2f/s", val(t, "queue p50", q.P50), val(t, "queue max", q.Max), trend)
@@ -151,8 +162,7 @@ func TestScenarioOverload(t *testing.T) {
 // fewer of the slow steps; its TTFT and ITL p95 are logged, not judged.
 func TestScenarioCopilotIncident(t *testing.T) {
 	t.Parallel()
-	d := scenarioDuration(t)
-	r := demoReport(t, d, "--scenario", "copilot-incident")
+	r := scenarioOrRecording(t, "copilot-incident")
 	ttft, itl, e2e := r.interactive(t)
 	e2eMean := val(t, "interactive e2e_ms.mean", e2e.Mean)
 	usersTTFT := val(t, "server.server_ttft_ms.p95", r.Server.TTFT.P95)
