@@ -68,10 +68,6 @@ func (l load) add(o load) load {
 	return load{prompt: l.prompt + o.prompt, gen: l.gen + o.gen, running: l.running + o.running, known: l.known && o.known}
 }
 
-func (l load) scale(f float64) load {
-	return load{prompt: l.prompt * f, gen: l.gen * f, running: l.running * f, known: l.known}
-}
-
 // timePerToken is how long a running sequence waits for each of its
 // tokens: the server's running sequences over its generated tokens per
 // second (a step's duration, when every sequence gains a token a step),

@@ -264,26 +264,6 @@ func maxOf(vals []float64) float64 {
 	return m
 }
 
-// tail returns the last n points of a series.
-func tail(s []float64, n int) []float64 {
-	if n <= 0 {
-		return nil
-	}
-	if len(s) > n {
-		return s[len(s)-n:]
-	}
-	return s
-}
-
-func allNaN(s []float64) bool {
-	for _, v := range s {
-		if !math.IsNaN(v) {
-			return false
-		}
-	}
-	return true
-}
-
 // Number formatting. Every formatter prints "—" for missing values.
 
 const dash = format.Missing
