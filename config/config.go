@@ -188,6 +188,8 @@ type SLO struct {
 	DeadlineCompletion *Ratio   `yaml:"deadline_completion"`
 	OutputTokensPerS   *float64 `yaml:"output_tokens_per_s"`
 	Validity           *Ratio   `yaml:"validity"`
+	// Fluidity is an optional fluidity-index objective (fluidity.go).
+	Fluidity *Fluidity `yaml:"fluidity"`
 }
 
 // Percentiles are latency objectives.
@@ -497,6 +499,9 @@ func (cl *Class) validate() error {
 	}
 	if cl.SLO.StallGap.Duration == 0 {
 		cl.SLO.StallGap = Duration{DefaultStallGap}
+	}
+	if err := cl.SLO.Fluidity.validate(&cl.SLO); err != nil {
+		return err
 	}
 	if v := cl.Validate; v != nil {
 		if v.Regex == "" && !v.JSON {

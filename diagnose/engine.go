@@ -128,6 +128,7 @@ func (in *ruleInput) verdict(class string) *Verdict {
 var rules = []rule{
 	{id: RuleProbeOverload, eval: probeOverload},
 	{id: RuleProbeFootprint, caveat: true, eval: probeFootprint},
+	{id: RuleServerRestart, eval: serverRestart},
 	{id: RuleErrorBurst, perClass: errorBurst},
 	{id: RuleProxyBuffering, perClass: proxyBuffering},
 	{id: RulePrefillContention, perClass: prefillContention},

@@ -87,6 +87,13 @@ func queueSaturation(in *ruleInput) (Finding, bool) {
 		f.Evidence = append(f.Evidence, Evidence{Signal: "server.running_p50 (pinned at its max)", Value: s.Running.P50, Threshold: s.Running.Max})
 		f.Summary += fmt.Sprintf("; the batch is pinned at %.0f sequences, its cap", s.Running.Max)
 		f.Confidence += 0.15
+		if why, ev, ok := in.stepBehindQueue(); ok {
+			f.Summary += "; " + why
+			f.Evidence = append(f.Evidence, ev)
+			f.Advice = "Shorten the server's step first: with the batch at its cap the queue drains only as fast as steps finish streams " +
+				"(chunked prefill with a smaller --max-num-batched-tokens when prompt work dominates, a smaller or quantized model, faster GPUs); " +
+				"raising --max-num-seqs lengthens every step. Then add capacity (replicas) or an admission limit so clients fail fast instead of waiting."
+		}
 	}
 	if p := s.KVTransferFailuresPerS; p != nil && *p > 0 {
 		// Disaggregated serving: a request whose KV cache fails to move

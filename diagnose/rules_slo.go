@@ -63,9 +63,13 @@ func explainedBy(objective string) []string {
 	case strings.HasPrefix(objective, "e2e_"):
 		return append(append(step, wait...), RuleAverageHidesTail, RuleStreamStutter)
 	case objective == ObjValidStreams || objective == ObjValidity:
-		return []string{RuleErrorBurst}
+		return []string{RuleErrorBurst, RuleServerRestart}
 	case objective == ObjOutputTokensPerS || objective == ObjDeadlineCompletion:
-		return append(append(step, wait...), RuleBatchCapacity, RuleErrorBurst)
+		return append(append(step, wait...), RuleBatchCapacity, RuleErrorBurst, RuleServerRestart)
+	case objective == ObjFluidityTokenShare || objective == ObjFluidityRequests:
+		// A deadline missed is a slow first token or a slow or stalled
+		// step.
+		return append(append(step, wait...), RuleStreamStutter, RuleAverageHidesTail, RuleServerRestart)
 	}
 	return nil
 }

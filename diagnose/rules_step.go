@@ -153,10 +153,23 @@ func (in *ruleInput) explainsCapacity(rule string, r risk) {
 // objective at risk or fail it, and no server series tells why.
 func slowTokens(in *ruleInput, c *metrics.ClassStats) (Finding, bool) {
 	g := streamGaps(c)
-	if g.Count < minGapsForRule || directEventsPerRead(c) > smoothEventsPerRead {
-		return Finding{}, false
+	what := "gap"
+	var r risk
+	var ev *Evidence
+	if g.Count < minGapsForRule {
+		// No probe got far enough to show its gaps (an overload): the
+		// server's own time per token, where it has one, stands in.
+		var ok bool
+		if g, r, ev, ok = in.stepClaim(c); !ok || g.Count < minGapsForRule {
+			return Finding{}, false
+		}
+		what = "the server's time per token (its histogram; the probes saw too few gaps)"
+	} else {
+		if directEventsPerRead(c) > smoothEventsPerRead {
+			return Finding{}, false
+		}
+		r, ev = in.itlRisk(c, g)
 	}
-	r, ev := in.itlRisk(c, g)
 	if r == riskNone || ev == nil {
 		return Finding{}, false
 	}
@@ -176,7 +189,7 @@ func slowTokens(in *ruleInput, c *metrics.ClassStats) (Finding, bool) {
 	f := Finding{
 		Severity:   r.severity(),
 		Confidence: 0.5,
-		Summary:    fmt.Sprintf("%s tokens arrive slowly: gap p50 %.0f ms, p95 %.0f ms; %s", c.Name, g.P50, g.P95, why),
+		Summary:    fmt.Sprintf("%s tokens arrive slowly: %s p50 %.0f ms, p95 %.0f ms; %s", c.Name, what, g.P50, g.P95, why),
 		Evidence:   []Evidence{*ev},
 		Advice:     "Expose the server's /metrics to tokentop (--metrics URL) to see why; a smaller or quantized model, faster GPUs or speculative decoding shorten every step.",
 	}

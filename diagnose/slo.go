@@ -31,6 +31,9 @@ const (
 	ObjDeadlineCompletion = "deadline_completion"
 	ObjOutputTokensPerS   = "output_tokens_per_s"
 	ObjValidity           = "validity"
+	// The fluidity index (config.Fluidity, metrics.Fluidity).
+	ObjFluidityTokenShare = "fluidity_token_share"
+	ObjFluidityRequests   = "fluidity_requests_above_0_9"
 )
 
 // EvaluateSLO judges every class of the config against the view, one Verdict
@@ -91,6 +94,9 @@ func evaluateClassSLO(v *metrics.View, cl *config.Class, attr *Attribution) Verd
 		Goodput: classGoodput(cs, kind, span),
 	}
 	verdict.Objectives = sloObjectives(cs, &cl.SLO, span)
+	if v != nil && !verdict.NoData {
+		judgeFromServer(verdict.Objectives, cs, &v.Server)
+	}
 	if verdict.NoData {
 		for i := range verdict.Objectives {
 			verdict.Objectives[i].Actual = nil
@@ -210,7 +216,7 @@ func sloObjectives(cs *metrics.ClassStats, slo *config.SLO, span time.Duration) 
 	if slo.Validity != nil {
 		objs = append(objs, sloAtLeast(ObjValidity, float64(*slo.Validity), countRatio(cs.Valid, cs.Judged)))
 	}
-	return objs
+	return appendFluidityObjectives(objs, cs, slo)
 }
 
 func appendPercentileObjectives(objs []Objective, p config.Percentiles, d *metrics.Dist, n50, n95, n99, basis string) []Objective {

@@ -65,6 +65,9 @@ type InstanceReport struct {
 	Variant string                `json:"variant"`
 	Misses  []Miss                `json:"server_slo_misses"`
 	Series  map[string][]*float64 `json:"series"`
+	// Restarts are when the instance restarted in the window (RFC 3339,
+	// UTC), as its counters going back to zero show them.
+	Restarts []string `json:"restarts"`
 }
 
 // Window signal keys of InstanceReport.Signals, beside every canonical
@@ -157,7 +160,8 @@ func buildInstance(in *Instance) InstanceReport {
 	return InstanceReport{
 		Instance: in.Instance, Model: in.Model, Role: in.Role, Profile: in.Profile, Variant: in.Variant,
 		Signals: sig, Histograms: hists, Findings: findings(in.Findings), Series: series,
-		Misses: append([]Miss{}, in.Misses...),
+		Misses:   append([]Miss{}, in.Misses...),
+		Restarts: restartStamps(s),
 	}
 }
 

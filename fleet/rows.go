@@ -278,8 +278,14 @@ func series(samples []*prom.Sample) map[string][]float64 {
 		if i > 0 {
 			a, ok1 := samples[i-1].Signal(prom.SignalGenerationTokens)
 			b, ok2 := s.Signal(prom.SignalGenerationTokens)
-			if dt := s.At.Sub(samples[i-1].At).Seconds(); ok1 && ok2 && dt > 0 && b >= a {
-				rate = (b - a) / dt
+			if dt := s.At.Sub(samples[i-1].At).Seconds(); ok1 && ok2 && dt > 0 {
+				// Across a restart (the counter went down) the new
+				// process's count: never a negative rate.
+				rate = b - a
+				if b < a {
+					rate = b
+				}
+				rate /= dt
 			}
 		}
 		out[SeriesGenPerS] = append(out[SeriesGenPerS], rate)

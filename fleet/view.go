@@ -217,6 +217,9 @@ func RenderInstance(in *Instance, o ViewOptions) string {
 	if v := s.KVTransferFailuresPerS; v != nil {
 		fmt.Fprintf(&b, "  %-22s %.2f/s\n", "KV transfer failures", *v)
 	}
+	if s.RestartsTotal > 0 {
+		fmt.Fprintf(&b, "  %-22s %s\n", "restarts", st.crit.Render(restartTimes(s)))
+	}
 	b.WriteString("\n")
 	if len(in.Findings) == 0 {
 		b.WriteString(st.dim.Render("  no finding") + "\n")

@@ -97,6 +97,8 @@ type Aggregator struct {
 	foot        footTracker
 	sawStarted  bool
 	sawInFlight bool
+	// restarts are the server's restarts seen between good scrapes.
+	restarts restartTracker
 }
 
 type slot struct {
@@ -105,6 +107,7 @@ type slot struct {
 	server  *serverAccum
 	gpu     *gpuAccum
 	lag     lagAccum
+	fluid   []fluidAccum // per class, config order
 }
 
 // NewAggregator returns an empty aggregator.
@@ -196,6 +199,7 @@ func (a *Aggregator) newSlot(start time.Time) *slot {
 		server: newServerAccum(a.mapping),
 		gpu:    newGPUAccum(),
 		lag:    lagAccum{lag: newSketch(a.mapping), cpu: newSketch(a.mapping)},
+		fluid:  make([]fluidAccum, len(a.opts.Classes)),
 	}
 	for range a.opts.Classes {
 		s.classes = append(s.classes, newClassAccum(a.mapping))
@@ -306,6 +310,7 @@ func (a *Aggregator) addScrape(e *observe.Scrape) {
 	if e.Err != "" || s == nil {
 		src.LastError, src.LastErrorAt = cmp.Or(e.Err, "empty scrape"), at
 		a.scrapeOK = false
+		a.restarts.failedScrape(at, e.Err, a.lastScrape != nil)
 		return
 	}
 	src.LastSuccess = at
@@ -325,6 +330,7 @@ func (a *Aggregator) addScrape(e *observe.Scrape) {
 	a.closeInterval(a.lastScrape, s)
 	a.foot.scrape(a.lastScrape, s, a.probeInFlight())
 	a.noteScrapeRates(a.lastScrape, s)
+	a.restarts.goodScrape(a.lastScrape, s)
 	a.noteSignals(s)
 	a.lastScrape = s
 }

@@ -42,6 +42,12 @@ type Interval struct {
 	ServerQueueMs   *float64
 	ServerPrefillMs *float64
 	ServerDecodeMs  *float64
+	// ProbeInFlight is tokentop's own requests in flight at the interval's
+	// end, per class in config order (sent, not finished); nil where
+	// requests in flight were never reported (recordings without start
+	// events). With Running and Waiting it tells tokentop's sequences in
+	// the server from everyone else's, scrape by scrape (the twin).
+	ProbeInFlight []int
 }
 
 // intervalAccum gathers the client side of the interval in progress.
@@ -87,7 +93,7 @@ func (a *Aggregator) closeInterval(prev, cur *prom.Sample) {
 		if !ok1 || !ok2 || c.NoSum || p.NoSum {
 			return nil
 		}
-		d, ok := prom.Delta(p, c)
+		d, ok := histIncrease(p, c)
 		if !ok || d.Count <= 0 || d.Sum < 0 {
 			return nil
 		}
@@ -99,6 +105,12 @@ func (a *Aggregator) closeInterval(prev, cur *prom.Sample) {
 	iv.Running, iv.Waiting, iv.KVUsage = gauge(prom.SignalRunning), gauge(prom.SignalQueueDepth), gauge(prom.SignalKVUsage)
 	iv.ServerITLMs, iv.ServerTTFTMs, iv.ServerQueueMs = meanMs(prom.HistITL), meanMs(prom.HistTTFT), meanMs(prom.HistQueue)
 	iv.ServerPrefillMs, iv.ServerDecodeMs = meanMs(prom.HistPrefill), meanMs(prom.HistDecode)
+	if a.sawStarted {
+		iv.ProbeInFlight = make([]int, len(a.opts.Classes))
+		for _, p := range a.pending {
+			iv.ProbeInFlight[p.class]++
+		}
+	}
 	a.intervals = append(a.intervals, iv)
 	if len(a.intervals) > MaxIntervals {
 		a.intervals = slices.Delete(a.intervals, 0, len(a.intervals)-MaxIntervals)

@@ -91,6 +91,7 @@ func (a *Aggregator) addTrace(t *observe.Trace) {
 	if live != nil {
 		live.classes[ci].add(a.mapping, t, &rm, stall)
 	}
+	a.addFluidity(t, ci, live)
 	a.offerSlowest(t, &rm, ci, live)
 	a.trackJob(t, ci, live)
 

@@ -101,11 +101,12 @@ func counterRate(prev, cur *prom.Sample, name string) float64 {
 	a, okA := prev.Signal(name)
 	b, okB := cur.Signal(name)
 	dt := cur.At.Sub(prev.At).Seconds()
-	if !okA || !okB || dt <= 0 || b < a {
-		// A counter going down is a server restart: no rate for this pair.
+	if !okA || !okB || dt <= 0 {
 		return math.NaN()
 	}
-	return (b - a) / dt
+	// A counter going down is a server restart: what the new process
+	// counted since it started (counterIncrease), never a negative rate.
+	return counterIncrease(a, b) / dt
 }
 
 // noteScrapeRates keeps the token rates between the previous and the new

@@ -112,7 +112,8 @@ func (s *serverAccum) addScrape(prev, cur *prom.Sample) {
 		}
 		d := c
 		if p, ok := prev.Histograms[name]; ok {
-			if dd, ok := prom.Delta(p, c); ok {
+			// Across a restart the new process's histogram is all new.
+			if dd, ok := histIncrease(p, c); ok {
 				d = dd
 			}
 		}

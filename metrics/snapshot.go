@@ -203,6 +203,9 @@ type ClassStats struct {
 	ByPromptBucket []BucketStats // fixed order: 0-512, 512-2k, 2k-8k, 8k+
 	ByOutputBucket []BucketStats // by output tokens, fixed order: 0-128, 128-512, 512-2k, 2k+
 	Paths          []PathStats   // "direct", then "gateway" when set
+	// Fluidity is the class's fluidity index over the span (see
+	// Fluidity); nil without an ITL objective or a judged token.
+	Fluidity *Fluidity
 	// Slowest are the view's slowest requests (send to end), at most
 	// MaxSlowest per path, in path order, each path slowest first.
 	Slowest []RequestTiming
@@ -281,6 +284,12 @@ type ServerStats struct {
 	SpecAcceptRate         *float64
 	KVTransferFailuresPerS *float64
 	KVTransfer             Dist
+	// Restarts are the server's restarts in the span, oldest first (at
+	// most the last 64 of the run); RestartsTotal counts every one in the
+	// span, listed or not. Rates and histograms across a restart are
+	// computed from the new process's counters alone.
+	Restarts      []Restart
+	RestartsTotal int
 }
 
 // GaugeStats summarise a gauge sampled at every scrape. Count == 0 when the

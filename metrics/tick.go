@@ -14,6 +14,7 @@ func (a *Aggregator) Tick(now time.Time) *Snapshot {
 	for _, s := range a.slots {
 		for i := range liveAcc.classes {
 			liveAcc.classes[i].merge(s.classes[i])
+			liveAcc.fluid[i].merge(&s.fluid[i])
 		}
 		liveAcc.server.merge(s.server)
 		liveAcc.gpu.merge(a.mapping, s.gpu)
@@ -49,6 +50,10 @@ func (a *Aggregator) Tick(now time.Time) *Snapshot {
 	run := a.foot.run
 	run.hasWaiting = a.foot.hasWaiting
 	snap.Run.Probe.Footprint = run.footprint(a.opts.FootprintBudget)
+	snap.Run.Server.Restarts = a.restarts.since(time.Time{})
+	snap.Run.Server.RestartsTotal = a.restarts.total
+	snap.Live.Server.Restarts = a.restarts.since(now.Add(-a.opts.Window))
+	snap.Live.Server.RestartsTotal = len(snap.Live.Server.Restarts)
 	return snap
 }
 
@@ -81,6 +86,7 @@ func (a *Aggregator) view(s *slot, span time.Duration, inFlight []inFlightAges) 
 		cs := s.classes[i].stats(c.Name, c.Kind, span, a.opts.Paths, &inFlight[i])
 		cs.InFlight = a.inFlight[i]
 		cs.GoodJudged = a.opts.GoodRequest != nil
+		cs.Fluidity = s.fluid[i].stats(&c.SLO)
 		v.Classes = append(v.Classes, cs)
 	}
 	v.Server = s.server.stats(a.profile, a.variant, a.scrapeOK, a.lastScrape)

@@ -101,6 +101,7 @@ func mapWith(e *Exposition, model string, hc histCache, models []string) *Sample
 		}
 	}
 	mapDCGM(m)
+	mapProcess(m, profile)
 	if models != nil {
 		s.Models = slices.Clone(models)
 		s.Warnings = append(append([]string(nil), e.limits...), withSummary(m.warnings, m.dropped)...)
@@ -195,6 +196,9 @@ func SignalRange(name string) (lo, hi float64) {
 		SignalPrefixCacheQueries, SignalPrefixCacheHits, SignalPrefillComputed, SignalSpecDraftTokens,
 		SignalSpecAcceptedTokens, SignalSpecDrafts, SignalKVTransferFailures:
 		return 0, maxExactCount
+	case SignalProcessStartTime:
+		// Unix seconds: after 1970 and before the year 10000.
+		return 0, 253402300800
 	}
 	// Per-GPU signals: "gpu.N.suffix".
 	switch name[strings.LastIndexByte(name, '.')+1:] {

@@ -553,3 +553,17 @@ func dcgmBlank(v float64) bool {
 		(v >= int32Blank && v <= int32Blank+15) ||
 		(v >= fp64Blank && v <= fp64Blank+15)
 }
+
+// mapProcess reads the process collector's start time, which the Python
+// and Go Prometheus clients export for every server built on them (vLLM,
+// SGLang, the simulator; not a GPU exporter, whose restarts are not the
+// server's). With several processes (one per DP replica or API server)
+// the newest start is kept: a restart of any one of them shows.
+func mapProcess(m *mapper, profile string) {
+	if profile == ProfileDCGM {
+		return
+	}
+	if v, ok := maxOf("process_start_time_seconds")(m); ok {
+		m.set(SignalProcessStartTime, v)
+	}
+}

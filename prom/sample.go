@@ -56,6 +56,11 @@ const (
 	// SignalDisconnectedClients is NVIDIA Dynamo's frontend gauge of
 	// clients that went away before their response ended.
 	SignalDisconnectedClients = "disconnected_clients"
+	// SignalProcessStartTime is the server process's start, in Unix
+	// seconds (the Prometheus client libraries' process collector:
+	// process_start_time_seconds, the newest where several processes
+	// expose one). A change between scrapes is a restart.
+	SignalProcessStartTime = "process_start_time_seconds"
 )
 
 // SignalNames lists the server signal names in the order `tokentop scrape`
@@ -81,6 +86,7 @@ func SignalNames() []string {
 		SignalSpecAcceptRate,
 		SignalKVTransferFailures,
 		SignalDisconnectedClients,
+		SignalProcessStartTime,
 	}
 }
 

@@ -156,6 +156,7 @@ func buildClass(cs *metrics.ClassStats, v *diagnose.Verdict, gateway bool) Class
 		}
 	}
 	c.Goodput, c.SLO = verdictSections(cs, v)
+	c.Fluidity = fluidity(cs.Fluidity)
 	c.ByPromptBucket = buckets(cs.ByPromptBucket, cs.ITLBasis)
 	c.ByOutputBucket = buckets(cs.ByOutputBucket, cs.ITLBasis)
 	for i := range cs.Slowest {
@@ -236,7 +237,9 @@ func buildServer(s *metrics.ServerStats) Server {
 		ServerTTFTMs:         quantiles(&s.TTFT),
 		ServerITLMs:          quantiles(&s.ITL),
 		Scrapes:              s.Scrapes,
+		RestartsTotal:        s.RestartsTotal,
 	}
+	out.Restarts, out.RestartDetails = restarts(s)
 	if out.Profile == "" {
 		out.Profile = "unknown"
 	}

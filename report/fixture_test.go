@@ -58,7 +58,9 @@ func fixtureSnapshot() *metrics.Snapshot {
 		InputTokens:       metrics.TokenStats{P50: 690, P95: 1980, Total: 45000, Basis: metrics.BasisMixed},
 		Throughput:        metrics.Throughput{RequestsPerS: 2, InputTokensPerS: 1500, OutputTokensPerS: 486.4},
 		GoodRequests:      50,
-		GoodJudged:        true,
+		Fluidity: &metrics.Fluidity{TTFTTargetMs: 800, TBTTargetMs: 150, Requests: 57, Tokens: 14592, OnTime: 14300, Fluent: 55,
+			TokenShare: 14300.0 / 14592, RequestsAbove: 55.0 / 57},
+		GoodJudged: true,
 		ByPromptBucket: []metrics.BucketStats{
 			{Bucket: "0-512", Requests: 22, TTFT: fixtureDist(22, 210, 420, 480, 230, 500), ITL: fixtureDist(5000, 17, 39, 70, 20, 200),
 				ChunkGap: fixtureDist(3200, 21, 50, 120, 26, 400), E2E: fixtureDist(22, 5200, 7600, 8000, 5300, 8100)},
@@ -143,6 +145,9 @@ func fixtureSnapshot() *metrics.Snapshot {
 				TTFT:  fixtureDist(900, 380, 1100, 1700, 450, 2000),
 				ITL:   fixtureDist(80000, 25, 55, 88, 28, 280),
 				Queue: fixtureDist(900, 240, 800, 1300, 320, 1500),
+				Restarts: []metrics.Restart{{At: started.Add(20 * time.Second), Exact: true, Evidence: metrics.RestartProcessStart,
+					LastSeen: started.Add(18 * time.Second), FirstSeen: started.Add(24 * time.Second), DownFrom: started.Add(19 * time.Second), FailedScrapes: 5}},
+				RestartsTotal: 1,
 			},
 			GPU: metrics.GPUStats{
 				Source: "nvml",

@@ -19,6 +19,7 @@ func WriteMarkdown(w io.Writer, r Report) error {
 	writeVerdicts(&b, &r)
 	writeFindings(&b, &r)
 	writeLatency(&b, &r)
+	writeFluidity(&b, &r)
 	writeBuckets(&b, &r)
 	writePaths(&b, &r)
 	writeSlowest(&b, &r)
@@ -358,6 +359,7 @@ func writeServer(b *strings.Builder, r *Report) {
 	if t := s.QueueDepth.TrendPerS; t != nil {
 		fmt.Fprintf(b, "Queue depth trend: %+.2f requests/s over the run (least-squares slope).\n\n", *t)
 	}
+	writeRestarts(b, s)
 }
 
 func writeGPU(b *strings.Builder, r *Report) {

@@ -85,6 +85,7 @@ type Class struct {
 	SLO                 SLO        `json:"slo"`
 	ByPromptBucket      Buckets    `json:"by_prompt_bucket,omitempty"`
 	Paths               Paths      `json:"paths,omitempty"` // only when a gateway is compared
+	Fluidity            Fluidity   `json:"fluidity"`
 	// Beyond the contract.
 	// ByOutputBucket is E2E (and the rest) conditioned on output length:
 	// 0-128, 128-512, 512-2k, 2k+ output tokens.
@@ -296,14 +297,21 @@ type Server struct {
 	PreemptionsPerS *float64   `json:"preemptions_per_s"`
 	// The server's own token counters' rates, all its clients together;
 	// null when it does not publish them.
-	PromptTokensPerS     *float64  `json:"prompt_tokens_per_s"`
-	GenerationTokensPerS *float64  `json:"generation_tokens_per_s"`
-	ServerTTFTMs         Quantiles `json:"server_ttft_ms"`
-	ServerITLMs          Quantiles `json:"server_itl_ms"`
-	ServerQueueMs        MedianP95 `json:"server_queue_ms"`
+	PromptTokensPerS     *float64 `json:"prompt_tokens_per_s"`
+	GenerationTokensPerS *float64 `json:"generation_tokens_per_s"`
+	// Restarts are when the server restarted (RFC 3339, UTC), oldest
+	// first; empty when it did not.
+	Restarts      []string  `json:"restarts"`
+	ServerTTFTMs  Quantiles `json:"server_ttft_ms"`
+	ServerITLMs   Quantiles `json:"server_itl_ms"`
+	ServerQueueMs MedianP95 `json:"server_queue_ms"`
 	// Beyond the contract.
 	Variant *string `json:"variant"` // e.g. "v1"; null when the profile has none
 	Scrapes int64   `json:"scrapes"`
+	// RestartsTotal counts every restart (restarts lists the last 64);
+	// RestartDetails says, per listed restart, what showed it.
+	RestartsTotal  int       `json:"restarts_total"`
+	RestartDetails []Restart `json:"restart_details,omitempty"`
 }
 
 // Gauge summarises a gauge sampled at every scrape; null when the server

@@ -24,8 +24,9 @@ var flavorExposes = map[string]struct {
 	signals, hists []string
 }{
 	sim.FlavorVLLMV1: {
+		// process_start_time_seconds: prometheus_client's process collector.
 		signals: []string{prom.SignalQueueDepth, prom.SignalRunning, prom.SignalKVUsage, prom.SignalPreemptionsTotal,
-			prom.SignalPromptTokensTotal, prom.SignalGenerationTokens, prom.SignalRequestSuccessTotal},
+			prom.SignalPromptTokensTotal, prom.SignalGenerationTokens, prom.SignalRequestSuccessTotal, prom.SignalProcessStartTime},
 		hists: []string{prom.HistTTFT, prom.HistITL, prom.HistE2E, prom.HistQueue, prom.HistPrefill, prom.HistDecode},
 	},
 	sim.FlavorVLLMV0: {

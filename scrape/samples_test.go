@@ -52,6 +52,7 @@ func sampleCases() []sampleCase {
 			signals: map[string]float64{
 				prom.SignalQueueDepth: 0, prom.SignalRunning: 0, prom.SignalKVUsage: 0, prom.SignalPreemptionsTotal: 0,
 				prom.SignalPromptTokensTotal: 5, prom.SignalGenerationTokens: 7, prom.SignalRequestSuccessTotal: 1,
+				prom.SignalProcessStartTime: 1.7181405583e+09, // the process collector's
 			},
 			hists: map[string]wantHist{
 				// 0 below le=0.25, 1 at le=0.5: p50 = 0.25 + 0.25*(0.5-0)/1.
@@ -75,7 +76,8 @@ func sampleCases() []sampleCase {
 			file: "vllm-v1-0.7.x-production-stack-issue318-PARTIAL.txt", profile: "vllm", variant: "v1",
 			models: []string{"Qwen/Qwen2.5-Coder-32B-Instruct"},
 			// V1 0.7 still used the V0 name gpu_cache_usage_perc.
-			signals: map[string]float64{prom.SignalQueueDepth: 0, prom.SignalRunning: 0, prom.SignalKVUsage: 0},
+			signals: map[string]float64{prom.SignalQueueDepth: 0, prom.SignalRunning: 0, prom.SignalKVUsage: 0,
+				prom.SignalProcessStartTime: 1.74262400557e+09},
 		},
 		{
 			file: "vllm-v1-0.10.0-production-stack-issue617-PARTIAL-a.txt", profile: "vllm", variant: "v1",

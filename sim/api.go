@@ -77,7 +77,7 @@ func (s *Server) fail(w http.ResponseWriter, status int, typ, msg string) {
 	case http.StatusInternalServerError:
 		reason = "generation"
 	}
-	s.met.refused(reason)
+	s.met.Load().refused(reason)
 	writeError(w, status, typ, msg)
 }
 

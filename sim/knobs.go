@@ -70,6 +70,12 @@ type Knobs struct {
 	// WarmupS is how much background load the engine simulates, in virtual
 	// time, before it serves: the server starts in its steady state.
 	WarmupS float64
+	// RestartEveryS > 0 makes the server crash every so many seconds (an
+	// OOM kill under a supervisor): every stream is cut, every request is
+	// dropped unanswered for RestartDownS, and the new process counts its
+	// metrics from zero with a new process_start_time_seconds.
+	RestartEveryS float64
+	RestartDownS  float64
 }
 
 // Metrics flavors.
@@ -139,6 +145,7 @@ func DefaultKnobs() Knobs {
 		RejectStatus:                429,
 		RetryAfterS:                 1,
 		StallMs:                     1000,
+		RestartDownS:                3,
 		Seed:                        1,
 		MetricsFlavor:               FlavorVLLMV1,
 		StreamInterval:              1,
@@ -363,6 +370,8 @@ func (k *Knobs) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&k.StreamInterval, "stream-interval", k.StreamInterval, "tokens per SSE chunk")
 	fs.Float64Var(&k.WarmupS, "warmup-s", k.WarmupS, "seconds of background load simulated before serving")
 	fs.Float64Var(&k.OutputLengthSigma, "output-length-sigma", k.OutputLengthSigma, "lognormal sigma of output and prompt lengths")
+	fs.Float64Var(&k.RestartEveryS, "restart-every-s", k.RestartEveryS, "crash and restart every this many seconds (0: never)")
+	fs.Float64Var(&k.RestartDownS, "restart-down-s", k.RestartDownS, "seconds a restart leaves the server unanswering")
 }
 
 // Validate reports every knob that is out of range.
@@ -433,6 +442,9 @@ func (k Knobs) Validate() error {
 		if !(c.v >= 0 && c.v <= 1) {
 			bad("%s must be in [0,1], got %g", c.name, c.v)
 		}
+	}
+	if k.RestartEveryS < 0 || k.RestartDownS < 0 || (k.RestartEveryS > 0 && k.RestartDownS >= k.RestartEveryS) {
+		bad("restart-every-s and restart-down-s must be ≥ 0, the time down shorter than the time between restarts")
 	}
 	if k.StallMs < 0 || k.SlowHeadersMs < 0 || k.RetryAfterS < 0 || k.MaxWaiting < 0 {
 		bad("stall-ms, slow-headers-ms, retry-after-s and max-waiting must be ≥ 0")

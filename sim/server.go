@@ -26,7 +26,9 @@ import (
 // Handler, and call Run: requests only progress while Run runs.
 type Server struct {
 	clock Clock
-	met   *engineMetrics
+	// met is what /metrics reports; a restart (restart.go) swaps in a
+	// fresh one, as a new process would count from zero.
+	met   atomic.Pointer[engineMetrics]
 	eng   *engine // owned by the Run goroutine
 	epoch int64   // created, unix seconds (OpenAI "created")
 
@@ -54,6 +56,8 @@ type Server struct {
 	handoffs atomic.Int64 // direct streams a slow client sent back to their handler
 
 	writeLog func(WriteRecord) // see WithWriteLog; nil: none
+
+	down atomic.Bool // restarting: every request is dropped unanswered
 }
 
 // New builds a server with the given knobs.
@@ -72,8 +76,8 @@ func New(k Knobs, opts ...Option) (*Server, error) {
 	now := s.clock.Now()
 	s.epoch = now.Unix()
 	warm := int64(k.WarmupS * 1e9)
-	s.met = newEngineMetrics(k.MaxModelLen, float64(now.UnixNano()-warm)/1e9)
-	s.eng = newEngine(k, s.met)
+	s.met.Store(newEngineMetrics(k.MaxModelLen, float64(now.UnixNano()-warm)/1e9))
+	s.eng = newEngine(k, s.met.Load())
 	s.eng.burstOrigin = now.UnixNano()
 	s.eng.warmup(now.UnixNano()-warm, now.UnixNano())
 	s.publish(s.eng)
@@ -152,6 +156,7 @@ func (s *Server) Run(ctx context.Context) error {
 	timer.Stop()
 	defer timer.Stop()
 	var inbox []*seq
+	var rs restartState
 	for {
 		now := s.clock.Now().UnixNano()
 		s.mu.Lock()
@@ -165,6 +170,18 @@ func (s *Server) Run(ctx context.Context) error {
 			e.enqueue(q)
 			inbox[i] = nil
 		}
+		if until := s.restartStep(&rs, e, now); until > 0 {
+			// Down: nothing runs until the new process is up.
+			timer.Reset(time.Duration(until - now))
+			select {
+			case <-ctx.Done():
+				timer.Stop()
+				s.shutdown(e)
+				return nil
+			case <-timer.C():
+			}
+			continue
+		}
 		if s.cancels.Swap(0) > 0 {
 			e.dropCancelled()
 		}
@@ -175,6 +192,9 @@ func (s *Server) Run(ctx context.Context) error {
 			wait = time.Hour
 			if next := e.nextArrival(); next > 0 {
 				wait = time.Duration(next - now)
+			}
+			if rs.next > 0 && time.Duration(rs.next-now) < wait {
+				wait = time.Duration(max(rs.next-now, 0)) // an idle server crashes on time too
 			}
 		}
 		timer.Reset(wait)
@@ -221,7 +241,7 @@ func (s *Server) publish(e *engine) {
 	s.mu.Lock()
 	s.state = st
 	s.mu.Unlock()
-	s.met.setState(st)
+	s.met.Load().setState(st)
 }
 
 // shutdown ends every open stream and rejects what arrives later.
@@ -251,11 +271,18 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /version", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"version": "tokentop-sim " + Version})
 	})
-	return mux
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.down.Load() {
+			// Restarting (restart.go): no process answers; the connection
+			// closes without a response.
+			panic(http.ErrAbortHandler)
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
 
 func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request) {
-	b := s.met.render(s.Knobs())
+	b := s.met.Load().render(s.Knobs())
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	_, _ = w.Write(b)
 }

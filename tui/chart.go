@@ -118,7 +118,9 @@ func (r *renderer) marks(from, to time.Time) []timeMark {
 		}
 		out = append(out, timeMark{at: k.At, glyph: "k", label: k.Knob + "=" + k.Value})
 	}
+	out = append(out, restartMarks(r.s, from, to)...)
 	if r.st.RunView {
+		slices.SortStableFunc(out, func(a, b timeMark) int { return a.at.Compare(b.at) })
 		return out
 	}
 	for _, f := range r.d.Findings {

@@ -40,7 +40,8 @@ func (r *renderer) serverLines(iw, n int, withProfile bool) []string {
 	if sv.PromptTokensPerS != nil {
 		rates += " · prompt " + fmtNum(*sv.PromptTokensPerS) + " tok/s"
 	}
-	srv := "server TTFT " + p5095(sv.TTFT) + " · ITL " + p5095(sv.ITL)
+	// A restart first: the line is cut on the right in a narrow panel.
+	srv := restartText(sv) + "server TTFT " + p5095(sv.TTFT) + " · ITL " + p5095(sv.ITL)
 	if withProfile {
 		srv += " · " + r.scrapeWord()
 	}

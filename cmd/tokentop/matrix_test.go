@@ -169,7 +169,7 @@ func TestDiagnosisMatrix(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cases := append(matrixScenarios(), matrixServers()...)
+	cases := append(append(matrixScenarios(), matrixServers()...), matrixIssue22()...)
 	results := make([]matrixResult, len(cases))
 	var mu sync.Mutex
 	t.Run("cases", func(t *testing.T) {
