@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -38,6 +39,18 @@ const benchProfileEnv = "TOKENTOP_BENCH_PROFILE"
 func TestMain(m *testing.M) {
 	if os.Getenv(benchChildEnv) != "" {
 		os.Exit(benchChild(os.Args[1:]))
+	}
+	// This package's parallel tests mostly wait: on loopback servers, on
+	// runs of tokentop measured by their own clocks, on tmux. Four at a
+	// time (go test's default is GOMAXPROCS, 2 on the CI machine) keeps the
+	// package near a minute and a half without crowding the live demos
+	// whose diagnosis depends on tokentop keeping up; -parallel N still
+	// decides when given.
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		_ = flag.Set("test.parallel", "4")
 	}
 	os.Exit(m.Run())
 }
