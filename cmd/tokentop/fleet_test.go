@@ -361,6 +361,7 @@ func fakePrometheus(t *testing.T) string {
 // replica first, sparklines, its finding), drills into it and checks that
 // nothing runs past the terminal.
 func TestFleetConsoleUnderTmux(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts the fleet console in tmux")
 	}

@@ -72,6 +72,7 @@ func TestDemoOverloadReportsLowerBounds(t *testing.T) {
 
 // The console shows those lower bounds as "≥".
 func TestConsoleShowsLowerBounds(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts the console in tmux")
 	}

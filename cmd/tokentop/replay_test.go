@@ -51,6 +51,7 @@ func TestReplayReproducesTheReport(t *testing.T) {
 // TestRecordingHoldsNoKey: the API key is sent to the server and nowhere
 // else (CONTRACT.md: never printed or recorded).
 func TestRecordingHoldsNoKey(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs a session for 6 s")
 	}
@@ -113,6 +114,7 @@ func TestReplayErrors(t *testing.T) {
 // TestReplayConsoleUnderTmux replays a recording in the console, at ten
 // times its speed, as a person would look at it.
 func TestReplayConsoleUnderTmux(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("records a demo and replays it in tmux")
 	}

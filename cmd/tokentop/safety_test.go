@@ -460,6 +460,7 @@ func TestSafetyAgainstServersThatMisbehave(t *testing.T) {
 // gives) ends the run at once and still writes the report and the
 // recording of what was measured.
 func TestInterruptWritesTheReport(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs tokentop for a few seconds")
 	}
@@ -495,6 +496,7 @@ func TestInterruptWritesTheReport(t *testing.T) {
 // every path, --insecure and --api-key-env serve the probes and the scrape
 // alike, and the key appears in none of the report, recording or traces.
 func TestTLSAndKeyReachProbesAndScrape(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs tokentop for a few seconds")
 	}

@@ -33,6 +33,7 @@ func tmux(t *testing.T, args ...string) string {
 // TestConsoleUnderTmux runs the demo console in a real terminal, as a person
 // would, at the two sizes the issue names, and reads the screen.
 func TestConsoleUnderTmux(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts the console in tmux")
 	}
@@ -103,6 +104,7 @@ func TestConsoleUnderTmux(t *testing.T) {
 // (the elapsed time, the in-flight counts and the charts stand still),
 // and p again brings it back to life.
 func TestConsolePauseUnderTmux(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts the console in tmux")
 	}
@@ -146,6 +148,7 @@ func TestConsolePauseUnderTmux(t *testing.T) {
 }
 
 func TestConsoleTooSmall(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts the console in tmux")
 	}

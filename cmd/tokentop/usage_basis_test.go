@@ -161,6 +161,7 @@ func str(p *string) string {
 // gauge its /metrics serves must reach the report's scrape warnings, in
 // JSON and (through the recording) in Markdown.
 func TestTokensCountedWithoutUsage(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("a 3 s run")
 	}
