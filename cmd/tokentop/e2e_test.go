@@ -52,7 +52,13 @@ type reportView struct {
 		ITL      quant `json:"itl_ms"`
 		Gap      quant `json:"chunk_gap_ms"`
 		SLO      struct {
-			Pass bool `json:"pass"`
+			Pass       bool `json:"pass"`
+			Objectives []struct {
+				Name      string   `json:"name"`
+				Actual    *float64 `json:"actual"`
+				Pass      bool     `json:"pass"`
+				NotJudged string   `json:"not_judged"`
+			} `json:"objectives"`
 		} `json:"slo"`
 	} `json:"classes"`
 	Server struct {
@@ -65,7 +71,29 @@ type reportView struct {
 		Severity   string  `json:"severity"`
 		Confidence float64 `json:"confidence"`
 		Summary    string  `json:"summary"`
+		Evidence   []struct {
+			Signal string `json:"signal"`
+		} `json:"evidence"`
 	} `json:"findings"`
+}
+
+// failedObjectives counts the objectives a report judged and failed, and
+// those of them slo_unexplained names (no finding above info explains
+// them).
+func (r reportView) failedObjectives() (failed, unexplained int) {
+	for _, c := range r.Classes {
+		for _, o := range c.SLO.Objectives {
+			if !o.Pass && o.NotJudged == "" && o.Actual != nil {
+				failed++
+			}
+		}
+	}
+	for _, f := range r.Findings {
+		if f.Rule == "slo_unexplained" {
+			unexplained += len(f.Evidence)
+		}
+	}
+	return failed, unexplained
 }
 
 type quant struct {

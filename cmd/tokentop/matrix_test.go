@@ -145,6 +145,9 @@ type matrixResult struct {
 		confidence     float64
 	}
 	summaries []string // rule (severity confidence): summary, for a case that went wrong
+	// failed objectives the report judged, and how many of them no
+	// finding above info explains (slo_unexplained's evidence).
+	failed, unexplained int
 }
 
 func (r *matrixResult) ok() bool { return r.first == r.c.want }
@@ -185,6 +188,7 @@ func TestDiagnosisMatrix(t *testing.T) {
 					r = rep
 				}
 				res := matrixResult{c: c}
+				res.failed, res.unexplained = r.failedObjectives()
 				for _, f := range r.Findings {
 					res.findings = append(res.findings, struct {
 						rule, severity string
@@ -229,7 +233,15 @@ func TestDiagnosisMatrix(t *testing.T) {
 			}
 		}
 	}
-	fmt.Fprintf(&b, "\n%d of %d cases right.\n\n| confidence | findings above info | right |\n|---|---|---|\n", right, len(results))
+	failed, unexplained := 0, 0
+	for _, r := range results {
+		failed, unexplained = failed+r.failed, unexplained+r.unexplained
+	}
+	explained := "—"
+	if failed > 0 {
+		explained = fmt.Sprintf("%d of %d (%.0f%%)", failed-unexplained, failed, 100*float64(failed-unexplained)/float64(failed))
+	}
+	fmt.Fprintf(&b, "\n%d of %d cases right. Failed objectives a finding explains: %s.\n\n| confidence | findings above info | right |\n|---|---|---|\n", right, len(results), explained)
 	for _, bd := range bands {
 		share := "—" // no finding in the band: nothing to be right about
 		if bd.n > 0 {
