@@ -26,6 +26,7 @@ func WriteMarkdown(w io.Writer, r Report) error {
 	writeServer(&b, &r)
 	writeGPU(&b, &r)
 	writeProbe(&b, &r)
+	writeTwin(&b, &r)
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return fmt.Errorf("writing Markdown report: %w", err)
 	}

@@ -39,7 +39,10 @@ type Report struct {
 	Server        Server    `json:"server"`
 	GPU           GPU       `json:"gpu"`
 	Probe         Probe     `json:"probe"`
-	Findings      []Finding `json:"findings"`
+	// Twin is the what-if twin's section (report/twin.go); null when none
+	// was built.
+	Twin     *Twin     `json:"twin"`
+	Findings []Finding `json:"findings"`
 	// Sources (beyond the contract) says how fresh each data source was at
 	// the end, so a reader sees a stale scraper instead of trusting numbers.
 	Sources []Source `json:"sources"`

@@ -22,7 +22,9 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 func fixtureReport() Report {
-	return Build(fixtureSnapshot(), fixtureDiagnosis(), fixtureMeta())
+	r := Build(fixtureSnapshot(), fixtureDiagnosis(), fixtureMeta())
+	r.Twin = fixtureTwin()
+	return r
 }
 
 func overloadReport() Report {

@@ -26,6 +26,8 @@ func (r *renderer) drill(bodyH int) []string {
 		out = r.serverView(bodyH)
 	case DrillGPU:
 		out = r.gpuView(bodyH)
+	case DrillTwin:
+		out = r.twinView(bodyH)
 	}
 	return pad2(out, bodyH)
 }

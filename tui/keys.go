@@ -17,7 +17,7 @@ import (
 // footer's shorter words for the bindings the footer shows.
 type keyMap struct {
 	// The keys with a line of their own on the help screen.
-	Quit, NextClass, Pause, SpanUp, Expand, Slowest, Buckets, Server, GPU, Back, RunView, Help, Knobs key.Binding
+	Quit, NextClass, Pause, SpanUp, Expand, Slowest, Buckets, Server, GPU, Twin, Back, RunView, Help, Knobs key.Binding
 
 	// The keys the help names on another key's line: the other ways
 	// through the classes and the span (on tab's and +'s), the selection
@@ -45,6 +45,7 @@ func newKeyMap(knobs bool) keyMap {
 		Buckets:   key.NewBinding(key.WithKeys("b"), key.WithHelp("b", "by prompt-length and output-length bucket")),
 		Server:    key.NewBinding(key.WithKeys("m"), key.WithHelp("m", "server: every canonical signal and when it was read")),
 		GPU:       key.NewBinding(key.WithKeys("g"), key.WithHelp("g", "GPUs: every field tokentop reads")),
+		Twin:      key.NewBinding(key.WithKeys("w"), key.WithHelp("w", "what-if: the twin's predicted effect of each remedy, side by side against now")),
 		Back:      key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "back: clear the filter, collapse, leave the view")),
 		RunView:   key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "toggle the live window and the whole run")),
 		Help:      key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "this help")),
@@ -69,7 +70,7 @@ func newKeyMap(knobs bool) keyMap {
 // FullHelp is the help screen's keys, one column; a disabled binding (k
 // without knobs) is left out.
 func (m keyMap) FullHelp() [][]key.Binding {
-	return [][]key.Binding{{m.Quit, m.NextClass, m.Pause, m.SpanUp, m.Expand, m.Slowest, m.Buckets, m.Server, m.GPU, m.Back, m.RunView, m.Help, m.Knobs}}
+	return [][]key.Binding{{m.Quit, m.NextClass, m.Pause, m.SpanUp, m.Expand, m.Slowest, m.Buckets, m.Server, m.GPU, m.Twin, m.Back, m.RunView, m.Help, m.Knobs}}
 }
 
 // ShortHelp is the footer's keys, most needed first: those that do not
@@ -82,7 +83,7 @@ func (m keyMap) ShortHelp() []key.Binding {
 	return []key.Binding{
 		short(m.Quit, "q", "quit"), short(m.Knobs, "k", "knobs"), short(m.NextClass, "tab", "class"), short(m.Pause, "p", pause),
 		short(m.SpanUp, "+/-", "span"), short(m.Slowest, "s", "slowest"), short(m.Buckets, "b", "buckets"), short(m.Server, "m", "server"),
-		short(m.GPU, "g", "GPU"), short(m.Expand, "e", "expand"), short(m.RunView, "r", "live/run"),
+		short(m.GPU, "g", "GPU"), short(m.Twin, "w", "what-if"), short(m.Expand, "e", "expand"), short(m.RunView, "r", "live/run"),
 	}
 }
 

@@ -102,8 +102,8 @@ func TestFooterIsShortHelp(t *testing.T) {
 		knobs, paused bool
 		want          string
 	}{
-		{250, false, false, "q quit · tab class · p pause · +/- span · s slowest · b buckets · m server · g GPU · e expand · r live/run · ? help"},
-		{120, true, false, "q quit · k knobs · tab class · p pause · +/- span · s slowest · b buckets · m server · g GPU · e expand · ? help"},
+		{250, false, false, "q quit · tab class · p pause · +/- span · s slowest · b buckets · m server · g GPU · w what-if · e expand · r live/run · ? help"},
+		{120, true, false, "q quit · k knobs · tab class · p pause · +/- span · s slowest · b buckets · m server · g GPU · w what-if · ? help"},
 		{80, true, true, "q quit · k knobs · tab class · p resume · +/- span · s slowest · ? help"},
 		{60, false, false, "q quit · tab class · p pause · +/- span · s slowest · ? help"},
 	} {

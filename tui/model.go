@@ -154,6 +154,10 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		m.gen++
 		return m, nil
+	case TwinMsg:
+		m.st.Twin = &twinState{r: msg.Result, at: msg.At, took: msg.Took}
+		m.gen++
+		return m, nil
 	case tea.WindowSizeMsg:
 		m.width, m.height = msg.Width, msg.Height
 		return m, nil
@@ -173,7 +177,7 @@ func sameState(a, b *UIState) bool {
 	return a.Focus == b.Focus && a.Span == b.Span && a.RunView == b.RunView && a.ShowHelp == b.ShowHelp && a.HelpEnd == b.HelpEnd &&
 		a.ShowKnobs == b.ShowKnobs && a.KnobCursor == b.KnobCursor && a.Message == b.Message && a.Paused == b.Paused &&
 		a.Drill == b.Drill && a.Expanded == b.Expanded && a.Filter == b.Filter && a.Filtering == b.Filtering &&
-		a.Cursor == b.Cursor && len(a.Knobs) == len(b.Knobs) && knobsEqual(a.Knobs, b.Knobs)
+		a.Cursor == b.Cursor && a.Twin == b.Twin && len(a.Knobs) == len(b.Knobs) && knobsEqual(a.Knobs, b.Knobs)
 }
 
 func knobsEqual(a, b []Knob) bool {
@@ -227,9 +231,11 @@ func (m Model) key(msg tea.KeyMsg) (Model, tea.Cmd) {
 	case key.Matches(msg, km.Expand):
 		m.st.Expanded = !m.st.Expanded
 		return m, nil
-	case key.Matches(msg, km.Slowest, km.Buckets, km.Server, km.GPU):
+	case key.Matches(msg, km.Slowest, km.Buckets, km.Server, km.GPU, km.Twin):
 		d := DrillSlowest
 		switch {
+		case key.Matches(msg, km.Twin):
+			d = DrillTwin
 		case key.Matches(msg, km.Buckets):
 			d = DrillBuckets
 		case key.Matches(msg, km.Server):

@@ -69,6 +69,8 @@ type UIState struct {
 	// and whether it is fading (no longer raised, still listed a while so
 	// it does not blink).
 	Held map[string]Held
+	// Twin is the latest what-if twin (tui/twin.go), nil before the first.
+	Twin *twinState
 
 	// renderer overrides lipgloss's default renderer (tests force colour).
 	renderer *lipgloss.Renderer

@@ -19,6 +19,10 @@ func (s *session) pipeline(ctx context.Context, agg *metrics.Aggregator, prog *t
 	ticker := time.NewTicker(tickEvery)
 	defer ticker.Stop()
 	var last *metrics.Snapshot
+	var tw *twinRunner // the console's what-if twin, built off this goroutine
+	if prog != nil {
+		tw = startTwin(ctx, prog, s.cfg.Classes, s.spec.common.whatIf)
+	}
 	// The recording is a tee of the aggregator's stream (s.rec is nil
 	// without --record: its Write is a no-op then).
 	err := metrics.Run(ctx, agg, s.events, ticker.C, time.Now, s.rec.Write, func(snap *metrics.Snapshot) {
@@ -33,6 +37,7 @@ func (s *session) pipeline(ctx context.Context, agg *metrics.Aggregator, prog *t
 		if prog != nil {
 			run := diagnose.Evaluate(&snap.Run, s.cfg.Classes)
 			prog.Send(tui.SnapshotMsg{Snap: snap, Diag: live, RunDiag: &run})
+			tw.offer(snap, run)
 		}
 	})
 	if errors.Is(err, context.Canceled) {

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
@@ -15,6 +16,7 @@ import (
 	"github.com/tokentop/tokentop/record"
 	"github.com/tokentop/tokentop/report"
 	"github.com/tokentop/tokentop/tui"
+	"github.com/tokentop/tokentop/twin"
 )
 
 // replayFlags are the common flags that mean something to a replay: the
@@ -26,6 +28,7 @@ type replayFlags struct {
 	noColor    bool
 	ascii      bool
 	speed      float64
+	whatIf     whatIfFlag
 }
 
 func runReplay(ctx context.Context, e env, args []string) (int, error) {
@@ -37,8 +40,9 @@ func runReplay(ctx context.Context, e env, args []string) (int, error) {
 	fs.BoolVar(&f.noColor, "no-color", false, "no colours (also NO_COLOR)")
 	fs.BoolVar(&f.ascii, "ascii", false, "draw the console with ASCII only (automatic when the locale is not UTF-8)")
 	fs.Float64Var(&f.speed, "speed", 1, "console replay speed (2 = twice as fast)")
+	fs.Var(&f.whatIf, "what-if", whatIfUsage+strings.Join(twin.ChangeKeys(), ", "))
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: tokentop replay FILE [--headless] [--report PATH|-] [--format json|markdown] [--speed X] [--no-color] [--ascii]")
+		fmt.Fprintln(fs.Output(), "usage: tokentop replay FILE [--headless] [--report PATH|-] [--format json|markdown] [--speed X] [--what-if CHANGE]... [--no-color] [--ascii]")
 		fs.PrintDefaults()
 	}
 	// FILE may come before or after the flags.
@@ -112,7 +116,7 @@ func runReplay(ctx context.Context, e env, args []string) (int, error) {
 	if f.reportPath == "" {
 		return report.ExitOK, nil // a console the user looked at is not a verdict
 	}
-	rep := report.Build(last, diagnose.Evaluate(&last.Run, h.Classes),
+	rep := reportWithTwin(last, h.Classes, f.whatIf,
 		report.Meta{ToolVersion: h.ToolVersion, Target: h.Target, Gateway: h.Gateway, Model: h.Model})
 	if err := writeReport(e.Stdout, f.reportPath, f.format, rep); err != nil {
 		return report.ExitNoData, err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tokentop/tokentop/config"
 	"github.com/tokentop/tokentop/report"
+	"github.com/tokentop/tokentop/twin"
 )
 
 // version is the tool's version, reported in User-Agent and reports.
@@ -107,6 +108,7 @@ type commonFlags struct {
 	record        string
 	once          bool
 	otlpEndpoint  string
+	whatIf        whatIfFlag
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet) {
@@ -126,6 +128,7 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.ascii, "ascii", false, "draw the console with ASCII only (automatic when the locale is not UTF-8)")
 	fs.StringVar(&c.gpuMetrics, "gpu-metrics", "", "read GPUs from a dcgm-exporter `URL` instead of NVML")
 	fs.StringVar(&c.listenMetrics, "listen-metrics", "", "serve tokentop's own measurements for Prometheus at `ADDR`/metrics (e.g. 127.0.0.1:9464)")
+	fs.Var(&c.whatIf, "what-if", whatIfUsage+strings.Join(twin.ChangeKeys(), ", "))
 	fs.StringVar(&c.otlpEndpoint, "otlp-endpoint", "", "export one OpenTelemetry span per probe request to this OTLP/HTTP collector `URL` (e.g. http://127.0.0.1:4318)")
 }
 

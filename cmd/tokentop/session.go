@@ -177,7 +177,7 @@ func runSession(ctx context.Context, e env, spec sessionSpec) (int, error) {
 		return report.ExitOK, nil
 	}
 	last := <-final
-	rep := report.Build(last, diagnose.Evaluate(&last.Run, s.cfg.Classes),
+	rep := reportWithTwin(last, s.cfg.Classes, spec.common.whatIf,
 		report.Meta{ToolVersion: version, Target: safehttp.RedactURL(s.cfg.Target), Gateway: redactOptionalURL(s.cfg.Gateway), Model: s.model})
 	if spec.common.reportPath != "" {
 		if err := writeReport(e.Stdout, spec.common.reportPath, spec.common.format, rep); err != nil {

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"math"
+	"strings"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/tokentop/tokentop/config"
+	"github.com/tokentop/tokentop/diagnose"
+	"github.com/tokentop/tokentop/metrics"
+	"github.com/tokentop/tokentop/report"
+	"github.com/tokentop/tokentop/tui"
+	"github.com/tokentop/tokentop/twin"
+)
+
+// whatIfFlag is --what-if, repeatable: each value is one change for the
+// twin to predict, checked as it is parsed (a typo is a usage error).
+type whatIfFlag []twin.Change
+
+func (w *whatIfFlag) String() string {
+	var s []string
+	for _, c := range *w {
+		s = append(s, c.String())
+	}
+	return strings.Join(s, " ")
+}
+
+func (w *whatIfFlag) Set(v string) error {
+	c, err := twin.ParseChange(v)
+	if err != nil {
+		return err
+	}
+	*w = append(*w, c)
+	return nil
+}
+
+const whatIfUsage = "a remedy for the twin to predict, as server or traffic knobs (repeatable), e.g. max-num-seqs=64,priority=on; knobs: "
+
+// buildTwin fits the twin to the run's measurements and evaluates the
+// diagnosis's remedies and the user's changes.
+func buildTwin(snap *metrics.Snapshot, d diagnose.Diagnosis, classes []config.Class, whatIf []twin.Change) *twin.Result {
+	if snap == nil {
+		return nil
+	}
+	return twin.Build(twin.Input{Classes: classes, View: &snap.Run, Findings: d.Findings, WhatIf: whatIf})
+}
+
+// reportWithTwin is report.Build with the twin's section, and the
+// findings' advice quoting the twin's predictions where it is reliable.
+func reportWithTwin(snap *metrics.Snapshot, classes []config.Class, whatIf []twin.Change, meta report.Meta) report.Report {
+	d := diagnose.Evaluate(&snap.Run, classes)
+	tw := buildTwin(snap, d, classes, whatIf)
+	d.Findings = diagnose.QuotePredictions(d.Findings, tw.Quotes())
+	rep := report.Build(snap, d, meta)
+	rep.Twin = twinSection(tw)
+	return rep
+}
+
+// twinSection is the report's view of a built twin.
+func twinSection(r *twin.Result) *report.Twin {
+	if r == nil {
+		return nil
+	}
+	t := &report.Twin{Reliable: r.Reliable && r.Declined == "", SelfCheckBound: r.SelfCheckBound, Runs: r.Runs,
+		SelfCheck: map[string]report.TwinSelfCheck{}, Measured: map[string]report.TwinFigures{}, Replayed: map[string]report.TwinFigures{},
+		Candidates: []report.TwinCandidate{}}
+	if r.Declined != "" {
+		t.Declined = &r.Declined
+	}
+	f := &r.Fit
+	t.Fit = report.TwinFit{WindowS: f.WindowS, CannotFit: append([]string{}, f.CannotFit...),
+		Step: report.TwinStep{BaseMs: f.Step.BaseMs, PerPrefillTokenMs: f.Step.PerPrefillTokenMs, PerSequenceMs: f.Step.PerSequenceMs,
+			R2: f.Step.R2, Intervals: f.Step.Intervals, BatchFlat: f.Step.BatchFlat, Source: f.Step.Source},
+		MaxNumSeqs: param(f.SeqCap), KVTokens: param(f.KVTokens), TokenBudget: param(f.TokenBudget), Chunked: param(f.Chunked), Priority: param(f.Priority),
+		Load: []report.TwinLoad{}}
+	for _, s := range f.Load {
+		l := report.TwinLoad{Name: s.Name, Kind: s.Kind, Probe: s.Probe, Process: s.Process, PromptTokensMedian: s.Prompt.Median,
+			OutputTokensMedian: s.Output.Median, LengthSigma: s.Output.Sigma, Priority: s.Priority, Source: s.Origin}
+		if s.Process == twin.ProcClosed {
+			l.Concurrency = &s.N
+		} else {
+			l.RatePerS = &s.Rate
+		}
+		t.Fit.Load = append(t.Fit.Load, l)
+	}
+	for name, sc := range r.SelfCheck {
+		t.SelfCheck[name] = report.TwinSelfCheck{TTFTP95Err: sc.TTFTP95Err, ITLP95Err: sc.ITLP95Err, OutputTokensPerSErr: sc.OutputTokensPerSErr}
+	}
+	for name, m := range r.Measured {
+		t.Measured[name] = figures(m, name == twin.OtherName)
+	}
+	for name, m := range r.Baseline {
+		t.Replayed[name] = figures(m, false)
+	}
+	for _, c := range r.Candidates {
+		rc := report.TwinCandidate{Change: c.Change.String(), Source: c.Source, Reliable: c.Reliable && t.Reliable, Predicted: map[string]report.TwinFigures{}}
+		if c.Rule != "" {
+			rc.Rule = &c.Rule
+		}
+		if c.Note != "" {
+			rc.Note = &c.Note
+		}
+		if c.Declined != "" {
+			rc.Declined = &c.Declined
+		}
+		for name, p := range c.Predicted {
+			rc.Predicted[name] = figures(p, false)
+		}
+		t.Candidates = append(t.Candidates, rc)
+	}
+	t.Capacity = report.TwinCapacity{CurrentInteractiveRPS: r.Capacity.CurrentRPS, Candidates: map[string]*float64{}, Note: r.Capacity.Note}
+	if r.Capacity.Class != "" {
+		t.Capacity.Class = &r.Capacity.Class
+	}
+	for k, v := range r.Capacity.Candidates {
+		t.Capacity.Candidates[k] = v
+	}
+	return t
+}
+
+func param(p twin.Param) report.TwinParam { return report.TwinParam{Value: p.Value, Source: p.Source} }
+
+// figures is one class's twin figures for the report; latencies null
+// without data (and for the other traffic's measured figures, which only
+// the server's counters give: its output rate).
+func figures(f twin.Figures, rateOnly bool) report.TwinFigures {
+	msPtr := func(v float64) *float64 {
+		if rateOnly || !(v > 0) || math.IsInf(v, 0) {
+			return nil
+		}
+		return &v
+	}
+	return report.TwinFigures{
+		TTFTMs:           report.TwinPcts{P50: msPtr(f.TTFT.P50), P95: msPtr(f.TTFT.P95), P99: msPtr(f.TTFT.P99)},
+		ITLMs:            report.TwinPcts{P50: msPtr(f.ITL.P50), P95: msPtr(f.ITL.P95), P99: msPtr(f.ITL.P99)},
+		E2EMs:            report.TwinP95{P95: msPtr(f.E2EP95)},
+		OutputTokensPerS: f.OutputTokensPerS,
+		GoodputRatio:     f.GoodputRatio,
+		SLOPass:          f.SLOPass,
+	}
+}
+
+// twinEvery is how often the console's twin is fitted again; twinAfter is
+// how much of the run it waits for first (a step-time fit needs its
+// intervals, the load its rates).
+const (
+	twinEvery = 30 * time.Second
+	twinAfter = time.Minute
+)
+
+// twinRunner builds the console's twin on its own goroutine: the pipeline
+// offers it snapshots and never waits (an offer while a build runs is
+// dropped), so a build, seconds of virtual time on a busy machine, never
+// delays a snapshot.
+type twinRunner struct {
+	jobs chan twinJob
+	last time.Time // of the last snapshot taken (the pipeline's goroutine only)
+}
+
+type twinJob struct {
+	snap *metrics.Snapshot
+	d    diagnose.Diagnosis
+}
+
+// startTwin starts the runner for the console prog; it stops with ctx.
+func startTwin(ctx context.Context, prog *tea.Program, classes []config.Class, whatIf []twin.Change) *twinRunner {
+	r := &twinRunner{jobs: make(chan twinJob, 1)}
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case j := <-r.jobs:
+				start := time.Now()
+				res := buildTwin(j.snap, j.d, classes, whatIf)
+				prog.Send(tui.TwinMsg{Result: res, At: j.snap.At, Took: time.Since(start)})
+			}
+		}
+	}()
+	return r
+}
+
+// offer hands the runner a snapshot and its whole-run diagnosis, at most
+// every twinEvery; it never blocks.
+func (r *twinRunner) offer(snap *metrics.Snapshot, d diagnose.Diagnosis) {
+	if r == nil || snap == nil || snap.At.Sub(snap.Started) < twinAfter || snap.At.Sub(r.last) < twinEvery {
+		return
+	}
+	select {
+	case r.jobs <- twinJob{snap, d}:
+		r.last = snap.At
+	default:
+	}
+}

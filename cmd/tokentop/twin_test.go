@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tokentop/tokentop/report"
+)
+
+// TestTwinWhatIfFlag: a --what-if that does not parse is a usage error,
+// said before anything runs.
+func TestTwinWhatIfFlag(t *testing.T) {
+	for _, bad := range []string{"max-num-seqs=lots", "warp-drive=on", "priority=maybe", "max-num-seqs=64,max-num-seqs=32", ""} {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), testEnv(&stdout, &stderr), []string{"replay", "none.jsonl", "--what-if", bad})
+		if code != report.ExitUsage || !strings.Contains(stderr.String(), "what-if") {
+			t.Errorf("--what-if %q: exit %d, stderr %q; want a usage error naming --what-if", bad, code, stderr.String())
+		}
+	}
+}
+
+// TestTwinReplayReport replays a recorded batch-interference session with a
+// what-if: the report's twin section has the contract's keys, the user's
+// change among the candidates (written as --what-if takes it), a
+// prediction for every class, the self-check and the capacity.
+func TestTwinReplayReport(t *testing.T) {
+	gz, err := os.Open(filepath.Join("testdata", "sessions", "batch-interference.jsonl.gz"))
+	if err != nil {
+		t.Skip("no recorded session: ", err)
+	}
+	defer gz.Close()
+	zr, err := gzip.NewReader(gz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	rec, out := filepath.Join(dir, "session.jsonl"), filepath.Join(dir, "report.json")
+	f, err := os.Create(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(f, zr); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	start := time.Now()
+	code := run(ctx, testEnv(&stdout, &stderr), []string{"replay", rec, "--headless", "--report", out, "--what-if", "max-num-seqs=32, priority=on"})
+	if code != report.ExitOK && code != report.ExitSLOFailed {
+		t.Fatalf("replay: exit %d\n%s", code, stderr.String())
+	}
+	t.Logf("replay with the twin: %v", time.Since(start))
+	rep := readJSON(t, out)
+	tw, ok := rep["twin"].(map[string]any)
+	if !ok {
+		t.Fatalf("no twin section: %v", rep["twin"])
+	}
+	for _, k := range []string{"reliable", "fit", "self_check", "candidates", "capacity"} {
+		if _, ok := tw[k]; !ok {
+			t.Errorf("twin lacks %q", k)
+		}
+	}
+	if d, _ := tw["declined"].(string); d != "" {
+		t.Fatalf("the twin declined: %s", d)
+	}
+	var user map[string]any
+	for _, c := range tw["candidates"].([]any) {
+		c := c.(map[string]any)
+		if c["change"] == "max-num-seqs=32,priority=on" && c["source"] == "user" {
+			user = c
+		}
+	}
+	if user == nil {
+		t.Fatalf("the user's change is not among the candidates: %v", tw["candidates"])
+	}
+	pred := user["predicted"].(map[string]any)
+	for _, class := range []string{"interactive", "batch"} {
+		p, ok := pred[class].(map[string]any)
+		if !ok {
+			t.Fatalf("no prediction for %s: %v", class, pred)
+		}
+		ttft := p["ttft_ms"].(map[string]any)
+		if v, ok := ttft["p95"].(float64); !ok || v <= 0 {
+			t.Errorf("%s: predicted TTFT p95 %v", class, ttft["p95"])
+		}
+	}
+	sc := tw["self_check"].(map[string]any)
+	if _, ok := sc["interactive"].(map[string]any)["itl_p95_err"].(float64); !ok {
+		t.Errorf("no ITL self-check for interactive: %v", sc)
+	}
+	if _, ok := tw["capacity"].(map[string]any)["candidates"].(map[string]any); !ok {
+		t.Errorf("capacity: %v", tw["capacity"])
+	}
+}

@@ -1,0 +1,168 @@
+package tui
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tokentop/tokentop/twin"
+)
+
+// DrillTwin is the what-if view (w): the twin's candidates side by side
+// against now.
+const DrillTwin = "twin"
+
+// TwinMsg delivers a twin built off the console's goroutine (cmd/tokentop
+// builds it from a snapshot every half minute or so). At is the instant of
+// the snapshot it was fitted to.
+type TwinMsg struct {
+	Result *twin.Result
+	At     time.Time
+	// Took is how long the build took.
+	Took time.Duration
+}
+
+// twinState is the latest twin the console received.
+type twinState struct {
+	r    *twin.Result
+	at   time.Time
+	took time.Duration
+}
+
+// twinView draws the twin: the fit in a line, the self-check, then one
+// block per class: now (at the fit), now (live: after a knob turned in
+// demo, whether the prediction came true), and each candidate's
+// prediction.
+func (r *renderer) twinView(bodyH int) []string {
+	out := []string{rule(r.t, "what-if · the twin's predictions against now (esc back)", r.w)}
+	tw := r.st.Twin
+	if tw == nil || tw.r == nil {
+		return append(out, "", fit("  the twin is fitted after a minute of measurements, then every half minute, off the console's goroutine…", r.w))
+	}
+	res := tw.r
+	if res.Declined != "" {
+		return append(out, "", fit("  the twin predicts nothing: "+res.Declined, r.w))
+	}
+	f := &res.Fit
+	out = append(out, fit(fmt.Sprintf("  fitted at %s in %s (%d virtual-time runs): step %.1f ms + %.4f ms/prompt token + %.3f ms/sequence, R² %.2f", tw.at.Format("15:04:05"), tw.took.Round(10*time.Millisecond), res.Runs,
+		f.Step.BaseMs, f.Step.PerPrefillTokenMs, f.Step.PerSequenceMs, f.Step.R2), r.w))
+	out = append(out, fit("  max-num-seqs "+paramText(f.SeqCap)+" · KV "+paramText(f.KVTokens)+" tokens · budget "+paramText(f.TokenBudget), r.w))
+	verdict := r.t.ok(fmt.Sprintf("reliable: the replay of now is within %.0f%% of what was measured", 100*res.SelfCheckBound))
+	if !res.Reliable {
+		verdict = r.t.bad(fmt.Sprintf("UNRELIABLE: the replay of now is more than %.0f%% off what was measured", 100*res.SelfCheckBound))
+	}
+	out = append(out, fit("  "+verdict, r.w), "")
+	cols := []int{28, 14, 10, 10, 9, 12, 9, 6, 5}
+	head := []string{"  change", "class", "TTFT p95", "TTFT p99", "ITL p95", "out tok/s", "goodput", "SLO", "err"}
+	out = append(out, r.t.dim(fit(row(head, cols), r.w)))
+	live := r.v
+	for _, name := range res.Names {
+		m := res.Measured[name]
+		sc := res.SelfCheck[name]
+		out = append(out, fit(row([]string{"  now (at fit)", name, msText(m.TTFT.P95, name), msText(m.TTFT.P99, name), msText(m.ITL.P95, name),
+			fmt.Sprintf("%.0f", m.OutputTokensPerS), ratioText(m.GoodputRatio), passText(m.SLOPass), errText(sc)}, cols), r.w))
+		if cs := live.Class(name); cs != nil && !r.st.RunView {
+			out = append(out, r.t.dim(fit(row([]string{"  now (live)", name, msText(cs.TTFT.P95, name), msText(cs.TTFT.P99, name), msText(cs.ITL.P95, name),
+				fmt.Sprintf("%.0f", cs.Throughput.OutputTokensPerS), "", "", ""}, cols), r.w)))
+		}
+		for _, c := range res.Candidates {
+			if c.Declined != "" {
+				continue
+			}
+			p := c.Predicted[name]
+			mark := ""
+			if !c.Reliable || !res.Reliable {
+				mark = "?"
+			}
+			out = append(out, fit(row([]string{"  " + c.Change.String() + mark, name, msText(p.TTFT.P95, ""), msText(p.TTFT.P99, ""), msText(p.ITL.P95, ""),
+				fmt.Sprintf("%.0f", p.OutputTokensPerS), ratioText(p.GoodputRatio), passText(p.SLOPass), c.Source}, cols), r.w))
+		}
+	}
+	if c := res.Capacity; c.Class != "" {
+		parts := []string{"now " + rpsText(c.CurrentRPS)}
+		for _, cand := range res.Candidates {
+			if v, ok := c.Candidates[cand.Change.String()]; ok {
+				parts = append(parts, cand.Change.String()+" "+rpsText(v))
+			}
+		}
+		out = append(out, "", fit("  capacity at SLO ("+c.Class+" req/s): "+strings.Join(parts, " · "), r.w))
+	}
+	for _, c := range res.Candidates {
+		if c.Note != "" || c.Declined != "" {
+			out = append(out, r.t.dim(fit("  "+c.Change.String()+": "+c.Note+c.Declined, r.w)))
+		}
+	}
+	return out
+}
+
+func row(cells []string, widths []int) string {
+	var b strings.Builder
+	for i, c := range cells {
+		if i < len(widths) {
+			c = pad(c, widths[i])
+		}
+		b.WriteString(c)
+	}
+	return b.String()
+}
+
+func paramText(p twin.Param) string {
+	if p.Value == nil {
+		return "?"
+	}
+	return fmt.Sprintf("%.0f", *p.Value)
+}
+
+// msText is a latency, "–" for the other traffic's measured figures (the
+// server's counters give only its rate) and where there is no data.
+func msText(v float64, name string) string {
+	if name == twin.OtherName || !(v > 0) {
+		return dash
+	}
+	return twin.Duration(v)
+}
+
+func ratioText(v *float64) string {
+	if v == nil {
+		return dash
+	}
+	return fmt.Sprintf("%.0f%%", 100**v)
+}
+
+func passText(p *bool) string {
+	switch {
+	case p == nil:
+		return dash
+	case *p:
+		return "pass"
+	}
+	return "FAIL"
+}
+
+func errText(sc twin.SelfCheck) string {
+	worst := 0.0
+	seen := false
+	for _, e := range []*float64{sc.TTFTP95Err, sc.ITLP95Err, sc.OutputTokensPerSErr} {
+		if e != nil && (!seen || abs(*e) > abs(worst)) {
+			worst, seen = *e, true
+		}
+	}
+	if !seen {
+		return dash
+	}
+	return fmt.Sprintf("%+.0f%%", 100*worst)
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+func rpsText(v *float64) string {
+	if v == nil {
+		return "none"
+	}
+	return fmt.Sprintf("%.3g", *v)
+}

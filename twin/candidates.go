@@ -1,0 +1,293 @@
+package twin
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"strings"
+	"sync"
+
+	"github.com/tokentop/tokentop/diagnose"
+)
+
+// parallel runs f(0..n-1) on up to GOMAXPROCS goroutines. Each call is
+// independent and seeded, so the results do not depend on the order.
+func parallel(n int, f func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), n)
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range workers {
+		wg.Go(func() {
+			for i := range next {
+				f(i)
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+}
+
+// remedies are the changes the diagnosis points at, each answering the
+// finding that names its cause.
+func (b *builder) remedies() []Candidate {
+	var out []Candidate
+	seen := map[string]bool{}
+	add := func(rule string, c Change) {
+		k := c.String()
+		if k == "" || seen[k] {
+			return
+		}
+		seen[k] = true
+		out = append(out, Candidate{Change: c, Source: "diagnosis", Rule: rule})
+	}
+	closedN := 0
+	for _, s := range b.sources {
+		if s.Name == OtherClosed {
+			closedN = s.N
+		}
+	}
+	for _, f := range b.in.Findings {
+		if f.Severity == diagnose.SeverityInfo {
+			continue
+		}
+		switch f.Rule {
+		case diagnose.RuleBatchInterference:
+			add(f.Rule, Change{Priority: ptr(true)})
+			if closedN >= 2 {
+				add(f.Rule, Change{BatchConcurrency: ptr(closedN / 2)})
+			}
+		case diagnose.RulePrefillContention:
+			if b.srv.ChunkedPrefill {
+				add(f.Rule, Change{MaxBatchedTokens: ptr(max(b.srv.TokenBudget/2, 64))})
+			} else {
+				add(f.Rule, Change{ChunkedPrefill: ptr(true), MaxBatchedTokens: ptr(2048)})
+			}
+		case diagnose.RuleDecodePressure:
+			if n := int(b.v.Server.Running.P95 * 0.5); n >= 1 {
+				add(f.Rule, Change{MaxNumSeqs: ptr(n)})
+			}
+		case diagnose.RuleQueueSaturation:
+			if q := int(math.Round(b.v.Server.QueueDepth.P50 / 2)); q >= 1 {
+				add(f.Rule, Change{MaxWaiting: ptr(q)})
+			}
+			if closedN >= 2 {
+				add(f.Rule, Change{BatchConcurrency: ptr(closedN / 2)})
+			}
+		case diagnose.RuleKVCachePressure:
+			if b.srv.KVTokens > 0 {
+				add(f.Rule, Change{KVBlocks: ptr(b.srv.KVTokens / kvBlockTokens * 3 / 2)})
+			}
+			if n := int(b.v.Server.Running.P95 * 0.75); n >= 1 {
+				add(f.Rule, Change{MaxNumSeqs: ptr(n)})
+			}
+		}
+	}
+	return out
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// candidates evaluates the diagnosis's remedies and the user's changes.
+func (b *builder) candidates() {
+	cands := b.remedies()
+	for _, c := range b.in.WhatIf {
+		dup := false
+		for i := range cands {
+			if cands[i].Change.String() == c.String() {
+				cands[i].Source = "user"
+				dup = true
+			}
+		}
+		if !dup {
+			cands = append(cands, Candidate{Change: c, Source: "user"})
+		}
+	}
+	outs := make([]*runOut, len(cands))
+	errs := make([]error, len(cands))
+	parallel(len(cands), func(i int) {
+		srv, src := cands[i].Change.apply(b.srv, b.sources)
+		if srv.invalid != "" {
+			cands[i].Declined = srv.invalid
+			return
+		}
+		outs[i], errs[i] = simulate(srv, src, b.classes, b.warm, b.span, b.seed)
+	})
+	for i := range cands {
+		c := &cands[i]
+		if c.Declined != "" {
+			continue
+		}
+		b.res.Runs++
+		if errs[i] != nil {
+			c.Declined = errs[i].Error()
+			continue
+		}
+		c.Predicted = b.figures(outs[i])
+		c.Reliable = b.res.Reliable
+		if note := b.extrapolation(c.Change, outs[i]); note != "" {
+			c.Reliable, c.Note = false, note
+		}
+		if outs[i].overloaded {
+			c.Note = strings.TrimPrefix(c.Note+"; overloaded: the queue grows without bound (latencies are lower bounds)", "; ")
+		}
+	}
+	b.res.Candidates = cands
+}
+
+// extrapolation says why a prediction goes beyond what the fit saw: a
+// batch larger than any measured with no cap seen, or a batch of another
+// size when its cost could not be told from the fixed cost.
+func (b *builder) extrapolation(c Change, out *runOut) string {
+	top := 0.0
+	for _, x := range out.running {
+		top = math.Max(top, x)
+	}
+	mean, _ := meanVar(out.running)
+	base, _ := meanVar(b.baselineRunning())
+	seen := math.Max(b.topRunning, b.baselineTop)
+	switch {
+	case b.res.Fit.SeqCap.Value == nil && c.MaxNumSeqs == nil && seen > 0 && top > 1.1*seen:
+		return fmt.Sprintf("extrapolated: the twin runs up to %.0f sequences, more than the %.0f measured or replayed, and the server's cap is unknown", top, seen)
+	case b.res.Fit.Step.BatchFlat && base > 0 && math.Abs(mean-base) > 0.25*base:
+		return fmt.Sprintf("extrapolated: the batch changes from %.0f to %.0f sequences and the measured batch never varied enough to tell its cost", base, mean)
+	}
+	return ""
+}
+
+// baselineRunning is the running batch the measurements showed, one value
+// a scrape.
+func (b *builder) baselineRunning() []float64 {
+	var xs []float64
+	for _, iv := range b.v.Intervals {
+		if iv.Running != nil {
+			xs = append(xs, *iv.Running)
+		}
+	}
+	return xs
+}
+
+// capacitySpan bounds one capacity trial's virtual time: the search runs
+// a dozen trials per configuration.
+const capacitySpan = 120.0
+
+// capacity finds, for the measured configuration and each candidate, the
+// highest interactive rate at which the interactive class's SLO holds.
+func (b *builder) capacity() {
+	cl := ""
+	rate := 0.0
+	for _, s := range b.sources {
+		if s.Probe && s.Kind == kindInteractive && s.Process != ProcClosed {
+			if cl == "" {
+				cl = s.Group
+			}
+			rate += s.Rate
+		}
+	}
+	b.res.Capacity.Candidates = map[string]*float64{}
+	if cl == "" || len(b.judged[cl]) == 0 {
+		b.res.Capacity.Note = "no open-loop interactive class with latency objectives"
+		return
+	}
+	b.res.Capacity.Class = cl
+	b.res.Capacity.Note = fmt.Sprintf("the highest arrival rate of %s-shaped requests (with the rest of the traffic as measured) at which %s's SLO holds, ±%.0f%%, in %.0f s of virtual time per trial", cl, cl, 100*capacityTolerance, capacitySpan)
+	type job struct {
+		key string
+		c   Change
+	}
+	jobs := []job{{"", Change{}}}
+	for _, c := range b.res.Candidates {
+		if c.Declined == "" && c.Change.InteractiveRate == nil {
+			jobs = append(jobs, job{c.Change.String(), c.Change})
+		}
+	}
+	res := make([]*float64, len(jobs))
+	runs := make([]int, len(jobs))
+	parallel(len(jobs), func(i int) {
+		res[i], runs[i] = b.search(cl, jobs[i].c, rate)
+	})
+	for i, j := range jobs {
+		b.res.Runs += runs[i]
+		if j.key == "" {
+			b.res.Capacity.CurrentRPS = res[i]
+		} else {
+			b.res.Capacity.Candidates[j.key] = res[i]
+		}
+	}
+}
+
+// rateCeiling bounds the capacity search: interactive requests whose
+// output alone is twice everything the server generated while measured
+// (a rate no configuration of it reaches), and at least twice the rate
+// measured.
+func (b *builder) rateCeiling(cl string, measured float64) float64 {
+	out := 0.0
+	for _, s := range b.sources {
+		if s.Group == cl {
+			out = s.Output.Mean()
+		}
+	}
+	gen := 0.0
+	if g := b.v.Server.GenerationTokensPerS; g != nil {
+		gen = *g
+	}
+	if !(out > 0) || !(gen > 0) {
+		return math.Max(2*measured, 1)
+	}
+	return math.Max(2*gen/out, 2*measured)
+}
+
+// capacityTolerance is the search's relative resolution.
+const capacityTolerance = 0.05
+
+// search bisects the interactive rate under change c: the largest rate
+// that passes (nil when even a twentieth of the measured rate fails).
+func (b *builder) search(cl string, c Change, measured float64) (*float64, int) {
+	runs := 0
+	pass := func(rate float64) bool {
+		cc := c
+		cc.InteractiveRate = &rate
+		srv, src := cc.apply(b.srv, b.sources)
+		runs++
+		out, err := simulate(srv, src, b.classes, b.warm, capacitySpan, b.seed)
+		if err != nil {
+			return false
+		}
+		f := out.groups[cl].figures(out.seconds, b.classes[cl], b.judged[cl])
+		return f.SLOPass != nil && *f.SLOPass
+	}
+	lo, hi := 0.0, math.Max(measured, 0.05)
+	ceiling := math.Min(b.rateCeiling(cl, measured), maxRateChange)
+	if pass(hi) {
+		lo = hi
+		for hi *= 2; hi <= ceiling && pass(hi); hi *= 2 {
+			lo = hi
+		}
+		if hi > ceiling {
+			return &lo, runs
+		}
+	} else {
+		for hi > measured/20 {
+			mid := hi / 2
+			if pass(mid) {
+				lo = mid
+				break
+			}
+			hi = mid
+		}
+		if lo == 0 {
+			return nil, runs
+		}
+	}
+	for hi-lo > capacityTolerance*lo {
+		mid := (lo + hi) / 2
+		if pass(mid) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return &lo, runs
+}

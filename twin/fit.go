@@ -1,0 +1,353 @@
+package twin
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/tokentop/tokentop/config"
+	"github.com/tokentop/tokentop/diagnose"
+	"github.com/tokentop/tokentop/metrics"
+)
+
+// Param is one fitted figure and where it came from; Value is nil where
+// it could not be fitted.
+type Param struct {
+	Value  *float64 `json:"value"`
+	Source string   `json:"source"`
+}
+
+func known(v float64, source string) Param { return Param{Value: &v, Source: source} }
+
+// StepFit is the step-time model: a step costs BaseMs + PerPrefillTokenMs ×
+// prompt tokens prefilled in it + PerSequenceMs × sequences in it.
+type StepFit struct {
+	BaseMs            float64 `json:"base_ms"`
+	PerPrefillTokenMs float64 `json:"per_prefill_token_ms"`
+	PerSequenceMs     float64 `json:"per_sequence_ms"`
+	R2                float64 `json:"r2"`
+	Intervals         int     `json:"intervals"`
+	Basis             string  `json:"basis"`
+	// BatchFlat: the batch did not vary, so the per-sequence cost is in
+	// the base cost and a change of the batch size is an extrapolation.
+	BatchFlat bool   `json:"batch_flat"`
+	Source    string `json:"source"`
+}
+
+// Fit is everything the twin fitted, each with its source.
+type Fit struct {
+	WindowS     float64  `json:"window_s"`
+	Step        StepFit  `json:"step"`
+	SeqCap      Param    `json:"max_num_seqs"`
+	KVTokens    Param    `json:"kv_tokens"`
+	TokenBudget Param    `json:"max_batched_tokens"`
+	Chunked     Param    `json:"chunked_prefill"` // 1 on, 0 off
+	Priority    Param    `json:"priority"`        // 1 on, 0 off
+	Load        []Source `json:"load"`
+	// CannotFit lists what could not be fitted, in words; a twin with any
+	// blocking item declines (Result.Declined).
+	CannotFit []string `json:"cannot_fit"`
+}
+
+// Bounds of the fit. A fit outside them is not a server's.
+const (
+	// minR2 is the least share of the step time's variance the model must
+	// explain over the intervals; below it the step time moves with
+	// something the model does not have, and predicting from it would be
+	// guessing.
+	minR2 = 0.5
+	// Cost bounds: a step of at most 10 s, a prompt token of at most
+	// 10 ms, a sequence of at most 1 s.
+	maxBaseMs, maxPerTokenMs, maxPerSeqMs = 10_000.0, 10.0, 1000.0
+	// pinnedShare: the running batch sat at its largest value in at
+	// least this share of the scrapes while requests waited: a cap.
+	pinnedShare = 0.2
+	// minKVIntervals: KV usage above minKVUsage in at least this many
+	// intervals to infer the cache's size from it.
+	minKVIntervals = 8
+	minKVUsage     = 0.05
+	// maxSigma bounds a fitted lognormal spread.
+	maxSigma = 2.0
+)
+
+// fitStep is diagnose.Attribute's model, bounded.
+func fitStep(v *metrics.View) (StepFit, error) {
+	at, ok := diagnose.Attribute(v.Intervals)
+	if !ok {
+		return StepFit{}, fmt.Errorf("the step-time model needs the server's prompt-token counter, its running gauge and a step time (its ITL histogram or the client's gaps) over at least 8 scrape intervals")
+	}
+	s := StepFit{BaseMs: at.BaseMs, PerPrefillTokenMs: at.PerPrefillTokenMs, PerSequenceMs: at.PerSequenceMs,
+		R2: at.R2, Intervals: at.Intervals, Basis: at.Basis, BatchFlat: at.BatchFlat,
+		Source: fmt.Sprintf("least squares over %d scrape intervals (%s)", at.Intervals, at.Basis)}
+	switch {
+	case at.R2 < minR2:
+		return s, fmt.Errorf("the step-time model explains %.0f%% of the step time's variance over %d intervals, under %.0f%%", 100*at.R2, at.Intervals, 100*minR2)
+	case !(at.BaseMs > 0) || at.BaseMs > maxBaseMs || at.PerPrefillTokenMs > maxPerTokenMs || at.PerSequenceMs > maxPerSeqMs:
+		return s, fmt.Errorf("the fitted step costs (%.3g ms + %.3g ms/prompt token + %.3g ms/sequence) are outside what a server does", at.BaseMs, at.PerPrefillTokenMs, at.PerSequenceMs)
+	}
+	return s, nil
+}
+
+// fitSeqCap finds a sequence cap: the running batch pinned at its largest
+// value while requests waited. published, when > 0, is the server's own.
+func fitSeqCap(v *metrics.View, published int, source string) Param {
+	if published > 0 {
+		return known(float64(published), source)
+	}
+	top, n, pinned := 0.0, 0, 0
+	for _, iv := range v.Intervals {
+		if iv.Running != nil {
+			top = math.Max(top, *iv.Running)
+		}
+	}
+	for _, iv := range v.Intervals {
+		if iv.Running == nil {
+			continue
+		}
+		n++
+		if *iv.Running >= top && top > 0 && iv.Waiting != nil && *iv.Waiting > 0 {
+			pinned++
+		}
+	}
+	if n > 0 && float64(pinned) >= pinnedShare*float64(n) {
+		return known(top, fmt.Sprintf("inferred: running pinned at %.0f in %d of %d scrapes while requests waited", top, pinned, n))
+	}
+	if n == 0 {
+		return Param{Source: "unknown: the server publishes no running gauge"}
+	}
+	return Param{Source: fmt.Sprintf("not reached: at least %.0f (the largest batch seen); predictions that run a larger batch say so", top)}
+}
+
+// probeSources are tokentop's classes as configured, with the output
+// lengths the server gave them where it said (usage).
+func probeSources(classes []config.Class, v *metrics.View) []Source {
+	var out []Source
+	for i := range classes {
+		cl := &classes[i]
+		s := Source{Name: cl.Name, Group: cl.Name, Kind: cl.Kind, Probe: true, Origin: "tokentop's class as configured"}
+		if cl.Priority != nil {
+			s.Priority, s.HasPriority = *cl.Priority, true
+		}
+		switch cl.Arrival.Process {
+		case config.ArrivalConcurrency:
+			s.Process, s.N = ProcClosed, cl.Arrival.N
+		case config.ArrivalConstant:
+			s.Process, s.Rate = ProcConstant, cl.Arrival.Rate
+		case config.ArrivalGamma:
+			s.Process, s.Rate, s.Burstiness = ProcGamma, cl.Arrival.Rate, cl.Arrival.Burstiness
+		default:
+			s.Process, s.Rate = ProcPoisson, cl.Arrival.Rate
+		}
+		if t := cl.PromptTokens; t.Fixed > 0 {
+			s.Prompt = Length{Median: float64(t.Fixed)}
+		} else {
+			s.Prompt = Length{Median: float64(t.Median), Sigma: sigmaFromP95(float64(t.Median), float64(t.P95))}
+		}
+		s.Output = Length{Median: float64(max(cl.MaxTokens, 1))}
+		cs := v.Class(cl.Name)
+		if cl.Arrival.Process == config.ArrivalReplay {
+			// The trace is not read here: its measured rate and lengths.
+			s.Process, s.Origin = ProcPoisson, "tokentop's replayed trace, as measured"
+			if cs != nil && v.Span > 0 {
+				s.Rate = float64(cs.Requests) / v.Span.Seconds()
+				s.Prompt = Length{Median: cs.InputTokens.P50, Sigma: sigmaFromP95(cs.InputTokens.P50, cs.InputTokens.P95)}
+			}
+		}
+		if cs != nil && cs.OutputTokens.Basis == metrics.BasisUsage && cs.OutputTokens.P50 > 0 {
+			s.Output = Length{Median: cs.OutputTokens.P50, Sigma: math.Min(sigmaFromP95(cs.OutputTokens.P50, cs.OutputTokens.P95), maxSigma)}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// otherLoad is the server's traffic beyond tokentop's, from its counters.
+type otherLoad struct {
+	rate            float64 // requests/s
+	prompt, output  Length
+	inSystem        float64 // mean sequences running or waiting
+	openShare       float64 // of inSystem, the part that arrives open loop
+	sigma           float64
+	sigmaSource     string
+	probeInFlight   float64
+	dispersion      float64
+	dispersionBasis int
+	// spread is an open stream's count variance over its mean on this
+	// server (1 for a Poisson count), and where it came from.
+	spread       float64
+	spreadSource string
+}
+
+// Bounds of the open-stream tracer: tokentop's Poisson classes must keep
+// this many requests in flight on average to trace anything, and the
+// spread they show is bounded.
+const (
+	minTracer = 2.0
+	maxSpread = 4.0
+)
+
+// inferOther splits the server's traffic beyond tokentop's own into an
+// open-loop part (Poisson arrivals) and a closed-loop part (streams that
+// send their next request when the last ends), by how much the number of
+// sequences in the server varies: a closed population keeps it steady, a
+// Poisson stream makes its variance equal its mean. Both parts get the
+// mean prompt and output of the server's requests minus tokentop's.
+func inferOther(v *metrics.View, probes []Source) (otherLoad, error) {
+	var o otherLoad
+	srv := &v.Server
+	if srv.RequestsPerS == nil || srv.PromptTokensPerS == nil || srv.GenerationTokensPerS == nil {
+		return o, fmt.Errorf("the server's other traffic needs its request, prompt-token and generation-token counters")
+	}
+	var probeReq, probePrompt, probeGen float64
+	for _, cs := range v.Classes {
+		probeReq += cs.Throughput.RequestsPerS
+		probePrompt += cs.Throughput.InputTokensPerS
+		probeGen += cs.Throughput.OutputTokensPerS
+	}
+	o.rate = *srv.RequestsPerS - probeReq
+	if o.rate < 0.01**srv.RequestsPerS || o.rate <= 0 {
+		o.rate = 0
+		return o, nil
+	}
+	meanPrompt := math.Max(*srv.PromptTokensPerS-probePrompt, 0) / o.rate
+	meanOut := math.Max(*srv.GenerationTokensPerS-probeGen, 0) / o.rate
+	if meanPrompt < 1 || meanOut < 1 {
+		return o, fmt.Errorf("the server's other traffic has %.1f prompt and %.1f output tokens a request: its counters and tokentop's disagree", meanPrompt, meanOut)
+	}
+	// Spread: the server's decode times (output tokens × the step) give
+	// the output lengths' spread; prompts are taken to spread alike.
+	o.sigmaSource = "assumed 0.6 (ShareGPT-like): the server publishes no decode-time histogram"
+	o.sigma = 0.6
+	if d := srv.Decode; d.Count >= 20 && d.P50 > 0 && d.P95 > d.P50 {
+		o.sigma = math.Min(sigmaFromP95(d.P50, d.P95), maxSigma)
+		o.sigmaSource = fmt.Sprintf("from the server's decode-time histogram (p95/p50 %.2f over %d requests); prompts taken to spread alike", d.P95/d.P50, d.Count)
+	}
+	med := func(mean float64) float64 { return mean / math.Exp(o.sigma*o.sigma/2) }
+	o.prompt = Length{Median: med(meanPrompt), Sigma: o.sigma}
+	o.output = Length{Median: med(meanOut), Sigma: o.sigma}
+
+	o.openShare = 1
+	if f := v.Probe.Footprint.ProbeInFlight; f != nil {
+		o.probeInFlight = *f
+	}
+	// Scrape by scrape: the server's sequences (running and waiting) less
+	// tokentop's own in flight, and tokentop's open-loop Poisson classes'
+	// in flight: a tracer of how an open stream's count varies on this
+	// server (the step time grows with the batch, which spreads it beyond
+	// a Poisson count's).
+	tracer := map[int]bool{}
+	for i, p := range probes {
+		if p.Process == ProcPoisson || (p.Process == ProcGamma && p.Burstiness == 1) {
+			tracer[i] = true
+		}
+	}
+	var others, tracers []float64
+	for _, iv := range v.Intervals {
+		if iv.Running == nil || iv.ProbeInFlight == nil || len(iv.ProbeInFlight) != len(probes) {
+			continue
+		}
+		x := *iv.Running
+		if iv.Waiting != nil {
+			x += *iv.Waiting
+		}
+		tr := 0.0
+		for i, n := range iv.ProbeInFlight {
+			x -= float64(n)
+			if tracer[i] {
+				tr += float64(n)
+			}
+		}
+		others = append(others, math.Max(x, 0))
+		tracers = append(tracers, tr)
+	}
+	if len(others) < minKVIntervals {
+		return o, nil
+	}
+	m, va := meanVar(others)
+	o.inSystem, o.dispersionBasis = m, len(others)
+	o.spread = 1
+	o.spreadSource = "a Poisson count's (tokentop has no open-loop class busy enough to trace it)"
+	if tm, tv := meanVar(tracers); tm >= minTracer {
+		o.spread = math.Min(math.Max(tv/tm, 1), maxSpread)
+		o.spreadSource = fmt.Sprintf("%.2f, traced by tokentop's own Poisson classes (%.1f in flight on average)", o.spread, tm)
+	}
+	if m > 0 {
+		o.dispersion = va / m
+		o.openShare = math.Min(va/o.spread/m, 1)
+	}
+	return o, nil
+}
+
+// otherSources are the other traffic's parts as twin sources. The open
+// part's rate is first taken in proportion to its share of the sequences
+// in the server (both parts have the same shape, so the same time in it);
+// calibration corrects it against the measured request rate.
+func (o otherLoad) sources(batchPriority int) []Source {
+	if o.rate <= 0 {
+		return nil
+	}
+	var out []Source
+	closedN := int(math.Round((1 - o.openShare) * o.inSystem))
+	openRate := o.rate
+	if closedN > 0 {
+		openRate = o.rate * o.openShare
+	}
+	how := fmt.Sprintf("the server's counters minus tokentop's: %.2f requests/s of %.0f prompt and %.0f output tokens (mean); length spread %s", o.rate, o.prompt.Mean(), o.output.Mean(), o.sigmaSource)
+	if openRate > 0 {
+		out = append(out, Source{Name: OtherOpen, Group: OtherName, Kind: kindInteractive, Process: ProcPoisson, Rate: openRate,
+			Prompt: o.prompt, Output: o.output,
+			Origin: how + fmt.Sprintf("; open loop: its sequences in the server vary %.2f× their mean over %d scrapes, an open stream's spread being %s", o.dispersion, o.dispersionBasis, o.spreadSource)})
+	}
+	if closedN > 0 {
+		out = append(out, Source{Name: OtherClosed, Group: OtherName, Kind: kindBatch, Process: ProcClosed, N: closedN,
+			Prompt: o.prompt, Output: o.output, Priority: batchPriority,
+			Origin: how + fmt.Sprintf("; closed loop: %.1f of its %.1f sequences in the server (mean, tokentop's excluded scrape by scrape) hold steady (variance %.2f× the mean, an open stream's spread being %s)", (1-o.openShare)*o.inSystem, o.inSystem, o.dispersion, o.spreadSource)})
+	}
+	return out
+}
+
+func meanVar(xs []float64) (float64, float64) {
+	if len(xs) == 0 {
+		return 0, 0
+	}
+	m := 0.0
+	for _, x := range xs {
+		m += x
+	}
+	m /= float64(len(xs))
+	v := 0.0
+	for _, x := range xs {
+		v += (x - m) * (x - m)
+	}
+	return m, v / float64(len(xs))
+}
+
+// fitKV infers the KV cache's size in tokens: the measured KV usage
+// against the running batch × the tokens a running sequence holds in the
+// twin's replay (its prompt and output so far). published, when > 0, is
+// the server's own.
+func fitKV(v *metrics.View, tokensPerRunning float64, published int, source string) Param {
+	if published > 0 {
+		return known(float64(published), source)
+	}
+	var est []float64
+	seen := false
+	for _, iv := range v.Intervals {
+		if iv.KVUsage == nil || iv.Running == nil {
+			continue
+		}
+		seen = true
+		if *iv.KVUsage >= minKVUsage && *iv.Running > 0 {
+			est = append(est, *iv.Running*tokensPerRunning / *iv.KVUsage)
+		}
+	}
+	switch {
+	case !seen:
+		return Param{Source: "unknown: the server publishes no KV usage; preemption is not modelled"}
+	case len(est) < minKVIntervals || !(tokensPerRunning > 0):
+		return Param{Source: fmt.Sprintf("unknown: KV usage above %.0f%% in %d intervals, fewer than %d; preemption is not modelled", 100*minKVUsage, len(est), minKVIntervals)}
+	}
+	slices.Sort(est)
+	kv := est[len(est)/2]
+	return known(math.Round(kv), fmt.Sprintf("inferred: KV usage against running × %.0f tokens a running sequence holds (the replay's), median over %d intervals", tokensPerRunning, len(est)))
+}

@@ -1,0 +1,116 @@
+package twin
+
+import (
+	"math"
+	"math/rand/v2"
+)
+
+// Arrival processes of a Source.
+const (
+	ProcPoisson  = "poisson"
+	ProcConstant = "constant"
+	ProcGamma    = "gamma"
+	ProcClosed   = "closed" // a closed loop of N streams, each sending its next request when the last ends
+)
+
+// Names of the other traffic's two parts (see inferOther) and of their sum
+// in the figures.
+const (
+	OtherOpen   = "other_open"
+	OtherClosed = "other_closed"
+	OtherName   = "other"
+)
+
+// Length is a length distribution in tokens: lognormal with this median
+// and sigma, fixed when Sigma is 0.
+type Length struct {
+	Median float64 `json:"median"`
+	Sigma  float64 `json:"sigma"`
+}
+
+func (l Length) draw(rng *rand.Rand) int {
+	v := l.Median
+	if l.Sigma > 0 {
+		v *= math.Exp(l.Sigma * rng.NormFloat64())
+	}
+	return max(1, int(math.Round(v)))
+}
+
+// Mean is the distribution's mean.
+func (l Length) Mean() float64 { return l.Median * math.Exp(l.Sigma*l.Sigma/2) }
+
+// sigmaFromP95 is the lognormal sigma whose p95 is p95 × the median.
+func sigmaFromP95(median, p95 float64) float64 {
+	if !(median > 0) || !(p95 > median) {
+		return 0
+	}
+	return math.Log(p95/median) / 1.6448536269514722
+}
+
+// Source is one stream of traffic the twin offers its server: one of
+// tokentop's classes as configured, or a part of the server's other
+// traffic as inferred. Figures are reported per Figures name (Group).
+type Source struct {
+	Name  string `json:"name"`
+	Group string `json:"-"` // the figures' name: the class, or OtherName
+	Kind  string `json:"kind"`
+	Probe bool   `json:"probe"` // tokentop's own class
+
+	Process    string  `json:"process"`
+	Rate       float64 `json:"rate_per_s,omitempty"`  // open loop
+	N          int     `json:"concurrency,omitempty"` // closed loop
+	Burstiness float64 `json:"burstiness,omitempty"`  // gamma
+
+	Prompt   Length `json:"prompt_tokens"`
+	Output   Length `json:"output_tokens"`
+	Priority int    `json:"priority"`
+	// HasPriority: the class sends a priority of its own (a remedy that
+	// schedules by priority keeps it).
+	HasPriority bool   `json:"-"`
+	Origin      string `json:"source"` // where the figures came from, in words
+}
+
+// gap draws the time to the next open-loop arrival, seconds.
+func (s *Source) gap(rng *rand.Rand) float64 {
+	if !(s.Rate > 0) {
+		return math.Inf(1)
+	}
+	mean := 1 / s.Rate
+	switch s.Process {
+	case ProcConstant:
+		return mean
+	case ProcGamma:
+		k := s.Burstiness
+		if !(k > 0) {
+			k = 1
+		}
+		return gammaDraw(rng, k) * mean / k
+	}
+	return rng.ExpFloat64() * mean
+}
+
+// gammaDraw draws Gamma(k, 1): Marsaglia and Tsang's squeeze method for
+// k ≥ 1, and for k < 1 a Gamma(k+1) draw scaled by U^(1/k).
+func gammaDraw(rng *rand.Rand, k float64) float64 {
+	if k < 1 {
+		u := rng.Float64()
+		for u == 0 {
+			u = rng.Float64()
+		}
+		return gammaDraw(rng, k+1) * math.Pow(u, 1/k)
+	}
+	d := k - 1.0/3
+	c := 1 / math.Sqrt(9*d)
+	for {
+		x := rng.NormFloat64()
+		v := 1 + c*x
+		if v <= 0 {
+			continue
+		}
+		v = v * v * v
+		u := rng.Float64()
+		if u < 1-0.0331*x*x*x*x || math.Log(u) < 0.5*x*x+d*(1-v+math.Log(v)) {
+			return d * v
+		}
+	}
+}

@@ -1,0 +1,311 @@
+package twin
+
+import (
+	"math"
+	"math/rand/v2"
+	"sort"
+	"time"
+
+	"github.com/tokentop/tokentop/config"
+	"github.com/tokentop/tokentop/diagnose"
+	"github.com/tokentop/tokentop/metrics"
+	"github.com/tokentop/tokentop/sim"
+)
+
+// Server is the twin's server: the fitted step-time model and the limits,
+// fitted or changed by a what-if. A zero limit is none.
+type Server struct {
+	BaseMs            float64 `json:"base_ms"`
+	PerPrefillTokenMs float64 `json:"per_prefill_token_ms"`
+	PerSequenceMs     float64 `json:"per_sequence_ms"`
+	SeqCap            int     `json:"max_num_seqs"`
+	KVTokens          int     `json:"kv_tokens"`
+	TokenBudget       int     `json:"max_batched_tokens"`
+	ChunkedPrefill    bool    `json:"chunked_prefill"`
+	Priority          bool    `json:"priority"`
+	MaxWaiting        int     `json:"max_waiting"`
+	// invalid says why a change cannot be made to this server ("" when
+	// it can).
+	invalid string
+}
+
+// overloadWaiting is the queue at which a run stops: far beyond any queue a
+// server that keeps up holds, and a bound on the cost of a run of an
+// overloaded configuration (the capacity search makes some on purpose).
+const overloadWaiting = 4096
+
+// Bounds of the simulated server where a limit is none.
+const (
+	noSeqCap      = 1 << 16
+	maxModelLen   = 1 << 17
+	kvBlockTokens = 16
+	// fastestPrefill stands in for prefill the fit found free (b = 0):
+	// 10^9 tokens/s, far beyond any accelerator.
+	fastestPrefill = 1e9
+)
+
+// knobs is the simulator configuration of s: no background load (every
+// request comes from the twin's sources), every fault off.
+func (s Server) knobs() sim.Knobs {
+	k := sim.DefaultKnobs()
+	k.Model = "twin"
+	k.BackgroundInteractiveRPS, k.BackgroundBatchConcurrency = 0, 0
+	k.WarmupS = 0
+	k.MaxModelLen = maxModelLen
+	k.BlockSize = kvBlockTokens
+	k.MaxNumSeqs = cmpOr(s.SeqCap, noSeqCap)
+	k.KVBlocks = maxModelLen / kvBlockTokens * 64
+	if s.KVTokens > 0 {
+		k.KVBlocks = (s.KVTokens + kvBlockTokens - 1) / kvBlockTokens
+		k.MaxModelLen = min(maxModelLen, k.KVBlocks*kvBlockTokens)
+	}
+	k.ChunkedPrefill = s.ChunkedPrefill
+	k.MaxBatchedTokens = cmpOr(s.TokenBudget, 8192)
+	if !k.ChunkedPrefill {
+		k.MaxBatchedTokens = max(k.MaxBatchedTokens, k.MaxModelLen)
+	}
+	k.DecodeStepMs = math.Max(s.BaseMs, 1e-3)
+	k.DecodeMsPerSeq = math.Max(s.PerSequenceMs, 0)
+	k.PrefillTokensPerS = fastestPrefill
+	if s.PerPrefillTokenMs > 0 {
+		k.PrefillTokensPerS = 1000 / s.PerPrefillTokenMs
+	}
+	k.PriorityScheduling = s.Priority
+	k.MaxWaiting = s.MaxWaiting
+	return k
+}
+
+func cmpOr(v, def int) int {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
+// groupRun gathers one Figures group's requests in a run.
+type groupRun struct {
+	ttft, itl, e2e   hist
+	offered, refused int64
+	finished, good   int64
+	outTokens        int64
+	kind             string
+	slo              *config.SLO
+}
+
+// runOut is what one virtual-time run shows.
+type runOut struct {
+	groups map[string]*groupRun
+	order  []string
+	// overloaded: the queue passed overloadWaiting and the run stopped
+	// early; its latencies are lower bounds.
+	overloaded bool
+	// srcFinished counts each source's measured requests that finished.
+	srcFinished []int64
+	seconds     float64 // measured span (after the warm-up)
+	// Engine state sampled once a virtual second over the measured span.
+	running, waiting, kvTokens []float64
+	// otherInSystem is the other traffic's requests sent and not
+	// finished, sampled with the engine's state.
+	otherInSystem []float64
+}
+
+type reqState struct {
+	src             int
+	arrival         float64 // virtual seconds from the start
+	first, last     float64
+	n               int
+	measured        bool
+	hasFirst, ended bool
+}
+
+// simulate offers sources to srv for warm + span seconds of virtual time
+// and measures what arrives after the warm-up, as tokentop's aggregator
+// would: TTFT and E2E of requests still waiting or streaming at the end
+// count at their age (lower bounds), as censored samples do.
+func simulate(srv Server, sources []Source, classes map[string]*config.Class, warm, span float64, seed uint64) (*runOut, error) {
+	epoch := time.Unix(1_750_000_000, 0)
+	v, err := sim.NewVirtual(srv.knobs(), epoch)
+	if err != nil {
+		return nil, err
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x7717))
+	out := &runOut{groups: map[string]*groupRun{}, seconds: span, srcFinished: make([]int64, len(sources))}
+	for _, s := range sources {
+		if out.groups[s.Group] == nil {
+			g := &groupRun{kind: s.Kind}
+			if c := classes[s.Group]; c != nil {
+				g.slo = &c.SLO
+			}
+			out.groups[s.Group] = g
+			out.order = append(out.order, s.Group)
+		}
+	}
+	reqs := map[uint64]*reqState{}
+	next := make([]float64, len(sources))
+	var resubmit []int
+	end := warm + span
+	now := 0.0
+	submit := func(i int, arrival float64) {
+		s := &sources[i]
+		g := out.groups[s.Group]
+		measured := arrival >= warm
+		if measured {
+			g.offered++
+		}
+		id, ok := v.Submit(sim.VirtualRequest{Prompt: s.Prompt.draw(rng), Output: s.Output.draw(rng), Priority: s.Priority})
+		if !ok {
+			if measured {
+				g.refused++
+			}
+			if s.Process == ProcClosed {
+				// A refused closed-loop client tries again a second later.
+				resubmit = append(resubmit, -1-i)
+			}
+			return
+		}
+		reqs[id] = &reqState{src: i, arrival: arrival, measured: measured}
+	}
+	v.OnToken = func(id uint64, n int, at time.Time, last bool) {
+		r := reqs[id]
+		if r == nil {
+			return
+		}
+		t := at.Sub(epoch).Seconds()
+		s := &sources[r.src]
+		g := out.groups[s.Group]
+		if t >= warm && t <= end {
+			g.outTokens++
+		}
+		if n == 1 {
+			r.first, r.hasFirst = t, true
+			if r.measured {
+				g.ttft.add(1000 * (t - r.arrival))
+			}
+		} else if r.measured {
+			g.itl.add(1000 * (t - r.last))
+		}
+		r.last, r.n = t, n
+		if last {
+			r.ended = true
+			delete(reqs, id)
+			if r.measured {
+				g.finished++
+				out.srcFinished[r.src]++
+				e2e := 1000 * (t - r.arrival)
+				g.e2e.add(e2e)
+				if g.slo != nil && diagnose.GoodRequest(g.slo, metrics.RequestLatency{HasTTFT: true, TTFTMs: 1000 * (r.first - r.arrival), E2EMs: e2e, OutputTokens: n}) {
+					g.good++
+				}
+			}
+			if s.Process == ProcClosed {
+				resubmit = append(resubmit, r.src)
+			}
+		}
+	}
+	retry := map[int][]float64{} // closed-loop clients refused, by source: when they try again
+	type closedStart struct {
+		at  float64
+		src int
+	}
+	var starts []closedStart
+	for i := range sources {
+		s := &sources[i]
+		if s.Process == ProcClosed {
+			// Each stream starts at its own time in the first half of the
+			// warm-up: streams started together would finish together
+			// and go on in lock-step, which no real population does.
+			for range s.N {
+				starts = append(starts, closedStart{at: rng.Float64() * warm / 2, src: i})
+			}
+			next[i] = math.Inf(1)
+			continue
+		}
+		next[i] = s.gap(rng) * rng.Float64() // a random phase: sources do not start in step
+	}
+	sort.Slice(starts, func(a, b int) bool { return starts[a].at < starts[b].at })
+	nextSample := warm
+	for now < end {
+		for len(starts) > 0 && starts[0].at <= now {
+			submit(starts[0].src, starts[0].at)
+			starts = starts[1:]
+		}
+		// Arrivals due by now (those that came during the last step are
+		// taken at its end, as a server takes them).
+		for i := range sources {
+			for next[i] <= now {
+				submit(i, next[i])
+				next[i] += sources[i].gap(rng)
+			}
+			for len(retry[i]) > 0 && retry[i][0] <= now {
+				at := retry[i][0]
+				retry[i] = retry[i][1:]
+				submit(i, at)
+			}
+		}
+		for len(resubmit) > 0 {
+			batch := resubmit
+			resubmit = nil
+			for _, i := range batch {
+				if i < 0 {
+					retry[-1-i] = append(retry[-1-i], now+1)
+					continue
+				}
+				submit(i, now)
+			}
+		}
+		until := end
+		if len(starts) > 0 {
+			until = starts[0].at
+		}
+		for i := range sources {
+			until = math.Min(until, next[i])
+			if len(retry[i]) > 0 {
+				until = math.Min(until, retry[i][0])
+			}
+		}
+		until = math.Max(until, now)
+		for nextSample <= now && nextSample < end {
+			st := v.State()
+			out.running = append(out.running, float64(st.Running))
+			out.waiting = append(out.waiting, float64(st.Waiting))
+			out.kvTokens = append(out.kvTokens, float64(st.KVTokens))
+			n := 0
+			for _, r := range reqs {
+				if sources[r.src].Group == OtherName {
+					n++
+				}
+			}
+			out.otherInSystem = append(out.otherInSystem, float64(n))
+			nextSample++
+		}
+		if st := v.State(); st.Waiting > overloadWaiting && now > warm {
+			// The queue grows without bound: the run ends here, every
+			// request still waiting a lower bound, as at the window's end.
+			out.overloaded = true
+			end = now
+			out.seconds = math.Max(now-warm, 1)
+			break
+		}
+		// Rounded up to the nanosecond, so that the instant reached is
+		// never a hair before the event it was meant to reach.
+		t := v.Step(epoch.Add(time.Duration(math.Ceil(until * float64(time.Second)))))
+		now = t.Sub(epoch).Seconds() + 1e-9 // the float of a nanosecond count can fall short of it
+	}
+	// Requests still waiting or streaming: their age is a lower bound. One
+	// sent during the warm-up and still waiting is one the server starves
+	// (a closed loop's stream behind a priority or a cap): it counts too.
+	for _, r := range reqs {
+		g := out.groups[sources[r.src].Group]
+		if !r.measured {
+			if r.hasFirst {
+				continue
+			}
+			g.offered++
+		}
+		if !r.hasFirst {
+			g.ttft.add(1000 * (end - r.arrival))
+		}
+		g.e2e.add(1000 * (end - r.arrival))
+	}
+	return out, nil
+}

@@ -1,0 +1,481 @@
+// Package twin is a digital twin of the server tokentop measures: it fits
+// the simulator's continuous-batching model (package sim) to a session's
+// measurements (diagnose.Attribute's step-time model, the limits the server
+// publishes or shows, the offered load: tokentop's own classes as
+// configured and the rest inferred from the server's counters), replays the
+// measured configuration in virtual time to check itself against what was
+// measured, and then predicts what a change of server or traffic knobs
+// would do: latency percentiles, throughput, goodput and SLO verdicts per
+// class, and the interactive rate the SLO still holds at.
+//
+// It is pure: no network, no clock (virtual time only), deterministic for
+// a seed. Build is costly (dozens of virtual-time runs): callers run it
+// off their hot path.
+package twin
+
+import (
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/tokentop/tokentop/config"
+	"github.com/tokentop/tokentop/diagnose"
+	"github.com/tokentop/tokentop/metrics"
+)
+
+// Input is what a twin is built from.
+type Input struct {
+	Classes []config.Class
+	// View is the measured span (a snapshot's Run or Live view).
+	View *metrics.View
+	// Findings point at the remedies the twin evaluates by itself.
+	Findings []diagnose.Finding
+	// WhatIf are the user's changes (--what-if).
+	WhatIf []Change
+	// Published are limits the server states about itself, where known.
+	Published Published
+	// Seed fixes the twin's random draws (0: 1).
+	Seed uint64
+	// MaxSpanS bounds the virtual time of one run (0: 300 s).
+	MaxSpanS float64
+	// NoCapacity skips the capacity searches (the costliest part).
+	NoCapacity bool
+}
+
+// Published are server limits read from the server itself (capacity
+// discovery: llama.cpp slots, vLLM cache_config_info); 0 is unknown.
+type Published struct {
+	SeqCap         int
+	SeqCapSource   string
+	KVTokens       int
+	KVTokensSource string
+}
+
+// SelfCheck is the twin's relative error, (predicted − measured) /
+// measured, on the measured configuration; nil where not measured.
+type SelfCheck struct {
+	TTFTP95Err          *float64
+	ITLP95Err           *float64
+	OutputTokensPerSErr *float64
+}
+
+// Candidate is one what-if and its prediction.
+type Candidate struct {
+	Change Change
+	Source string // "diagnosis" or "user"
+	Rule   string // the finding it answers (diagnosis)
+	// Predicted figures by name (Result.Names).
+	Predicted map[string]Figures
+	// Reliable is the twin's reliability and this prediction's own: one
+	// that runs a batch larger than any measured, with a cap or a batch
+	// cost the measurements did not show, is an extrapolation.
+	Reliable bool
+	Note     string
+	// Declined says why there is no prediction ("" when there is).
+	Declined string
+}
+
+// Capacity is the highest arrival rate of the interactive class (its shape,
+// tokentop's interactive classes in proportion) at which its SLO holds,
+// found in virtual time.
+type Capacity struct {
+	Class      string
+	CurrentRPS *float64
+	// Candidates by change (Change.String()); nil where none was found.
+	Candidates map[string]*float64
+	Note       string
+}
+
+// Result is a built twin.
+type Result struct {
+	Reliable bool
+	// Declined says why the twin predicts nothing ("" when it does).
+	Declined string
+	Fit      Fit
+	// Names are the figures' names: tokentop's classes in config order,
+	// then OtherName when the server had other traffic.
+	Names    []string
+	Measured map[string]Figures
+	// Baseline is the twin's replay of the measured configuration.
+	Baseline  map[string]Figures
+	SelfCheck map[string]SelfCheck
+	// SelfCheckBound is the largest self-check error (absolute) a reliable
+	// twin shows.
+	SelfCheckBound float64
+	Candidates     []Candidate
+	Capacity       Capacity
+	// Server is the fitted server the predictions start from.
+	Server Server
+	// Runs counts the virtual-time runs the build took.
+	Runs int
+}
+
+// SelfCheckBound: a twin whose replay of the measured configuration is
+// further than this from any measured figure it is checked on is marked
+// unreliable. 25%: the sampling error of a p95 from a few hundred requests
+// under queueing is 10-20% (two runs of one seeded simulator differ that
+// much), so a larger gap is the model's, not the sample's; and the
+// prediction errors over the pair test (twin/pairs_test.go) stay near the
+// self-check error when it is within this bound.
+const SelfCheckBound = 0.25
+
+// warmS is the virtual time each run spends before it measures: closed
+// loops get into their steady state, queues fill.
+const warmS = 60.0
+
+// PredictionBounds is the error the twin states for a reliable prediction
+// (the twin and the candidate both reliable), per figure: the worst
+// relative error over the reliable predictions of the pair test
+// (pairs_test.go), rounded up. A TTFT tail is the least certain: it
+// moves with the burstiness of arrivals the counters cannot show. No bound
+// is stated for p99s: the p99 of the few hundred requests of a 5-minute
+// window is as much the sample's as the server's (the pair test shows it).
+var PredictionBounds = map[string]float64{
+	"ttft_p95": 0.8, "itl_p95": 0.3, "e2e_p95": 0.3, "output_tokens_per_s": 0.2,
+}
+
+// minSamples is the fewest samples (first tokens, token gaps) a class
+// needs for its p95 to be checked or calibrated against: a p95 of n
+// samples rests on the 0.05·n above it, and with fewer than 5 of those
+// its sampling error alone is above the self-check bound.
+const minSamples = 100
+
+// Build fits the twin to in and evaluates every candidate.
+func Build(in Input) *Result {
+	r := &Result{Measured: map[string]Figures{}, SelfCheck: map[string]SelfCheck{}, SelfCheckBound: SelfCheckBound}
+	v := in.View
+	if v == nil || v.Span <= 0 {
+		r.Declined = "no measurements yet"
+		return r
+	}
+	b := &builder{in: in, v: v, res: r, classes: map[string]*config.Class{}, seed: in.Seed}
+	if b.seed == 0 {
+		b.seed = 1
+	}
+	b.span = math.Min(math.Max(v.Span.Seconds(), 60), cmpF(in.MaxSpanS, 300))
+	b.warm = warmS
+	r.Fit.WindowS = v.Span.Seconds()
+	for i := range in.Classes {
+		b.classes[in.Classes[i].Name] = &in.Classes[i]
+	}
+	b.measure()
+	if err := b.fit(); err != nil {
+		r.Declined = err.Error()
+		r.Fit.CannotFit = append(r.Fit.CannotFit, err.Error())
+		return r
+	}
+	b.candidates()
+	if !in.NoCapacity {
+		b.capacity()
+	}
+	return r
+}
+
+func cmpF(v, def float64) float64 {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
+type builder struct {
+	in      Input
+	v       *metrics.View
+	res     *Result
+	classes map[string]*config.Class
+	judged  map[string]map[string]bool
+	seed    uint64
+	span    float64
+	warm    float64
+	sources []Source
+	srv     Server
+	// The largest running batch measured (0 unknown) and replayed, for
+	// extrapolation.
+	topRunning, baselineTop float64
+}
+
+// measure fills the measured figures and the objectives each class's
+// verdict judged.
+func (b *builder) measure() {
+	verdicts := diagnose.EvaluateSLO(b.v, b.in.Classes)
+	b.judged = map[string]map[string]bool{}
+	for i := range b.in.Classes {
+		name := b.in.Classes[i].Name
+		cs := b.v.Class(name)
+		if cs == nil {
+			continue
+		}
+		var vd *diagnose.Verdict
+		for j := range verdicts {
+			if verdicts[j].Class == name {
+				vd = &verdicts[j]
+			}
+		}
+		f := measuredFigures(cs, vd)
+		b.res.Measured[name] = f
+		b.res.Names = append(b.res.Names, name)
+		j := map[string]bool{}
+		for _, n := range f.Judged {
+			j[n] = true
+		}
+		b.judged[name] = j
+	}
+	for _, iv := range b.v.Intervals {
+		if iv.Running != nil {
+			b.topRunning = math.Max(b.topRunning, *iv.Running)
+		}
+	}
+}
+
+// fit fits the server and the load, calibrates what the counters cannot
+// tell by replay, and checks the twin against the measurements.
+func (b *builder) fit() error {
+	r := b.res
+	step, err := fitStep(b.v)
+	r.Fit.Step = step
+	if err != nil {
+		return err
+	}
+	probes := probeSources(b.in.Classes, b.v)
+	other, err := inferOther(b.v, probes)
+	if err != nil {
+		return err
+	}
+	batchPrio := priorityBatch
+	for _, p := range probes {
+		if p.Kind == kindBatch && p.HasPriority {
+			batchPrio = p.Priority
+		}
+	}
+	b.sources = append(probes, other.sources(batchPrio)...)
+	if other.rate > 0 {
+		r.Names = append(r.Names, OtherName)
+		gen := *b.v.Server.GenerationTokensPerS
+		for _, cs := range b.v.Classes {
+			gen -= cs.Throughput.OutputTokensPerS
+		}
+		r.Measured[OtherName] = Figures{OutputTokensPerS: math.Max(gen, 0)}
+	}
+	r.Fit.SeqCap = fitSeqCap(b.v, b.in.Published.SeqCap, b.in.Published.SeqCapSource)
+	b.srv = Server{BaseMs: step.BaseMs, PerPrefillTokenMs: step.PerPrefillTokenMs, PerSequenceMs: step.PerSequenceMs,
+		ChunkedPrefill: true, TokenBudget: 8192}
+	if r.Fit.SeqCap.Value != nil {
+		b.srv.SeqCap = int(*r.Fit.SeqCap.Value)
+	}
+	r.Fit.Priority = known(0, "assumed off (first come, first served: vLLM's, SGLang's and llama.cpp's default)")
+
+	// The open part's rate: what the counters leave once the closed part's
+	// throughput in the twin is known.
+	if err := b.correctOpenRate(other.rate, other.inSystem); err != nil {
+		return err
+	}
+	best, err := b.calibrate()
+	if err != nil {
+		return err
+	}
+	// KV capacity from the best replay's tokens per running sequence.
+	if kv := b.in.Published.KVTokens; kv > 0 {
+		r.Fit.KVTokens = known(float64(kv), b.in.Published.KVTokensSource)
+	} else {
+		mr, _ := meanVar(best.running)
+		mk, _ := meanVar(best.kvTokens)
+		tpr := 0.0
+		if mr > 0 {
+			tpr = mk / mr
+		}
+		r.Fit.KVTokens = fitKV(b.v, tpr, 0, "")
+	}
+	if r.Fit.KVTokens.Value != nil {
+		b.srv.KVTokens = int(*r.Fit.KVTokens.Value)
+		if b.srv.KVTokens < 2*kvBlockTokens {
+			return fmt.Errorf("the KV cache inferred (%d tokens) cannot hold a request", b.srv.KVTokens)
+		}
+	}
+	r.Fit.Load = b.sources
+	r.Server = b.srv
+	baseOut, err := b.sim(b.srv, b.sources, b.span)
+	if err != nil {
+		return err
+	}
+	base := b.figures(baseOut)
+	for _, x := range baseOut.running {
+		b.baselineTop = math.Max(b.baselineTop, x)
+	}
+	r.Baseline = base
+	r.Reliable = true
+	for _, name := range r.Names {
+		m, p := r.Measured[name], base[name]
+		var sc SelfCheck
+		if name != OtherName {
+			if cs := b.v.Class(name); cs != nil && cs.TTFT.Count >= minSamples {
+				sc.TTFTP95Err = relErr(p.TTFT.P95, m.TTFT.P95)
+			}
+			if cs := b.v.Class(name); cs != nil && cs.ITL.Count >= minSamples {
+				sc.ITLP95Err = relErr(p.ITL.P95, m.ITL.P95)
+			}
+		}
+		if m.OutputTokensPerS > 0 {
+			sc.OutputTokensPerSErr = relErr(p.OutputTokensPerS, m.OutputTokensPerS)
+		}
+		r.SelfCheck[name] = sc
+		for _, e := range []*float64{sc.TTFTP95Err, sc.ITLP95Err, sc.OutputTokensPerSErr} {
+			if e != nil && math.Abs(*e) > SelfCheckBound {
+				r.Reliable = false
+			}
+		}
+	}
+	return nil
+}
+
+func (b *builder) sim(srv Server, sources []Source, span float64) (*runOut, error) {
+	b.res.Runs++
+	return simulate(srv, sources, b.classes, b.warm, span, b.seed)
+}
+
+func (b *builder) figures(out *runOut) map[string]Figures {
+	fs := map[string]Figures{}
+	for _, name := range out.order {
+		fs[name] = out.groups[name].figures(out.seconds, b.classes[name], b.judged[name])
+	}
+	return fs
+}
+
+// correctOpenRate fits the other traffic's two parts to the server's own
+// figures, in the twin: the open part's rate so that the other traffic
+// finishes requests at the measured rate (the closed part's throughput is
+// the twin's, the open part takes the rest), and the closed part's streams
+// so that the other traffic holds as many sequences in the server
+// (running and waiting) as measured. The variance split (inferOther) only
+// starts it: over two minutes of scrapes a variance is a rough figure, a
+// mean is not.
+func (b *builder) correctOpenRate(rate, inSystem float64) error {
+	oi, ci := -1, -1
+	for i, s := range b.sources {
+		switch s.Name {
+		case OtherOpen:
+			oi = i
+		case OtherClosed:
+			ci = i
+		}
+	}
+	if ci < 0 {
+		return nil
+	}
+	for range calibrationRounds {
+		out, err := b.sim(b.srv, b.sources, math.Min(b.span, 120))
+		if err != nil {
+			return err
+		}
+		closed := float64(out.srcFinished[ci]) / out.seconds
+		open := math.Max(rate-closed, 0)
+		if oi < 0 && open >= 0.05*rate {
+			b.sources = append(b.sources, Source{Name: OtherOpen, Group: OtherName, Kind: kindInteractive, Process: ProcPoisson,
+				Prompt: b.sources[ci].Prompt, Output: b.sources[ci].Output, Origin: b.sources[ci].Origin + "; open loop: the requests the closed part does not account for"})
+			oi = len(b.sources) - 1
+		}
+		if oi >= 0 {
+			b.sources[oi].Rate = open
+		}
+		if held, _ := meanVar(out.otherInSystem); held > 0 && inSystem > 0 {
+			n := b.sources[ci].N
+			// Half the gap a round, and never more streams than the other
+			// traffic's sequences measured in the server.
+			b.sources[ci].N = min(max(0, int(math.Round(float64(n)+(inSystem-held)/2))), int(math.Round(inSystem)))
+		}
+	}
+	b.sources[ci].Origin += fmt.Sprintf("; %d streams and the open part's rate fitted in the twin to the server's %.1f sequences and %.2f requests/s", b.sources[ci].N, inSystem, rate)
+	return nil
+}
+
+// calibrationRounds is how many times the other traffic's parts are fitted
+// again to the server's figures.
+const calibrationRounds = 3
+
+// budgets are the token budgets calibration tries, with chunked prefill,
+// then without.
+var budgets = []int{256, 512, 1024, 2048, 4096, 8192, 16384}
+
+// calibrate picks the token budget and chunking whose replay best matches
+// the measured figures: the server does not publish them, and they shape
+// the gaps a prefill leaves.
+func (b *builder) calibrate() (*runOut, error) {
+	type trial struct {
+		budget  int
+		chunked bool
+	}
+	var trials []trial
+	for _, bu := range budgets {
+		trials = append(trials, trial{bu, true})
+	}
+	trials = append(trials, trial{0, false})
+	outs := make([]*runOut, len(trials))
+	losses := make([]float64, len(trials))
+	errs := make([]error, len(trials))
+	parallel(len(trials), func(i int) {
+		srv := b.srv
+		srv.TokenBudget, srv.ChunkedPrefill = trials[i].budget, trials[i].chunked
+		outs[i], errs[i] = simulate(srv, b.sources, b.classes, b.warm, b.span, b.seed)
+		if errs[i] == nil {
+			losses[i] = b.loss(outs[i])
+		}
+	})
+	b.res.Runs += len(trials)
+	best := -1
+	for i := range trials {
+		if errs[i] != nil {
+			return nil, errs[i]
+		}
+		if best < 0 || losses[i] < losses[best] {
+			best = i
+		}
+	}
+	ordered := append([]float64(nil), losses...)
+	sort.Float64s(ordered)
+	t := trials[best]
+	b.srv.TokenBudget, b.srv.ChunkedPrefill = t.budget, t.chunked
+	how := fmt.Sprintf("calibrated: of %d budgets replayed, the one whose replay matches the measured TTFT, ITL and throughput best (loss %.3f, next %.3f)", len(trials), ordered[0], ordered[min(1, len(ordered)-1)])
+	if t.chunked {
+		b.res.Fit.TokenBudget = known(float64(t.budget), how)
+		b.res.Fit.Chunked = known(1, how)
+	} else {
+		b.res.Fit.TokenBudget = Param{Source: "none: whole prompts in one step; " + how}
+		b.res.Fit.Chunked = known(0, how)
+	}
+	return outs[best], nil
+}
+
+// loss is the squared log error of a run against the measured figures the
+// self-check compares, plus the running batch's median.
+func (b *builder) loss(out *runOut) float64 {
+	fs := b.figures(out)
+	l := 0.0
+	term := func(pred, meas float64) {
+		if pred > 0 && meas > 0 {
+			d := math.Log(pred / meas)
+			l += d * d
+		}
+	}
+	for _, name := range b.res.Names {
+		m, p := b.res.Measured[name], fs[name]
+		if name != OtherName {
+			cs := b.v.Class(name)
+			if cs == nil {
+				continue
+			}
+			if cs.TTFT.Count >= minSamples {
+				term(p.TTFT.P95, m.TTFT.P95)
+				term(p.TTFT.P50, m.TTFT.P50)
+			}
+			if cs.ITL.Count >= minSamples {
+				term(p.ITL.P95, m.ITL.P95)
+				term(p.ITL.P99, m.ITL.P99)
+			}
+		}
+		term(p.OutputTokensPerS, m.OutputTokensPerS)
+	}
+	if g := b.v.Server.Running; g.Count > 0 && len(out.running) > 0 {
+		m, _ := meanVar(out.running)
+		term(m, g.P50)
+	}
+	return l
+}
