@@ -156,13 +156,6 @@ func (c Change) String() string {
 // configuration).
 func (c Change) IsZero() bool { return c.String() == "" }
 
-// changesServer reports whether the change touches the server's batch
-// size (the sequence cap, the load), which the per-sequence cost then
-// extrapolates.
-func (c Change) changesBatch() bool {
-	return c.MaxNumSeqs != nil || c.BatchConcurrency != nil || c.InteractiveRate != nil || c.KVBlocks != nil
-}
-
 // apply returns the server and sources with the change made. Priority on
 // runs batch-kind traffic at a worse priority than interactive unless a
 // class set its own (tokentop's batch class without one, and the other

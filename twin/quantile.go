@@ -8,7 +8,6 @@ import "math"
 type hist struct {
 	counts []int64
 	n      int64
-	sum    float64
 }
 
 const (
@@ -29,7 +28,6 @@ func (h *hist) add(v float64) {
 	}
 	h.counts[i]++
 	h.n++
-	h.sum += v
 }
 
 // quantile is the q-quantile (the bucket's geometric middle); 0 when empty.
@@ -47,11 +45,4 @@ func (h *hist) quantile(q float64) float64 {
 		}
 	}
 	return histMin * math.Exp((histBins-0.5)*histLogWidth)
-}
-
-func (h *hist) mean() float64 {
-	if h.n == 0 {
-		return 0
-	}
-	return h.sum / float64(h.n)
 }
