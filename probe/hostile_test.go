@@ -209,7 +209,7 @@ func TestContentLengthLiesNeverAnswerAnotherRequest(t *testing.T) {
 		return true
 	})
 	c := NewClient(ClientOptions{Timeout: 5 * time.Second, MaxConns: 4})
-	var smuggledAnswers, valid atomic.Int64
+	var smuggledAnswers, valid, refused atomic.Int64
 	check := func(text string) error {
 		if strings.Contains(text, "SMUGGLED") {
 			smuggledAnswers.Add(1)
@@ -224,8 +224,13 @@ func TestContentLengthLiesNeverAnswerAnotherRequest(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < n/4; i++ {
-				if tr := c.Stream(t.Context(), hostileRequest(srv.url(), check)); tr.Valid {
+				switch tr := c.Stream(t.Context(), hostileRequest(srv.url(), check)); {
+				case tr.Valid:
 					valid.Add(1)
+				case errKind(tr) == "protocol_violation":
+					refused.Add(1)
+				default:
+					t.Errorf("request failed: %v", tr.Err)
 				}
 			}
 		}()
@@ -234,8 +239,14 @@ func TestContentLengthLiesNeverAnswerAnotherRequest(t *testing.T) {
 	if s := smuggledAnswers.Load(); s > 0 {
 		t.Errorf("%d of %d requests were answered by bytes smuggled after a Content-Length", s, n)
 	}
-	if got := srv.requests.Load(); got < n || valid.Load() != n {
-		t.Errorf("server answered %d requests, %d valid traces, want %d of each", got, valid.Load(), n)
+	// net/http closes a connection whose extra bytes arrive while it is
+	// idle; when another request takes it first, the bytes are there before
+	// that request is written, and the probe refuses them as its answer
+	// (protocol_violation). Every trace is a real answer or that refusal.
+	// (A refused request's connection is closed at once: the server may
+	// never read it.)
+	if got := srv.requests.Load(); got < valid.Load() || valid.Load()+refused.Load() != n {
+		t.Errorf("server answered %d requests, %d valid traces and %d refused answers, want %d in all", got, valid.Load(), refused.Load(), n)
 	}
 }
 

@@ -131,6 +131,10 @@ type connTimes struct {
 	reused    bool     // the connection came from the keep-alive pool
 	rx        *rxConn  // the connection, when it reads kernel timestamps
 	netConn   net.Conn // the connection as the transport holds it
+	// early is set when the answer's first byte was read before the
+	// request had been written: on a reused connection, bytes the
+	// previous response left beyond its declared length.
+	early bool
 }
 
 func (t *connTimes) set(p *time.Time) {
@@ -167,6 +171,7 @@ func (t *connTimes) gotFirstByte() {
 	now := time.Now()
 	t.mu.Lock()
 	if t.firstByte.IsZero() {
+		t.early = t.wrote.IsZero()
 		t.firstByte = now
 		if t.rx != nil {
 			if at, _, ok := t.rx.arrival(); ok && at.Before(now) && !at.Before(t.wrote) {
@@ -295,6 +300,19 @@ func (c *Client) stream(parent context.Context, r Request, traceparent string, t
 		return
 	}
 	defer resp.Body.Close()
+	// (An error status can legitimately come before a large body is all
+	// written: a server refusing it early. That stays an http_status.)
+	if on.unsolicited && on.conn != nil && resp.StatusCode < 400 {
+		// An answer cannot come before its request: these are bytes the
+		// previous response on this connection left beyond its declared
+		// length. They are not this request's answer, and the connection
+		// is not used again.
+		_ = on.conn.Close()
+		tr.End = now
+		tr.Err = &observe.Error{Kind: observe.ErrProtocol, Status: resp.StatusCode,
+			Msg: "an answer arrived on a kept-alive connection before the request was written (bytes the previous response left beyond its length): connection closed"}
+		return
+	}
 	rx := on.rx
 	// The header block ended in the connection's last read: its kernel
 	// stamp when there is one, else now.
@@ -385,7 +403,7 @@ func (c *Client) send(ctx context.Context, hc *http.Client, url string, body []b
 	resp, err = hc.Do(req)
 	ct.mu.Lock()
 	tr.ConnDone, tr.WroteRequest = ct.conn, ct.wrote
-	conn, stale = sentOn{rx: ct.rx, conn: ct.netConn}, ct.reused && ct.firstByte.IsZero()
+	conn, stale = sentOn{rx: ct.rx, conn: ct.netConn, unsolicited: ct.reused && ct.early}, ct.reused && ct.firstByte.IsZero()
 	ct.mu.Unlock()
 	return resp, conn, stale, err
 }
@@ -394,4 +412,7 @@ func (c *Client) send(ctx context.Context, hc *http.Client, url string, body []b
 type sentOn struct {
 	rx   *rxConn  // nil when its reads carry no kernel timestamps
 	conn net.Conn // nil when no connection was made
+	// unsolicited: the answer was already there, on a kept-alive
+	// connection, before the request had been written.
+	unsolicited bool
 }
