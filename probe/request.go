@@ -174,8 +174,14 @@ func (t *connTimes) gotFirstByte() {
 		t.early = t.wrote.IsZero()
 		t.firstByte = now
 		if t.rx != nil {
-			if at, _, ok := t.rx.arrival(); ok && at.Before(now) && !at.Before(t.wrote) {
+			at, _, ok := t.rx.arrival()
+			switch {
+			case ok && at.Before(now) && !at.Before(t.wrote):
 				t.firstByte = at
+			case ok && !t.wrote.IsZero() && at.Before(t.wrote):
+				// The kernel received these bytes before the request
+				// was written: they were already on the connection.
+				t.early = true
 			}
 		}
 	}
@@ -302,7 +308,7 @@ func (c *Client) stream(parent context.Context, r Request, traceparent string, t
 	defer resp.Body.Close()
 	// (An error status can legitimately come before a large body is all
 	// written: a server refusing it early. That stays an http_status.)
-	if on.unsolicited && on.conn != nil && resp.StatusCode < 400 {
+	if on.unsolicited && on.conn != nil && resp.ProtoMajor == 1 && resp.StatusCode < 400 {
 		// An answer cannot come before its request: these are bytes the
 		// previous response on this connection left beyond its declared
 		// length. They are not this request's answer, and the connection
