@@ -131,9 +131,11 @@ type connTimes struct {
 	reused    bool     // the connection came from the keep-alive pool
 	rx        *rxConn  // the connection, when it reads kernel timestamps
 	netConn   net.Conn // the connection as the transport holds it
-	// early is set when the answer's first byte was read before the
-	// request had been written: on a reused connection, bytes the
-	// previous response left beyond its declared length.
+	// sent is when the request was handed to the transport; early is set
+	// when the answer's first bytes reached the kernel before that: on a
+	// reused connection, bytes the previous response left beyond its
+	// declared length.
+	sent  time.Time
 	early bool
 }
 
@@ -171,16 +173,18 @@ func (t *connTimes) gotFirstByte() {
 	now := time.Now()
 	t.mu.Lock()
 	if t.firstByte.IsZero() {
-		t.early = t.wrote.IsZero()
 		t.firstByte = now
 		if t.rx != nil {
 			at, _, ok := t.rx.arrival()
 			switch {
 			case ok && at.Before(now) && !at.Before(t.wrote):
 				t.firstByte = at
-			case ok && !t.wrote.IsZero() && at.Before(t.wrote):
+			case ok && !t.sent.IsZero() && at.Before(t.sent):
 				// The kernel received these bytes before the request
-				// was written: they were already on the connection.
+				// was sent: they were already on the connection. (The
+				// write's own end is no reference: on loopback a fast
+				// server's answer can arrive before the WroteRequest
+				// hook has read the clock.)
 				t.early = true
 			}
 		}
@@ -403,6 +407,9 @@ func (c *Client) send(ctx context.Context, hc *http.Client, url string, body []b
 	c.setCommonHeaders(req.Header)
 
 	tr.Sent = time.Now()
+	ct.mu.Lock()
+	ct.sent = tr.Sent
+	ct.mu.Unlock()
 	if r.OnStarted != nil {
 		r.OnStarted(observe.Started{ID: tr.ID, Class: tr.Class, Path: tr.Path, Sent: tr.Sent, PromptTokensTarget: tr.PromptTokensTarget})
 	}
@@ -419,6 +426,6 @@ type sentOn struct {
 	rx   *rxConn  // nil when its reads carry no kernel timestamps
 	conn net.Conn // nil when no connection was made
 	// unsolicited: the answer was already there, on a kept-alive
-	// connection, before the request had been written.
+	// connection, before the request was sent (kernel receive stamps).
 	unsolicited bool
 }
