@@ -37,7 +37,7 @@ func newInterarrival(a config.Arrival) (interarrival, error) {
 		}
 		theta := mean / k
 		return func(rng *rand.Rand) time.Duration {
-			return seconds(gammaSample(rng, k) * theta)
+			return seconds(GammaSample(rng, k) * theta)
 		}, nil
 	default:
 		return nil, fmt.Errorf("arrival process %q is not open-loop", a.Process)
@@ -46,15 +46,16 @@ func newInterarrival(a config.Arrival) (interarrival, error) {
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
-// gammaSample draws Gamma(k, 1) by Marsaglia and Tsang's method, boosted
-// for k < 1.
-func gammaSample(rng *rand.Rand, k float64) float64 {
+// GammaSample draws Gamma(k, 1) by Marsaglia and Tsang's method, boosted
+// for k < 1: the gamma arrival process's gaps, here and in the twin's
+// replay of the same classes.
+func GammaSample(rng *rand.Rand, k float64) float64 {
 	if k < 1 {
 		u := rng.Float64()
 		for u == 0 {
 			u = rng.Float64()
 		}
-		return gammaSample(rng, k+1) * math.Pow(u, 1/k)
+		return GammaSample(rng, k+1) * math.Pow(u, 1/k)
 	}
 	d := k - 1.0/3
 	c := 1 / math.Sqrt(9*d)

@@ -3,6 +3,8 @@ package twin
 import (
 	"math"
 	"math/rand/v2"
+
+	"github.com/tokentop/tokentop/probe"
 )
 
 // Arrival processes of a Source.
@@ -84,33 +86,7 @@ func (s *Source) gap(rng *rand.Rand) float64 {
 		if !(k > 0) {
 			k = 1
 		}
-		return gammaDraw(rng, k) * mean / k
+		return probe.GammaSample(rng, k) * mean / k
 	}
 	return rng.ExpFloat64() * mean
-}
-
-// gammaDraw draws Gamma(k, 1): Marsaglia and Tsang's squeeze method for
-// k ≥ 1, and for k < 1 a Gamma(k+1) draw scaled by U^(1/k).
-func gammaDraw(rng *rand.Rand, k float64) float64 {
-	if k < 1 {
-		u := rng.Float64()
-		for u == 0 {
-			u = rng.Float64()
-		}
-		return gammaDraw(rng, k+1) * math.Pow(u, 1/k)
-	}
-	d := k - 1.0/3
-	c := 1 / math.Sqrt(9*d)
-	for {
-		x := rng.NormFloat64()
-		v := 1 + c*x
-		if v <= 0 {
-			continue
-		}
-		v = v * v * v
-		u := rng.Float64()
-		if u < 1-0.0331*x*x*x*x || math.Log(u) < 0.5*x*x+d*(1-v+math.Log(v)) {
-			return d * v
-		}
-	}
 }
