@@ -114,6 +114,9 @@ func AsRedirect(err error) (*RedirectError, bool) {
 // a token) replaced, and made safe to print. A string that does not parse
 // is returned sanitized, with anything that looks like userinfo cut.
 func RedactURL(raw string) string {
+	if raw == "" {
+		return "" // an unset URL (no gateway) stays unset
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
 		if at := strings.LastIndex(raw, "@"); at >= 0 {

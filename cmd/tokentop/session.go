@@ -104,7 +104,7 @@ func runSession(ctx context.Context, e env, spec sessionSpec) (int, error) {
 		FootprintBudget: s.cfg.FootprintBudget})
 	if s.recFile != nil {
 		rec, err := record.NewWriter(s.recFile, record.Header{
-			ToolVersion: version, Title: spec.title, Started: started, Target: safehttp.RedactURL(s.cfg.Target), Gateway: redactOptionalURL(s.cfg.Gateway),
+			ToolVersion: version, Title: spec.title, Started: started, Target: safehttp.RedactURL(s.cfg.Target), Gateway: safehttp.RedactURL(s.cfg.Gateway),
 			Model: s.model, Paths: s.paths, Classes: s.cfg.Classes, FootprintBudget: s.cfg.FootprintBudget,
 		})
 		if err != nil {
@@ -178,7 +178,7 @@ func runSession(ctx context.Context, e env, spec sessionSpec) (int, error) {
 	}
 	last := <-final
 	rep := reportWithTwin(last, s.cfg.Classes, spec.common.whatIf,
-		report.Meta{ToolVersion: version, Target: safehttp.RedactURL(s.cfg.Target), Gateway: redactOptionalURL(s.cfg.Gateway), Model: s.model})
+		report.Meta{ToolVersion: version, Target: safehttp.RedactURL(s.cfg.Target), Gateway: safehttp.RedactURL(s.cfg.Gateway), Model: s.model})
 	if spec.common.reportPath != "" {
 		if err := writeReport(e.Stdout, spec.common.reportPath, spec.common.format, rep); err != nil {
 			return report.ExitNoData, err
@@ -207,12 +207,4 @@ func (s *session) close() {
 	if err := s.rec.Close(); err != nil {
 		fmt.Fprintf(s.e.Stderr, "tokentop: recording %s: %v\n", s.spec.common.record, err)
 	}
-}
-
-// redactOptionalURL is safehttp.RedactURL for a URL that may be unset.
-func redactOptionalURL(u string) string {
-	if u == "" {
-		return ""
-	}
-	return safehttp.RedactURL(u)
 }
