@@ -101,15 +101,15 @@ func NewClient(o ClientOptions) *Client {
 		o.Version = "dev"
 	}
 	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
-	dial := d.DialContext
-	if !o.UserSpaceTimestamps {
-		dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := d.DialContext(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			return wrapRxConn(c), nil
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
 		}
+		if !o.UserSpaceTimestamps {
+			c = wrapRxConn(c)
+		}
+		return newOrderConn(c), nil
 	}
 	tr := &http.Transport{
 		Proxy:               http.ProxyFromEnvironment,

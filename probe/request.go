@@ -128,14 +128,12 @@ type connTimes struct {
 	conn      time.Time
 	wrote     time.Time
 	firstByte time.Time
-	reused    bool     // the connection came from the keep-alive pool
-	rx        *rxConn  // the connection, when it reads kernel timestamps
-	netConn   net.Conn // the connection as the transport holds it
-	// sent is when the request was handed to the transport; early is set
-	// when the answer's first bytes reached the kernel before that: on a
-	// reused connection, bytes the previous response left beyond its
-	// declared length.
-	sent  time.Time
+	reused    bool       // the connection came from the keep-alive pool
+	rx        *rxConn    // the connection, when it reads kernel timestamps
+	order     *orderConn // the connection's order of writes and reads
+	netConn   net.Conn   // the connection as the transport holds it
+	// early is set when the answer's first byte was read before the
+	// request's first write: it was on the connection already.
 	early bool
 }
 
@@ -148,44 +146,38 @@ func (t *connTimes) set(p *time.Time) {
 	t.mu.Unlock()
 }
 
-// gotConn notes the connection's time and whether it has kernel receive
-// timestamps (directly, or under TLS).
+// gotConn notes the connection's time, and the wrappers the dialer put
+// under it (directly, or under TLS).
 func (t *connTimes) gotConn(i httptrace.GotConnInfo) {
-	c := i.Conn
-	if nc, ok := c.(interface{ NetConn() net.Conn }); ok {
-		c = nc.NetConn()
+	order, _ := unwrapConn(i.Conn).(*orderConn)
+	var rx *rxConn
+	if order != nil {
+		order.beginRequest()
+		rx, _ = order.Conn.(*rxConn)
 	}
-	rx, _ := c.(*rxConn)
 	now := time.Now()
 	t.mu.Lock()
 	if t.conn.IsZero() {
 		t.conn = now
 	}
-	t.rx = rx
+	t.rx, t.order = rx, order
 	t.netConn = i.Conn
 	t.reused = t.reused || i.Reused
 	t.mu.Unlock()
 }
 
 // gotFirstByte stamps the response's first byte, with the kernel's time
-// when the connection has it.
+// when the connection has it, and notes whether that byte came before the
+// request did.
 func (t *connTimes) gotFirstByte() {
 	now := time.Now()
 	t.mu.Lock()
 	if t.firstByte.IsZero() {
 		t.firstByte = now
+		t.early = t.order != nil && !t.order.answeredAfterWrite()
 		if t.rx != nil {
-			at, _, ok := t.rx.arrival()
-			switch {
-			case ok && at.Before(now) && !at.Before(t.wrote):
+			if at, _, ok := t.rx.arrival(); ok && at.Before(now) && !at.Before(t.wrote) {
 				t.firstByte = at
-			case ok && !t.sent.IsZero() && at.Before(t.sent):
-				// The kernel received these bytes before the request
-				// was sent: they were already on the connection. (The
-				// write's own end is no reference: on loopback a fast
-				// server's answer can arrive before the WroteRequest
-				// hook has read the clock.)
-				t.early = true
 			}
 		}
 	}
@@ -310,17 +302,17 @@ func (c *Client) stream(parent context.Context, r Request, traceparent string, t
 		return
 	}
 	defer resp.Body.Close()
-	// (An error status can legitimately come before a large body is all
-	// written: a server refusing it early. That stays an http_status.)
-	if on.unsolicited && on.conn != nil && resp.ProtoMajor == 1 && resp.StatusCode < 400 {
-		// An answer cannot come before its request: these are bytes the
-		// previous response on this connection left beyond its declared
-		// length. They are not this request's answer, and the connection
-		// is not used again.
+	if on.unsolicited && on.conn != nil && resp.ProtoMajor == 1 {
+		// An answer cannot come before its request: these bytes were on
+		// the connection already (left by the previous response beyond
+		// its declared length, or sent unasked). They are not this
+		// request's answer, and the connection is not used again. (A
+		// server refusing a large body early still answers after the
+		// request's first bytes, so that stays an http_status.)
 		_ = on.conn.Close()
 		tr.End = now
 		tr.Err = &observe.Error{Kind: observe.ErrProtocol, Status: resp.StatusCode,
-			Msg: "an answer arrived on a kept-alive connection before the request was written (bytes the previous response left beyond its length): connection closed"}
+			Msg: "an answer was on the connection before the request was written (bytes a previous response left beyond its length, or sent unasked): connection closed"}
 		return
 	}
 	rx := on.rx
@@ -407,16 +399,13 @@ func (c *Client) send(ctx context.Context, hc *http.Client, url string, body []b
 	c.setCommonHeaders(req.Header)
 
 	tr.Sent = time.Now()
-	ct.mu.Lock()
-	ct.sent = tr.Sent
-	ct.mu.Unlock()
 	if r.OnStarted != nil {
 		r.OnStarted(observe.Started{ID: tr.ID, Class: tr.Class, Path: tr.Path, Sent: tr.Sent, PromptTokensTarget: tr.PromptTokensTarget})
 	}
 	resp, err = hc.Do(req)
 	ct.mu.Lock()
 	tr.ConnDone, tr.WroteRequest = ct.conn, ct.wrote
-	conn, stale = sentOn{rx: ct.rx, conn: ct.netConn, unsolicited: ct.reused && ct.early}, ct.reused && ct.firstByte.IsZero()
+	conn, stale = sentOn{rx: ct.rx, conn: ct.netConn, unsolicited: ct.early}, ct.reused && ct.firstByte.IsZero()
 	ct.mu.Unlock()
 	return resp, conn, stale, err
 }
@@ -425,7 +414,7 @@ func (c *Client) send(ctx context.Context, hc *http.Client, url string, body []b
 type sentOn struct {
 	rx   *rxConn  // nil when its reads carry no kernel timestamps
 	conn net.Conn // nil when no connection was made
-	// unsolicited: the answer was already there, on a kept-alive
-	// connection, before the request was sent (kernel receive stamps).
+	// unsolicited: the answer's first byte was read before the request's
+	// first write (orderConn).
 	unsolicited bool
 }
