@@ -103,13 +103,18 @@ func (a *Aggregator) view(s *slot, span time.Duration, inFlight []inFlightAges) 
 // server's traffic, not only the probe's: a server does not say which request
 // was whose). The network part, median time to response headers, is the
 // class's own and set by the class accumulator.
+//
+// A median is given only where the server's bucket that holds it is no
+// wider than the class's TTFT p50: interpolated inside a wider bucket it
+// cannot tell one part of that TTFT from another (vLLM's queue and prefill
+// histograms start with a 300 ms bucket, wider than a healthy TTFT, and
+// would show 150 ms beside a 40 ms TTFT).
 func breakdown(c *ClassStats, s *ServerStats) TTFTBreakdown {
 	b := c.TTFTBreakdown
-	if s.Queue.Count > 0 {
-		b.Queue = ptrf(s.Queue.P50)
-	}
-	if s.Prefill.Count > 0 {
-		b.Prefill = ptrf(s.Prefill.P50)
+	b.Queue, b.Prefill = nil, nil
+	if c.TTFT.Count > 0 {
+		b.Queue = resolvedMedian(s.Queue, c.TTFT.P50)
+		b.Prefill = resolvedMedian(s.Prefill, c.TTFT.P50)
 	}
 	b.Largest = ""
 	if b.Queue != nil && b.Prefill != nil && c.TTFT.Count > 0 {
@@ -127,6 +132,25 @@ func breakdown(c *ClassStats, s *ServerStats) TTFTBreakdown {
 }
 
 func ptrf(v float64) *float64 { return &v }
+
+// resolvedMedian is d's median (a server histogram's) when the bucket that
+// holds it is at most width ms wide, else nil. A median beyond the last
+// finite bucket is unresolved too.
+func resolvedMedian(d Dist, width float64) *float64 {
+	if d.Count <= 0 || math.IsNaN(d.P50) || !(width > 0) {
+		return nil
+	}
+	rank, cum := float64(d.Count)/2, 0.0
+	for _, bin := range d.Bins {
+		if cum += float64(bin.Count); cum >= rank {
+			if bin.HiMs-bin.LoMs > width {
+				return nil
+			}
+			return ptrf(d.P50)
+		}
+	}
+	return nil
+}
 
 func (a *Aggregator) sourceStatuses(now time.Time) []SourceStatus {
 	out := make([]SourceStatus, 0, len(a.sourceOrder))
