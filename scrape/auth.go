@@ -48,10 +48,6 @@ func withAuth(c *http.Client, key, target string) *http.Client {
 
 const redacted = sanitize.Redacted
 
-// redactString replaces key, and every piece of it of at least
-// sanitize.MinSecretFragment bytes, with "[redacted]".
-func redactString(s, key string) string { return sanitize.Secret(s, key) }
-
 // redactError hides key in err's message and makes what is left safe to
 // print (sanitize.Text: the message may quote a server through net/http).
 // errors.Is and errors.As still see the wrapped errors; there is no Unwrap,
@@ -60,7 +56,7 @@ func redactError(err error, key string) error {
 	if err == nil {
 		return err
 	}
-	msg := sanitize.Text(redactString(err.Error(), key))
+	msg := sanitize.Text(sanitize.Secret(err.Error(), key))
 	if msg == err.Error() {
 		return err
 	}
@@ -82,12 +78,12 @@ func redactSample(s *prom.Sample, key string) {
 	if s == nil || key == "" {
 		return
 	}
-	s.Model = redactString(s.Model, key)
+	s.Model = sanitize.Secret(s.Model, key)
 	for i, w := range s.Warnings {
-		s.Warnings[i] = redactString(w, key)
+		s.Warnings[i] = sanitize.Secret(w, key)
 	}
 	for i, m := range s.Models {
-		s.Models[i] = redactString(m, key)
+		s.Models[i] = sanitize.Secret(m, key)
 	}
 	if s.PerModel == nil {
 		return
@@ -95,7 +91,7 @@ func redactSample(s *prom.Sample, key string) {
 	per := make(map[string]*prom.Sample, len(s.PerModel))
 	for m, ps := range s.PerModel {
 		redactSample(ps, key)
-		per[redactString(m, key)] = ps
+		per[sanitize.Secret(m, key)] = ps
 	}
 	s.PerModel = per
 }

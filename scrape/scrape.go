@@ -231,7 +231,7 @@ const maxExcerpt = 256
 func (s *Scraper) fetch(ctx context.Context, target string, cost *Cost) (*prom.Sample, int, error) {
 	start := time.Now()
 	defer func() { cost.Wall += time.Since(start) }()
-	name := redactURL(target)
+	name := safehttp.RedactURL(target)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
 		return nil, 0, fmt.Errorf("scrape %s: %w", name, err)
@@ -335,7 +335,7 @@ func excerpt(r io.Reader, key string) string {
 			off += i + len(key)
 			cut = max(cut, off)
 		}
-		text = redactString(text[:cut], key)
+		text = sanitize.Secret(text[:cut], key)
 	} else {
 		text = text[:cut]
 	}
@@ -356,9 +356,6 @@ func excerpt(r io.Reader, key string) string {
 func printable(s string, n int) string {
 	return sanitize.Bounded(strings.Join(strings.Fields(s), " "), n)
 }
-
-// redactURL drops the URL's user information from messages.
-func redactURL(raw string) string { return safehttp.RedactURL(raw) }
 
 // timedReader counts the body bytes and the time spent waiting in Read, so
 // that a scrape's cost can tell parsing from waiting for the network.
