@@ -113,6 +113,10 @@ func families(snap *metrics.Snapshot, diag diagnose.Diagnosis) []*dto.MetricFami
 		lag      = family("tokentop_probe_self_lag_p99_seconds", "How late tokentop's own timers fire (p99, live window).", dto.MetricType_GAUGE)
 		foot     = family("tokentop_probe_footprint_ratio", "tokentop's own share of the server's work in the live window, by resource (prompt_tokens, generation_tokens, running); absent where the server cannot tell.", dto.MetricType_GAUGE)
 		budget   = family("tokentop_probe_footprint_budget_ratio", "The share of the server's work tokentop's probes may take (footprint_budget).", dto.MetricType_GAUGE)
+		fluidTok = family("tokentop_fluidity_tokens_total", "Tokens judged against their fluidity deadline (the class's TTFT target, then its ITL target per token, slack carried forward), by whether they met it.", dto.MetricType_COUNTER)
+		fluidReq = family("tokentop_fluidity_requests_total", "Requests with a judged token, by whether their fluidity index is above 0.9.", dto.MetricType_COUNTER)
+		restarts = family("tokentop_server_restarts_total", "Restarts of the measured server seen in the run (its start time moving, counters going back, or connections refused between good scrapes).", dto.MetricType_COUNTER)
+		lastRest = family("tokentop_server_last_restart_timestamp_seconds", "When the measured server's latest restart in the run happened (or, without its own start time, the first scrape that saw the new process).", dto.MetricType_GAUGE)
 	)
 	for i := range snap.Run.Classes {
 		run := &snap.Run.Classes[i]
@@ -130,6 +134,12 @@ func families(snap *metrics.Snapshot, diag diagnose.Diagnosis) []*dto.MetricFami
 		summary(itl, live.ITL, run.ITL, cl, label("basis", run.ITLBasis))
 		summary(gap, live.ChunkGap, run.ChunkGap, cl)
 		summary(e2e, live.E2E, run.E2E, cl)
+		if f := run.Fluidity; f != nil {
+			counter(fluidTok, float64(f.OnTime), cl, label("deadline", "met"))
+			counter(fluidTok, float64(f.Tokens-f.OnTime), cl, label("deadline", "missed"))
+			counter(fluidReq, float64(f.Fluent), cl, label("above_0_9", "true"))
+			counter(fluidReq, float64(f.Requests-f.Fluent), cl, label("above_0_9", "false"))
+		}
 		for _, p := range run.Paths {
 			var lp metrics.Dist
 			for _, q := range live.Paths {
@@ -168,5 +178,11 @@ func families(snap *metrics.Snapshot, diag diagnose.Diagnosis) []*dto.MetricFami
 	if fp.Budget > 0 {
 		gauge(budget, fp.Budget)
 	}
-	return []*dto.MetricFamily{requests, outTok, ttft, itl, gap, e2e, pathTTFT, goodput, sloPass, finding, lag, foot, budget}
+	// The counter is the run's: a restart is an event, not a window's rate.
+	srv := &snap.Run.Server
+	counter(restarts, float64(srv.RestartsTotal))
+	if n := len(srv.Restarts); n > 0 && !srv.Restarts[n-1].At.IsZero() {
+		gauge(lastRest, float64(srv.Restarts[n-1].At.UnixNano())/1e9)
+	}
+	return []*dto.MetricFamily{requests, outTok, ttft, itl, gap, e2e, pathTTFT, goodput, sloPass, finding, lag, foot, budget, fluidTok, fluidReq, restarts, lastRest}
 }

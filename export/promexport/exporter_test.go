@@ -22,6 +22,7 @@ func snapshot() (*metrics.Snapshot, diagnose.Diagnosis) {
 		TTFT: ttft, ITL: metrics.Dist{Count: 4000, P50: 18, P95: 40, P99: 90, Mean: 21, Max: 300}, ITLBasis: metrics.BasisToken,
 		OutputTokens: metrics.TokenStats{Total: 11000},
 		Paths:        []metrics.PathStats{{Path: "direct", TTFT: ttft}},
+		Fluidity:     &metrics.Fluidity{Requests: 40, Tokens: 9000, OnTime: 8500, Fluent: 36},
 	}
 	ratio := 0.88
 	prompt, running := 0.031, 0.72
@@ -29,7 +30,8 @@ func snapshot() (*metrics.Snapshot, diagnose.Diagnosis) {
 		Started: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC),
 		Live: metrics.View{Classes: []metrics.ClassStats{class}, Probe: metrics.ProbeStats{Samples: 10, SelfLagP99Ms: 2,
 			Footprint: metrics.Footprint{Budget: 0.05, PromptTokensShare: &prompt, RunningShare: &running}}},
-		Run: metrics.View{Classes: []metrics.ClassStats{class}},
+		Run: metrics.View{Classes: []metrics.ClassStats{class}, Server: metrics.ServerStats{RestartsTotal: 3,
+			Restarts: []metrics.Restart{{At: time.Date(2026, 11, 30, 12, 1, 0, 0, time.UTC)}, {At: time.Date(2026, 11, 30, 12, 2, 11, 0, time.UTC), Exact: true}}}},
 	}
 	d := diagnose.Diagnosis{
 		Verdicts: []diagnose.Verdict{{Class: "interactive", Pass: false, Goodput: diagnose.Goodput{Unit: "requests", Ratio: &ratio}}},
@@ -96,6 +98,12 @@ func TestWriteParsesBackWithValues(t *testing.T) {
 		{"tokentop_probe_footprint_ratio", map[string]string{"resource": "prompt_tokens"}, 0.031},
 		{"tokentop_probe_footprint_ratio", map[string]string{"resource": "running"}, 0.72},
 		{"tokentop_probe_footprint_budget_ratio", nil, 0.05},
+		{"tokentop_fluidity_tokens_total", map[string]string{"deadline": "met"}, 8500},
+		{"tokentop_fluidity_tokens_total", map[string]string{"deadline": "missed"}, 500},
+		{"tokentop_fluidity_requests_total", map[string]string{"above_0_9": "true"}, 36},
+		{"tokentop_fluidity_requests_total", map[string]string{"above_0_9": "false"}, 4},
+		{"tokentop_server_restarts_total", nil, 3},
+		{"tokentop_server_last_restart_timestamp_seconds", nil, float64(time.Date(2026, 11, 30, 12, 2, 11, 0, time.UTC).Unix())},
 	}
 	for _, c := range checks {
 		if got := val(c.name, c.match); got < c.want-1e-9 || got > c.want+1e-9 {
