@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"time"
 
 	"github.com/tokentop/tokentop/config"
@@ -26,6 +27,7 @@ type Reader struct {
 	r      *bufio.Reader
 	line   int
 	header Header
+	inert  inert // makes the recording's text safe to display
 }
 
 // NewReader reads and checks the header.
@@ -41,6 +43,7 @@ func NewReader(r io.Reader) (*Reader, error) {
 	if err := json.Unmarshal(b, &rr.header); err != nil {
 		return nil, fmt.Errorf("recording header: not a tokentop recording: %w", err)
 	}
+	rr.inert.walk(reflect.ValueOf(&rr.header))
 	if rr.header.Format != Format && rr.header.Format != formatV1 {
 		return nil, fmt.Errorf("recording header: format %q, want %q", rr.header.Format, Format)
 	}
@@ -123,6 +126,7 @@ func (r *Reader) decode(b []byte) (observe.Event, error) {
 	if err := json.Unmarshal(raw, ev); err != nil {
 		return nil, fmt.Errorf("%s: %w", kind, err)
 	}
+	r.inert.walk(reflect.ValueOf(ev))
 	return ev, nil
 }
 
