@@ -35,6 +35,29 @@ func TestBooleanKnobsToggle(t *testing.T) {
 	}
 }
 
+// The restart knob steps like the others (doubling, halving), from never
+// to a crash every two minutes and back, and keeps the simulator valid.
+func TestRestartKnobSteps(t *testing.T) {
+	srv, err := sim.New(sim.DefaultKnobs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sk := &simKnobs{srv: srv}
+	want := []float64{120, 240, 120, 60, 30, 15, 0, 0}
+	for i, step := range []int{1, 1, -1, -1, -1, -1, -1, -1} {
+		if err := sk.Adjust("restart-every-s", step); err != nil {
+			t.Fatalf("step %d (%+d): %v", i, step, err)
+		}
+		k := srv.Knobs()
+		if k.RestartEveryS != want[i] {
+			t.Errorf("step %d (%+d): every %v s, want %v", i, step, k.RestartEveryS, want[i])
+		}
+		if k.RestartEveryS > 0 && k.RestartDownS >= k.RestartEveryS {
+			t.Errorf("step %d: down %v s not under every %v s", i, k.RestartDownS, k.RestartEveryS)
+		}
+	}
+}
+
 func TestASCIILocale(t *testing.T) {
 	for _, tc := range []struct {
 		env  map[string]string

@@ -58,10 +58,43 @@ func liveKnobs() []liveKnob {
 		{"background-batch-concurrency", "simulated batch workers",
 			func(k *sim.Knobs) string { return strconv.Itoa(k.BackgroundBatchConcurrency) },
 			func(k *sim.Knobs, n int) { k.BackgroundBatchConcurrency = max(0, k.BackgroundBatchConcurrency+8*n) }, false},
+		{"restart-every-s", "crash and restart the server every so many seconds (0: never): a crash loop",
+			func(k *sim.Knobs) string { return strconv.FormatFloat(k.RestartEveryS, 'f', 0, 64) },
+			func(k *sim.Knobs, n int) { k.RestartEveryS, k.RestartDownS = stepRestart(k.RestartEveryS, k.RestartDownS, n) }, false},
 		{"background-prompt-tokens", "median prompt of simulated interactive users",
 			func(k *sim.Knobs) string { return strconv.Itoa(k.BackgroundPromptTokens) },
 			func(k *sim.Knobs, n int) { k.BackgroundPromptTokens = scaleInt(k.BackgroundPromptTokens, n, 16, 32768) }, false},
 	}
+}
+
+// Restart intervals the knob steps through: from never (0), a step up is
+// a crash every two minutes; a step down below 15 s is never again.
+const (
+	firstRestartEveryS = 120.0
+	minRestartEveryS   = 15.0
+	maxRestartEveryS   = 3600.0
+)
+
+// stepRestart doubles or halves the crash interval n times, as the other
+// knobs step, keeping the time down shorter than the interval, as the
+// simulator requires.
+func stepRestart(every, down float64, n int) (float64, float64) {
+	for ; n > 0; n-- {
+		if every == 0 {
+			every = firstRestartEveryS
+		} else {
+			every = min(maxRestartEveryS, every*2)
+		}
+	}
+	for ; n < 0; n++ {
+		if every /= 2; every < minRestartEveryS {
+			every = 0
+		}
+	}
+	if every > 0 && down >= every {
+		down = every / 3
+	}
+	return every, down
 }
 
 // scaleInt doubles or halves v n times, within [lo, hi].
