@@ -8,24 +8,30 @@ import (
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/tokentop/tokentop/twin"
 )
 
 // namedOn is, for each binding without a help line of its own, what the
 // line of the view it acts in says of it (↑/↓ acts in two: s's and k's).
 var namedOn = map[string]string{
-	"PrevClass":  "shift+tab",
-	"JumpClass":  "jump to class 1-9",
-	"SpanDown":   "+/-",
-	"Up":         "↑/↓",
-	"Down":       "↑/↓",
-	"Filter":     "/ filter",
-	"KnobLess":   "←/→ or -/+ adjust",
-	"KnobMore":   "←/→ or -/+ adjust",
-	"KnobToggle": "space/enter toggle",
+	"PrevClass":    "shift+tab",
+	"JumpClass":    "jump to class 1-9",
+	"SpanDown":     "+/-",
+	"Up":           "↑/↓",
+	"Down":         "↑/↓",
+	"Filter":       "/ filter",
+	"KnobLess":     "←/→ or -/+ adjust",
+	"KnobMore":     "←/→ or -/+ adjust",
+	"KnobToggle":   "space/enter toggle",
+	"WhatIfNew":    "n a new one",
+	"WhatIfSubmit": "enter predicts",
+	"WhatIfCancel": "esc cancels",
 }
 
-// knobPanelKeys act only while the knob panel is open.
-var knobPanelKeys = []string{"KnobLess", "KnobMore", "KnobToggle"}
+// modalKeys act only while the knob panel or the what-if edit line is
+// open (which takes every key then).
+var modalKeys = []string{"KnobLess", "KnobMore", "KnobToggle", "WhatIfSubmit", "WhatIfCancel"}
 
 // bindings is every binding of m by field name.
 func bindings(m keyMap) map[string]key.Binding {
@@ -46,8 +52,9 @@ func bindings(m keyMap) map[string]key.Binding {
 // map's FullHelp, one line a binding; every other binding is named on one
 // of them; no key is bound twice.
 func TestHelpListsEveryKeyOnce(t *testing.T) {
-	for _, knobs := range []bool{false, true} {
-		m := newKeyMap(knobs)
+	for _, c := range []struct{ knobs, whatIf bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+		knobs, whatIf := c.knobs, c.whatIf
+		m := newKeyMap(knobs, whatIf)
 		var full []key.Binding
 		for _, col := range m.FullHelp() {
 			for _, b := range col {
@@ -56,7 +63,7 @@ func TestHelpListsEveryKeyOnce(t *testing.T) {
 				}
 			}
 		}
-		text := helpLines(knobs)
+		text := helpLines(knobs, whatIf)
 		keyLines := text[:slices.Index(text, "")]
 		if len(keyLines) != len(full) {
 			t.Fatalf("knobs %v: %d key lines for %d bindings:\n%s", knobs, len(keyLines), len(full), strings.Join(keyLines, "\n"))
@@ -81,7 +88,7 @@ func TestHelpListsEveryKeyOnce(t *testing.T) {
 			case ok && !strings.Contains(helpText, said):
 				t.Errorf("%s: the help does not say %q", name, said)
 			}
-			if slices.Contains(knobPanelKeys, name) {
+			if slices.Contains(modalKeys, name) {
 				continue
 			}
 			for _, k := range b.Keys() {
@@ -107,7 +114,7 @@ func TestFooterIsShortHelp(t *testing.T) {
 		{80, true, true, "q quit · k knobs · tab class · p resume · +/- span · s slowest · ? help"},
 		{60, false, false, "q quit · tab class · p pause · +/- span · s slowest · ? help"},
 	} {
-		m := newKeyMap(c.knobs)
+		m := newKeyMap(c.knobs, false)
 		m.paused = c.paused
 		if got := m.footer(c.w); got != c.want {
 			t.Errorf("%d cells, knobs %v, paused %v:\n got %q\nwant %q", c.w, c.knobs, c.paused, got, c.want)
@@ -129,7 +136,7 @@ func TestFooterIsShortHelp(t *testing.T) {
 // map's, so that the help can list it.
 func TestEveryActingKeyIsMapped(t *testing.T) {
 	mapped := map[string]bool{}
-	for _, b := range bindings(newKeyMap(true)) {
+	for _, b := range bindings(newKeyMap(true, true)) {
 		for _, k := range b.Keys() {
 			mapped[k] = true
 		}
@@ -142,10 +149,10 @@ func TestEveryActingKeyIsMapped(t *testing.T) {
 		tea.KeyLeft, tea.KeyRight, tea.KeyBackspace, tea.KeyCtrlC, tea.KeyHome, tea.KeyEnd, tea.KeyPgUp, tea.KeyPgDown, tea.KeyDelete} {
 		presses = append(presses, tea.KeyMsg{Type: kt})
 	}
-	for _, view := range [][]tea.Msg{{}, {runes("?")}, {runes("s")}, {runes("g")}, {runes("k")}, {runes("2")}} {
+	for _, view := range [][]tea.Msg{{}, {runes("?")}, {runes("s")}, {runes("g")}, {runes("k")}, {runes("2")}, {runes("w")}} {
 		for _, k := range presses {
 			kn := newFakeKnobs()
-			m, _ := send(t, New(Options{NoColor: true, Knobs: kn}),
+			m, _ := send(t, New(Options{NoColor: true, Knobs: kn, OnWhatIf: func(twin.Change) {}}),
 				append([]tea.Msg{tea.WindowSizeMsg{Width: 80, Height: 24}, SnapshotMsg{Snap: drillSnap(), Diag: healthyDiag()}}, view...)...)
 			before, calls := m.State(), len(kn.calls)
 			after, cmd := send(t, m, k)

@@ -248,8 +248,8 @@ func (r *renderer) compact(bodyH int) []string {
 }
 
 // helpLines is the help's text: the key map's keys, then a glossary.
-func helpLines(knobs bool) []string {
-	return append(newKeyMap(knobs).keyLines(), "",
+func helpLines(knobs, whatIf bool) []string {
+	return append(newKeyMap(knobs, whatIf).keyLines(), "",
 		"TTFT        send → first content token, with its histogram",
 		"ITL         gaps between tokens (basis token) or between chunks (basis chunk)",
 		"chunk gap   gaps between stream events as the client received them",
@@ -267,7 +267,7 @@ func helpLines(knobs bool) []string {
 // the keys but not the glossary), ↓ shows its end and ↑ its start, and
 // the last row says so.
 func (r *renderer) help(bodyH int) []string {
-	text := helpLines(r.st.KnobsAvailable)
+	text := helpLines(r.st.KnobsAvailable, r.st.WhatIfAvailable)
 	rows := bodyH - 1 // below the title
 	if len(text) <= rows {
 		out := []string{rule(r.t, "help (? or esc to close)", r.w)}

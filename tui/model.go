@@ -9,10 +9,12 @@ import (
 	"fmt"
 
 	"github.com/charmbracelet/bubbles/key"
+	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/tokentop/tokentop/diagnose"
 	"github.com/tokentop/tokentop/metrics"
+	"github.com/tokentop/tokentop/twin"
 )
 
 // SnapshotMsg delivers a new snapshot and its diagnosis to the console. The
@@ -37,6 +39,11 @@ type Options struct {
 	// Knobs lets the console adjust the embedded simulator; nil outside the
 	// demo, and then the knob panel is not offered.
 	Knobs KnobController
+	// OnWhatIf hands the host a change typed in the what-if view, parsed,
+	// for the host to predict; its TwinMsg brings the prediction. Called on
+	// the console's goroutine: it must not block. nil: the view's edit
+	// keys are not offered.
+	OnWhatIf func(twin.Change)
 }
 
 // KnobController is the live simulator control the demo hands to the
@@ -74,14 +81,16 @@ type shown struct {
 
 // Model is the bubbletea model of the console.
 type Model struct {
-	knobs  KnobController
-	keys   keyMap
-	latest shown // always the newest data, paused or not
-	frozen *shown
-	width  int
-	height int
-	st     UIState
-	hold   *findingHold
+	knobs    KnobController
+	onWhatIf func(twin.Change)
+	edit     textinput.Model // the what-if view's edit line
+	keys     keyMap
+	latest   shown // always the newest data, paused or not
+	frozen   *shown
+	width    int
+	height   int
+	st       UIState
+	hold     *findingHold
 	// frame memoises the last View: with the data and the UI unchanged
 	// (paused, or a key that changed nothing) it is not drawn again.
 	frame *frameCache
@@ -109,14 +118,16 @@ var _ tea.Model = Model{}
 // tea.WindowSizeMsg and SnapshotMsg arrive.
 func New(o Options) Model {
 	return Model{
-		knobs: o.Knobs,
-		keys:  newKeyMap(o.Knobs != nil),
-		frame: &frameCache{},
+		knobs:    o.Knobs,
+		onWhatIf: o.OnWhatIf,
+		keys:     newKeyMap(o.Knobs != nil, o.OnWhatIf != nil),
+		frame:    &frameCache{},
 		st: UIState{
-			Title:          o.Title,
-			NoColor:        o.NoColor,
-			ASCII:          o.ASCII,
-			KnobsAvailable: o.Knobs != nil,
+			Title:           o.Title,
+			NoColor:         o.NoColor,
+			ASCII:           o.ASCII,
+			KnobsAvailable:  o.Knobs != nil,
+			WhatIfAvailable: o.OnWhatIf != nil,
 		},
 	}
 }
@@ -156,6 +167,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, nil
 	case TwinMsg:
 		m.st.Twin = &twinState{r: msg.Result, at: msg.At, took: msg.Took}
+		m.st.WhatIf.twinArrived(msg.Result)
 		m.gen++
 		return m, nil
 	case tea.WindowSizeMsg:
@@ -169,6 +181,15 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		return mm, cmd
 	}
+	if m.st.WhatIf.Editing {
+		// The edit line's own messages (its paste's answer).
+		line := m.st.WhatIf.Line
+		mm, cmd := m.editUpdate(msg)
+		if mm.st.WhatIf.Line != line {
+			mm.gen++
+		}
+		return mm, cmd
+	}
 	return m, nil
 }
 
@@ -177,7 +198,7 @@ func sameState(a, b *UIState) bool {
 	return a.Focus == b.Focus && a.Span == b.Span && a.RunView == b.RunView && a.ShowHelp == b.ShowHelp && a.HelpEnd == b.HelpEnd &&
 		a.ShowKnobs == b.ShowKnobs && a.KnobCursor == b.KnobCursor && a.Message == b.Message && a.Paused == b.Paused &&
 		a.Drill == b.Drill && a.Expanded == b.Expanded && a.Filter == b.Filter && a.Filtering == b.Filtering &&
-		a.Cursor == b.Cursor && a.Twin == b.Twin && len(a.Knobs) == len(b.Knobs) && knobsEqual(a.Knobs, b.Knobs)
+		a.Cursor == b.Cursor && a.Twin == b.Twin && a.WhatIf.equal(&b.WhatIf) && len(a.Knobs) == len(b.Knobs) && knobsEqual(a.Knobs, b.Knobs)
 }
 
 func knobsEqual(a, b []Knob) bool {
@@ -194,6 +215,9 @@ func knobsEqual(a, b []Knob) bool {
 func (m Model) key(msg tea.KeyMsg) (Model, tea.Cmd) {
 	if m.st.Filtering {
 		return m.filterKey(msg), nil
+	}
+	if m.st.WhatIf.Editing {
+		return m.editKey(msg)
 	}
 	km := &m.keys
 	switch {
@@ -253,6 +277,8 @@ func (m Model) key(msg tea.KeyMsg) (Model, tea.Cmd) {
 			m.st.Filtering = true
 		}
 		return m, nil
+	case key.Matches(msg, km.WhatIfEdit, km.WhatIfNew): // bound only with OnWhatIf
+		return m.whatIfKey(msg), nil
 	case key.Matches(msg, km.Knobs): // bound only with a knob controller
 		m.st.ShowKnobs = !m.st.ShowKnobs
 		if m.st.ShowKnobs {
@@ -284,6 +310,8 @@ func (m Model) key(msg tea.KeyMsg) (Model, tea.Cmd) {
 			m.st.Cursor = min(m.st.Cursor+1, max(m.slowCount()-1, 0))
 		case DrillGPU:
 			m.st.Cursor = min(m.st.Cursor+1, max(m.gpuCount()-1, 0))
+		case DrillTwin:
+			m.st.Cursor = min(m.st.Cursor+1, max(len(twinChoices(m.st.Twin, m.st.WhatIf.Pending))-1, 0))
 		}
 	}
 	return m, nil

@@ -71,6 +71,10 @@ type UIState struct {
 	Held map[string]Held
 	// Twin is the latest what-if twin (tui/twin.go), nil before the first.
 	Twin *twinState
+	// WhatIfAvailable: the host predicts changes typed in the what-if
+	// view (Options.OnWhatIf); WhatIf is that view's edit line.
+	WhatIfAvailable bool
+	WhatIf          WhatIfEdit
 
 	// renderer overrides lipgloss's default renderer (tests force colour).
 	renderer *lipgloss.Renderer
@@ -294,8 +298,9 @@ func (r *renderer) footprint() (full, short string) {
 func (r *renderer) footer() string {
 	// The key map's short list, most needed first; those that do not fit
 	// go, "? help" lists them all.
-	km := newKeyMap(r.st.KnobsAvailable)
+	km := newKeyMap(r.st.KnobsAvailable, r.st.WhatIfAvailable)
 	km.paused = r.st.Paused
+	km.twin, km.editing = r.st.Drill == DrillTwin, r.st.WhatIf.Editing
 	keys := km.footer(r.w)
 	if r.st.Message != "" && !r.st.ShowKnobs {
 		return spread(r.t.dim(keys), r.t.warn(r.st.Message), r.w)

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -34,7 +35,7 @@ type twinState struct {
 // demo, whether the prediction came true), and each candidate's
 // prediction.
 func (r *renderer) twinView(bodyH int) []string {
-	out := []string{rule(r.t, "what-if · the twin's predictions against now (esc back)", r.w)}
+	out := append([]string{rule(r.t, "what-if · the twin's predictions against now (esc back)", r.w)}, r.editLines()...)
 	tw := r.st.Twin
 	if tw == nil || tw.r == nil {
 		return append(out, "", fit("  the twin is fitted after a minute of measurements, then every half minute, off the console's goroutine…", r.w))
@@ -52,10 +53,19 @@ func (r *renderer) twinView(bodyH int) []string {
 		verdict = r.t.bad(fmt.Sprintf("UNRELIABLE: the replay of now is more than %.0f%% off what was measured", 100*res.SelfCheckBound))
 	}
 	out = append(out, fit("  "+verdict, r.w), "")
-	cols := []int{28, 14, 10, 10, 9, 12, 9, 6, 5}
+	cols := []int{36, 14, 10, 10, 9, 12, 9, 6} // the last, err or source, as long as it is
 	head := []string{"  change", "class", "TTFT p95", "TTFT p99", "ITL p95", "out tok/s", "goodput", "SLO", "err"}
 	out = append(out, r.t.dim(fit(row(head, cols), r.w)))
 	live := r.v
+	sel := selectedChoice(&r.st)
+	// The changes submitted that the twin has not shown yet: marked as
+	// such in each class's block.
+	var pending []string
+	for _, p := range r.st.WhatIf.Pending {
+		if !slices.ContainsFunc(res.Candidates, func(c twin.Candidate) bool { return c.Change.String() == p }) {
+			pending = append(pending, p)
+		}
+	}
 	for _, name := range res.Names {
 		m := res.Measured[name]
 		sc := res.SelfCheck[name]
@@ -70,12 +80,18 @@ func (r *renderer) twinView(bodyH int) []string {
 				continue
 			}
 			p := c.Predicted[name]
-			mark := ""
+			mark, source := "", c.Source
 			if !c.Reliable || !res.Reliable {
 				mark = "?"
 			}
-			out = append(out, fit(row([]string{"  " + c.Change.String() + mark, name, msText(p.TTFT.P95, ""), msText(p.TTFT.P99, ""), msText(p.ITL.P95, ""),
-				fmt.Sprintf("%.0f", p.OutputTokensPerS), ratioText(p.GoodputRatio), passText(p.SLOPass), c.Source}, cols), r.w))
+			if slices.Contains(r.st.WhatIf.Pending, c.Change.String()) {
+				source = "user…" // submitted again: the twin is predicting it as the user's
+			}
+			out = append(out, fit(row([]string{r.choiceMark(c.Change.String(), sel) + c.Change.String() + mark, name, msText(p.TTFT.P95, ""), msText(p.TTFT.P99, ""), msText(p.ITL.P95, ""),
+				fmt.Sprintf("%.0f", p.OutputTokensPerS), ratioText(p.GoodputRatio), passText(p.SLOPass), source}, cols), r.w))
+		}
+		for _, p := range pending {
+			out = append(out, r.t.dim(fit(row([]string{r.choiceMark(p, sel) + p, name, "predicting… (user)"}, cols[:2]), r.w)))
 		}
 	}
 	if c := res.Capacity; c.Class != "" {
@@ -89,10 +105,18 @@ func (r *renderer) twinView(bodyH int) []string {
 	}
 	for _, c := range res.Candidates {
 		if c.Note != "" || c.Declined != "" {
-			out = append(out, r.t.dim(fit("  "+c.Change.String()+": "+c.Note+c.Declined, r.w)))
+			out = append(out, r.t.dim(fit(r.choiceMark(c.Change.String(), sel)+c.Change.String()+": "+c.Note+c.Declined, r.w)))
 		}
 	}
 	return out
+}
+
+// choiceMark is the row's selection mark where ↑/↓ selects what c edits.
+func (r *renderer) choiceMark(change, sel string) string {
+	if r.st.WhatIfAvailable && change == sel {
+		return "▸ "
+	}
+	return "  "
 }
 
 func row(cells []string, widths []int) string {

@@ -60,7 +60,9 @@ func liveKnobs() []liveKnob {
 			func(k *sim.Knobs, n int) { k.BackgroundBatchConcurrency = max(0, k.BackgroundBatchConcurrency+8*n) }, false},
 		{"restart-every-s", "crash and restart the server every so many seconds (0: never): a crash loop",
 			func(k *sim.Knobs) string { return strconv.FormatFloat(k.RestartEveryS, 'f', 0, 64) },
-			func(k *sim.Knobs, n int) { k.RestartEveryS, k.RestartDownS = stepRestart(k.RestartEveryS, k.RestartDownS, n) }, false},
+			func(k *sim.Knobs, n int) {
+				k.RestartEveryS, k.RestartDownS = stepRestart(k.RestartEveryS, k.RestartDownS, n)
+			}, false},
 		{"background-prompt-tokens", "median prompt of simulated interactive users",
 			func(k *sim.Knobs) string { return strconv.Itoa(k.BackgroundPromptTokens) },
 			func(k *sim.Knobs, n int) { k.BackgroundPromptTokens = scaleInt(k.BackgroundPromptTokens, n, 16, 32768) }, false},

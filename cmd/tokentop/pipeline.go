@@ -19,9 +19,10 @@ func (s *session) pipeline(ctx context.Context, agg *metrics.Aggregator, prog *t
 	ticker := time.NewTicker(tickEvery)
 	defer ticker.Stop()
 	var last *metrics.Snapshot
-	var tw *twinRunner // the console's what-if twin, built off this goroutine
-	if prog != nil {
-		tw = startTwin(ctx, prog, s.cfg.Classes, s.spec.common.whatIf)
+	if s.twin != nil {
+		// The console's what-if twin, built off this goroutine; it ends
+		// with the pipeline.
+		go s.twin.run(ctx, prog.Send)
 	}
 	// The recording is a tee of the aggregator's stream (s.rec is nil
 	// without --record: its Write is a no-op then).
@@ -37,7 +38,7 @@ func (s *session) pipeline(ctx context.Context, agg *metrics.Aggregator, prog *t
 		if prog != nil {
 			run := diagnose.Evaluate(&snap.Run, s.cfg.Classes)
 			prog.Send(tui.SnapshotMsg{Snap: snap, Diag: live, RunDiag: &run})
-			tw.offer(snap, run)
+			s.twin.offer(snap, run)
 		}
 	})
 	if errors.Is(err, context.Canceled) {

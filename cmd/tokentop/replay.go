@@ -125,19 +125,25 @@ func runReplay(ctx context.Context, e env, args []string) (int, error) {
 }
 
 // replayConsole shows the recording in the console at its own pace (times
-// speed) and keeps the last snapshot on screen until the user quits.
+// speed) and keeps the last snapshot on screen until the user quits. The
+// what-if twin is fitted as in a live run, by the recording's clock, and
+// once more from the last snapshot; a change typed in its view is
+// predicted from the newest snapshot shown.
 func replayConsole(ctx context.Context, e env, rd *record.Reader, f replayFlags) (*metrics.Snapshot, error) {
 	h := rd.Header()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	prog := tea.NewProgram(tui.New(tui.Options{Title: "replay · " + h.Title, NoColor: f.noColor, ASCII: f.ascii}),
+	tw := newTwinRunner(h.Classes, f.whatIf)
+	prog := tea.NewProgram(tui.New(tui.Options{Title: "replay · " + h.Title, NoColor: f.noColor, ASCII: f.ascii, OnWhatIf: tw.submit}),
 		tea.WithAltScreen(), tea.WithContext(ctx), tea.WithInput(e.Stdin), tea.WithOutput(e.Stdout))
+	go tw.run(ctx, prog.Send) // ends with ctx, when the console does
 	var last *metrics.Snapshot
 	done := make(chan error, 1)
 	go func() {
 		start := time.Now()
 		var first time.Time
-		done <- replaySnapshots(rd, func(s *metrics.Snapshot) error {
+		var lastRun diagnose.Diagnosis
+		err := replaySnapshots(rd, func(s *metrics.Snapshot) error {
 			if first.IsZero() {
 				first = s.At
 			}
@@ -158,8 +164,14 @@ func replayConsole(ctx context.Context, e env, rd *record.Reader, f replayFlags)
 			live := diagnose.Evaluate(&s.Live, h.Classes)
 			run := diagnose.Evaluate(&s.Run, h.Classes)
 			prog.Send(tui.SnapshotMsg{Snap: s, Diag: live, RunDiag: &run})
+			tw.offer(s, run)
+			lastRun = run
 			return nil
 		})
+		if ctx.Err() == nil {
+			tw.end(last, lastRun) // the recording shown to its end (or to where it was cut)
+		}
+		done <- err
 	}()
 	final, err := prog.Run()
 	cancel()

@@ -50,6 +50,7 @@ type session struct {
 	exp     *promexport.Exporter
 	expLn   net.Listener
 	otlp    *otlp.Exporter // --otlp-endpoint; nil without
+	twin    *twinRunner    // the console's what-if twin; nil without a console
 
 	events   chan observe.Event
 	pipeDone chan struct{}
@@ -122,7 +123,9 @@ func runSession(ctx context.Context, e env, spec sessionSpec) (int, error) {
 
 	var prog *tea.Program
 	if !spec.common.headless {
-		prog = tea.NewProgram(tui.New(tui.Options{Title: spec.title, NoColor: spec.common.noColor, ASCII: spec.common.ascii, Knobs: spec.knobs}),
+		s.twin = newTwinRunner(s.cfg.Classes, spec.common.whatIf)
+		prog = tea.NewProgram(tui.New(tui.Options{Title: spec.title, NoColor: spec.common.noColor, ASCII: spec.common.ascii, Knobs: spec.knobs,
+			OnWhatIf: s.twin.submit}),
 			tea.WithAltScreen(), tea.WithContext(ctx), tea.WithInput(e.Stdin), tea.WithOutput(e.Stdout))
 	}
 	final := make(chan *metrics.Snapshot, 1)

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"math"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
@@ -145,19 +147,32 @@ func figures(f twin.Figures, rateOnly bool) report.TwinFigures {
 
 // twinEvery is how often the console's twin is fitted again; twinAfter is
 // how much of the run it waits for first (a step-time fit needs its
-// intervals, the load its rates).
+// intervals, the load its rates). maxUserWhatIfs bounds the changes typed
+// in the console: each is a run of the twin, and of its capacity search,
+// in every build.
 const (
-	twinEvery = 30 * time.Second
-	twinAfter = time.Minute
+	twinEvery      = 30 * time.Second
+	twinAfter      = time.Minute
+	maxUserWhatIfs = 8
 )
 
-// twinRunner builds the console's twin on its own goroutine: the pipeline
-// offers it snapshots and never waits (an offer while a build runs is
-// dropped), so a build, seconds of virtual time on a busy machine, never
-// delays a snapshot.
+// twinRunner builds the console's twin on its own goroutine (run): the
+// pipeline offers it snapshots and the console hands it changes typed in
+// the what-if view (submit), and neither ever waits. A build is due every
+// twinEvery of snapshot time and at once after a new change; builds run
+// one at a time, each from the newest snapshot offered, so a change
+// submitted during a build is predicted by the next.
 type twinRunner struct {
-	jobs chan twinJob
-	last time.Time // of the last snapshot taken (the pipeline's goroutine only)
+	classes []config.Class
+	whatIf  []twin.Change // --what-if
+	// after and every are twinAfter and twinEvery (tests shorten them).
+	after, every time.Duration
+	due          chan struct{} // capacity 1: a build is due
+	last         time.Time     // of the last snapshot a build was due for (the offering goroutine only)
+
+	mu     sync.Mutex
+	latest *twinJob      // the newest snapshot offered past twinAfter
+	user   []twin.Change // typed in the console, oldest first
 }
 
 type twinJob struct {
@@ -165,33 +180,88 @@ type twinJob struct {
 	d    diagnose.Diagnosis
 }
 
-// startTwin starts the runner for the console prog; it stops with ctx.
-func startTwin(ctx context.Context, prog *tea.Program, classes []config.Class, whatIf []twin.Change) *twinRunner {
-	r := &twinRunner{jobs: make(chan twinJob, 1)}
-	go func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case j := <-r.jobs:
-				start := time.Now()
-				res := buildTwin(j.snap, j.d, classes, whatIf)
-				prog.Send(tui.TwinMsg{Result: res, At: j.snap.At, Took: time.Since(start)})
-			}
-		}
-	}()
-	return r
+func newTwinRunner(classes []config.Class, whatIf []twin.Change) *twinRunner {
+	return &twinRunner{classes: classes, whatIf: whatIf, after: twinAfter, every: twinEvery, due: make(chan struct{}, 1)}
 }
 
-// offer hands the runner a snapshot and its whole-run diagnosis, at most
-// every twinEvery; it never blocks.
-func (r *twinRunner) offer(snap *metrics.Snapshot, d diagnose.Diagnosis) {
-	if r == nil || snap == nil || snap.At.Sub(snap.Started) < twinAfter || snap.At.Sub(r.last) < twinEvery {
-		return
+// run builds the twin whenever one is due and sends it to the console,
+// until ctx ends; its caller owns it. A build is not interrupted (it is
+// bounded: virtual time, about a second).
+func (r *twinRunner) run(ctx context.Context, send func(tea.Msg)) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.due:
+		}
+		r.mu.Lock()
+		j := r.latest
+		whatIf := append(append([]twin.Change(nil), r.whatIf...), r.user...)
+		r.mu.Unlock()
+		if j == nil {
+			continue // no snapshot past twinAfter yet: its offer starts the first build
+		}
+		start := time.Now()
+		res := buildTwin(j.snap, j.d, r.classes, whatIf)
+		if ctx.Err() != nil {
+			return
+		}
+		send(tui.TwinMsg{Result: res, At: j.snap.At, Took: time.Since(start)})
 	}
+}
+
+// wake makes a build due; one already due covers it.
+func (r *twinRunner) wake() {
 	select {
-	case r.jobs <- twinJob{snap, d}:
-		r.last = snap.At
+	case r.due <- struct{}{}:
 	default:
 	}
+}
+
+// offer hands the runner a snapshot and its whole-run diagnosis; a build
+// is due at most every twinEvery. It never blocks; one goroutine offers.
+func (r *twinRunner) offer(snap *metrics.Snapshot, d diagnose.Diagnosis) {
+	if r == nil || snap == nil || snap.At.Sub(snap.Started) < r.after {
+		return
+	}
+	r.mu.Lock()
+	r.latest = &twinJob{snap, d}
+	r.mu.Unlock()
+	if snap.At.Sub(r.last) >= r.every {
+		r.last = snap.At
+		r.wake()
+	}
+}
+
+// end offers a replay's last snapshot: the twin is built from it however
+// short the recording, as the replay's report is, unless it was already.
+func (r *twinRunner) end(snap *metrics.Snapshot, d diagnose.Diagnosis) {
+	if snap == nil || snap.At.Equal(r.last) {
+		return
+	}
+	r.mu.Lock()
+	r.latest = &twinJob{snap, d}
+	r.mu.Unlock()
+	r.last = snap.At
+	r.wake()
+}
+
+// submit is the console's Options.OnWhatIf: the change joins the
+// what-ifs (the oldest of the user's dropped beyond maxUserWhatIfs; one
+// already there is not added again) and the twin is built again at once
+// from the newest snapshot. It never blocks.
+func (r *twinRunner) submit(c twin.Change) {
+	s := c.String()
+	same := func(o twin.Change) bool { return o.String() == s }
+	r.mu.Lock()
+	if slices.ContainsFunc(r.whatIf, same) || slices.ContainsFunc(r.user, same) {
+		r.mu.Unlock()
+		return
+	}
+	r.user = append(r.user, c)
+	if n := len(r.user); n > maxUserWhatIfs {
+		r.user = slices.Delete(r.user, 0, n-maxUserWhatIfs)
+	}
+	r.mu.Unlock()
+	r.wake()
 }
