@@ -373,3 +373,29 @@ func TestJobsWithDroppedRequestsLeaveTheTable(t *testing.T) {
 		t.Errorf("jobs %d, tracked %d: expired jobs should have made room for the new one", c.Jobs, len(a.jobs))
 	}
 }
+
+// TestServerLengthHistograms keeps the server's request-length histograms
+// as deltas over the span, in tokens: not converted as seconds are.
+func TestServerLengthHistograms(t *testing.T) {
+	a := newTestAggregator()
+	lengths := func(at time.Time, short, long float64) *prom.Sample {
+		s := scrapeAt(at, 0, 0, 0, hist(0, 0, 0, 0))
+		h := prom.Histogram{Count: short + long, Sum: 100*short + 2000*long, Buckets: []prom.Bucket{
+			{UpperBound: 200, CumulativeCount: short}, {UpperBound: 5000, CumulativeCount: short + long}, {UpperBound: math.Inf(1), CumulativeCount: short + long}}}
+		s.Histograms[prom.HistPromptTokens] = h
+		return s
+	}
+	a.addScrape(&observe.Scrape{At: t0.Add(time.Second), Sample: lengths(t0.Add(time.Second), 50, 5)})
+	a.addScrape(&observe.Scrape{At: t0.Add(2 * time.Second), Sample: lengths(t0.Add(2*time.Second), 60, 8)})
+	s := a.Tick(t0.Add(2 * time.Second)).Live.Server
+	p := s.PromptLengths
+	if p.Count != 13 && p.Count != 68 {
+		t.Fatalf("prompt lengths count %g", p.Count)
+	}
+	if p.Count == 13 && (p.Buckets[0].UpperBound != 200 || p.Buckets[0].CumulativeCount != 10 || p.Sum != 100*10+2000*3) {
+		t.Errorf("prompt lengths delta %+v, want 10 ≤ 200 tokens and 3 above, in tokens", p)
+	}
+	if s.OutputLengths.Count != 0 {
+		t.Errorf("output lengths %+v from a server that has none", s.OutputLengths)
+	}
+}

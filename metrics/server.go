@@ -12,8 +12,10 @@ import (
 	"github.com/tokentop/tokentop/prom"
 )
 
-// serverHistNames are the canonical server histograms kept as windowed deltas.
-var serverHistNames = [...]string{prom.HistTTFT, prom.HistITL, prom.HistE2E, prom.HistQueue, prom.HistPrefill, prom.HistDecode, prom.HistKVTransfer}
+// serverHistNames are the canonical server histograms kept as windowed
+// deltas: the latencies (seconds) and the request lengths (tokens).
+var serverHistNames = [...]string{prom.HistTTFT, prom.HistITL, prom.HistE2E, prom.HistQueue, prom.HistPrefill, prom.HistDecode, prom.HistKVTransfer,
+	prom.HistPromptTokens, prom.HistOutputTokens}
 
 // serverAccum accumulates scrapes over one slot (or the run).
 type serverAccum struct {
@@ -208,6 +210,10 @@ func (s *serverAccum) stats(profile, variant string, scrapeOK bool, last *prom.S
 	st.Prefill = histDist(s.hists[prom.HistPrefill])
 	st.Decode = histDist(s.hists[prom.HistDecode])
 	st.KVTransfer = histDist(s.hists[prom.HistKVTransfer])
+	// Lengths stay histograms, in tokens: the twin reads their buckets,
+	// and nothing displays them.
+	st.PromptLengths = lengthHist(s.hists[prom.HistPromptTokens])
+	st.OutputLengths = lengthHist(s.hists[prom.HistOutputTokens])
 	share := func(n, d float64, has bool) *float64 {
 		// A share of what was looked up: beyond [0, 1] the counters
 		// disagree (a restart between them), and it is unknown.
@@ -297,6 +303,15 @@ func (t *trend) slope() *float64 {
 	}
 	v := (t.n*t.sumTY - t.sumT*t.sumY) / den
 	return &v
+}
+
+// lengthHist is a copy of a windowed length histogram, the zero value
+// when the server exposes none or none finished in the span.
+func lengthHist(h prom.Histogram) prom.Histogram {
+	if !(h.Count > 0) {
+		return prom.Histogram{}
+	}
+	return cloneHist(h)
 }
 
 // histDist converts a server histogram in seconds to a Dist in ms. Max is

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/tokentop/tokentop/observe"
+	"github.com/tokentop/tokentop/prom"
 )
 
 // Snapshot is an immutable picture of everything tokentop knows at one
@@ -284,6 +285,13 @@ type ServerStats struct {
 	SpecAcceptRate         *float64
 	KVTransferFailuresPerS *float64
 	KVTransfer             Dist
+	// PromptLengths and OutputLengths are the server's request-length
+	// histograms over the span (deltas between scrapes; cumulative
+	// buckets, in tokens, every client's requests that finished), Count 0
+	// where the server does not say. The twin reads the shapes of the
+	// server's other traffic from them.
+	PromptLengths prom.Histogram
+	OutputLengths prom.Histogram
 	// Restarts are the server's restarts in the span, oldest first (at
 	// most the last 64 of the run); RestartsTotal counts every one in the
 	// span, listed or not. Rates and histograms across a restart are

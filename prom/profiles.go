@@ -249,6 +249,9 @@ func vllmSpec() profileSpec {
 			canon(HistPrefill, from("vllm:request_prefill_time_seconds")),
 			canon(HistDecode, from("vllm:request_decode_time_seconds")),
 			canon(HistKVTransfer, from("vllm:nixl_xfer_time_seconds")),
+			// Request lengths in tokens, V0 and V1 alike.
+			canon(HistPromptTokens, from("vllm:request_prompt_tokens")),
+			canon(HistOutputTokens, from("vllm:request_generation_tokens")),
 		},
 	}
 }
@@ -289,6 +292,9 @@ func sglangSpec() profileSpec {
 			canon(HistE2E, from("sglang:e2e_request_latency_seconds")),
 			canon(HistQueue, from("sglang:queue_time_seconds")),
 			canon(HistKVTransfer, histSrc{base: "sglang:kv_transfer_latency_ms", scale: 1e-3}),
+			// Request lengths in tokens (--collect-tokens-histogram).
+			canon(HistPromptTokens, from("sglang:prompt_tokens_histogram")),
+			canon(HistOutputTokens, from("sglang:generation_tokens_histogram")),
 		},
 	}
 }
@@ -311,6 +317,8 @@ func tgiSpec() profileSpec {
 			canon(HistQueue, from("tgi_request_queue_duration")),
 			canon(HistPrefill, from("tgi_batch_inference_duration", "method", "prefill")),
 			canon(HistDecode, from("tgi_batch_inference_duration", "method", "decode")),
+			canon(HistPromptTokens, from("tgi_request_input_length")),
+			canon(HistOutputTokens, from("tgi_request_generated_tokens")),
 		},
 	}
 }
@@ -456,6 +464,8 @@ func dynamoSpec() profileSpec {
 			canon(HistTTFT, from(fe+"time_to_first_token_seconds")),
 			canon(HistITL, from(fe+"inter_token_latency_seconds")),
 			canon(HistE2E, from(fe+"request_duration_seconds")),
+			canon(HistPromptTokens, from(fe+"input_sequence_tokens")),
+			canon(HistOutputTokens, from(fe+"output_sequence_tokens")),
 		},
 	}
 }

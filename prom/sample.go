@@ -126,10 +126,24 @@ const (
 	HistKVTransfer = "server_kv_transfer_seconds"
 )
 
-// HistogramNames lists the canonical histogram names in print order.
+// HistogramNames lists the canonical latency histogram names (seconds) in
+// print order.
 func HistogramNames() []string {
 	return []string{HistTTFT, HistITL, HistE2E, HistQueue, HistPrefill, HistDecode, HistKVTransfer}
 }
+
+// Canonical request-length histograms: one observation a finished request,
+// in tokens (not seconds), over all of the server's clients. They are kept
+// apart from HistogramNames, whose every reader (the scrape writers, the
+// fleet's queries, the console) takes seconds: they are read by the twin
+// (the shapes of the server's other traffic) through metrics.ServerStats.
+const (
+	HistPromptTokens = "server_prompt_tokens"
+	HistOutputTokens = "server_output_tokens"
+)
+
+// LengthHistogramNames lists the canonical request-length histograms.
+func LengthHistogramNames() []string { return []string{HistPromptTokens, HistOutputTokens} }
 
 // Sample is one parsed scrape mapped to canonical signals.
 type Sample struct {

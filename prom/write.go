@@ -224,10 +224,16 @@ func splitGPUSignal(name string) (int, string, bool) {
 	return n, suffix, true
 }
 
+// histogramOrder lists the latency histograms the writers print (in
+// seconds). The request-length histograms are in tokens and are not
+// printed: the scrape contract's histograms are latencies.
 func histogramOrder(s *Sample) []string {
 	order := HistogramNames()
 	known := make(map[string]bool, len(order))
 	for _, n := range order {
+		known[n] = true
+	}
+	for _, n := range LengthHistogramNames() {
 		known[n] = true
 	}
 	var extra []string

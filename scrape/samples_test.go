@@ -61,6 +61,10 @@ func sampleCases() []sampleCase {
 				prom.HistITL: {count: 6, sum: 0.19016313552856445, buckets: 14, quantiles: map[float64]float64{0.5: 0.025 + 0.025*3/6}},
 				// one request in the first bucket (0, 1]: p99 = 0.99.
 				prom.HistE2E: {count: 1, sum: 0.5034303665161133, buckets: 11, quantiles: map[float64]float64{0.99: 0.99}},
+				// Lengths in tokens, never scaled: a 5-token prompt in
+				// (2, 5], a 7-token answer in (5, 10].
+				prom.HistPromptTokens: {count: 1, sum: 5, buckets: 12, quantiles: map[float64]float64{0.5: 2 + 3*0.5}},
+				prom.HistOutputTokens: {count: 1, sum: 7, buckets: 12, quantiles: map[float64]float64{0.5: 5 + 5*0.5}},
 			},
 		},
 		{
@@ -125,6 +129,11 @@ func sampleCases() []sampleCase {
 				prom.SignalQueueDepth: 0, prom.SignalRunning: 0,
 				prom.SignalPromptTokensTotal:   662, // tgi_request_input_length_sum
 				prom.SignalRequestSuccessTotal: 109,
+			},
+			hists: map[string]wantHist{
+				// All 109 prompts in (5.11, 10.22]; the capture is cut
+				// before tgi_request_generated_tokens.
+				prom.HistPromptTokens: {count: 109, sum: 662, buckets: 101, quantiles: map[float64]float64{0.5: 5.11 + 5.11*0.5}},
 			},
 		},
 		{
@@ -249,7 +258,7 @@ func TestDetectNameInventories(t *testing.T) {
 		wantHists []string
 	}{
 		{"vllm-llmkube-NAMES-ONLY.txt", "vllm", "v1", []string{prom.HistTTFT, prom.HistITL, prom.HistE2E, prom.HistQueue, prom.HistPrefill, prom.HistDecode}},
-		{"sglang-llmkube-NAMES-ONLY.txt", "sglang", "", []string{prom.HistTTFT, prom.HistITL, prom.HistE2E, prom.HistQueue}},
+		{"sglang-llmkube-NAMES-ONLY.txt", "sglang", "", []string{prom.HistTTFT, prom.HistITL, prom.HistE2E, prom.HistQueue, prom.HistPromptTokens, prom.HistOutputTokens}},
 		{"llamacpp-llmkube-NAMES-ONLY.txt", "llamacpp", "", nil},
 	}
 	for _, tc := range tests {

@@ -1,6 +1,7 @@
 package twin
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -176,6 +177,9 @@ type otherLoad struct {
 	// server (1 for a Poisson count), and where it came from.
 	spread       float64
 	spreadSource string
+	// shapes are the lengths from the server's length histograms: two
+	// shapes, or n 0 and why one (the counters' means) is used.
+	shapes shapes
 }
 
 // Bounds of the open-stream tracer: tokentop's Poisson classes must keep
@@ -225,6 +229,7 @@ func inferOther(v *metrics.View, probes []Source) (otherLoad, error) {
 	med := func(mean float64) float64 { return mean / math.Exp(o.sigma*o.sigma/2) }
 	o.prompt = Length{Median: med(meanPrompt), Sigma: o.sigma}
 	o.output = Length{Median: med(meanOut), Sigma: o.sigma}
+	o.shapes = otherShapes(v, probes, meanPrompt, meanOut)
 
 	o.openShare = 1
 	if f := v.Probe.Footprint.ProbeInFlight; f != nil {
@@ -278,6 +283,70 @@ func inferOther(v *metrics.View, probes []Source) (otherLoad, error) {
 	return o, nil
 }
 
+// otherShapes fits the other traffic's lengths from the server's length
+// histograms less tokentop's finished requests, and checks the fit against
+// the counters' mean lengths: histograms that disagree with them by more
+// than the self-check bound describe other requests, and one shape is
+// used.
+func otherShapes(v *metrics.View, probes []Source, meanPrompt, meanOut float64) shapes {
+	srv := &v.Server
+	if srv.PromptLengths.Count <= 0 || srv.OutputLengths.Count <= 0 {
+		return shapes{how: "one shape: the server publishes no request-length histograms"}
+	}
+	var pp, po []probeLen
+	for _, p := range probes {
+		if cs := v.Class(p.Name); cs != nil && cs.Completed > 0 {
+			pp = append(pp, probeLen{float64(cs.Completed), p.Prompt})
+			po = append(po, probeLen{float64(cs.Completed), p.Output})
+		}
+	}
+	pb, err1 := otherBins(srv.PromptLengths, pp)
+	ob, err2 := otherBins(srv.OutputLengths, po)
+	if err := errors.Join(err1, err2); err != nil {
+		return shapes{how: "one shape: the server's length histograms are unusable: " + err.Error()}
+	}
+	s := fitShapes(pb, ob)
+	if s.n != 2 {
+		return s
+	}
+	for _, c := range []struct {
+		what      string
+		fit, want float64
+	}{{"prompt", s.share[0]*s.prompt[0].Mean() + s.share[1]*s.prompt[1].Mean(), meanPrompt},
+		{"output", s.share[0]*s.output[0].Mean() + s.share[1]*s.output[1].Mean(), meanOut}} {
+		if e := math.Abs(c.fit-c.want) / c.want; e > SelfCheckBound {
+			return shapes{how: fmt.Sprintf("one shape: the length histograms' two shapes give a mean %s of %.0f tokens, the counters %.0f (%.0f%% apart, beyond %.0f%%)", c.what, c.fit, c.want, 100*e, 100*SelfCheckBound)}
+		}
+	}
+	return s
+}
+
+func (o otherLoad) closedN() int { return int(math.Round((1 - o.openShare) * o.inSystem)) }
+
+// shapeText says one shape's lengths, in words.
+func shapeText(share float64, prompt, output Length) string {
+	return fmt.Sprintf("%.0f%% of its requests, %.0f prompt tokens (median, spread %.2f) and %.0f output (median, spread %.2f)",
+		100*share, prompt.Median, prompt.Sigma, output.Median, output.Sigma)
+}
+
+// mixSources are the other traffic's parts with two shapes: shape closed
+// is the closed-loop part's, the other shape the open part's, at its
+// share of the requests (calibration corrects it).
+func (o otherLoad) mixSources(batchPrio, closed int) []Source {
+	open := 1 - closed
+	how := fmt.Sprintf("the server's counters minus tokentop's: %.2f requests/s; %s", o.rate, o.shapes.how)
+	return []Source{
+		{Name: OtherOpen, Group: OtherName, Kind: kindInteractive, Process: ProcPoisson, Rate: o.shapes.share[open] * o.rate,
+			Prompt: o.shapes.prompt[open], Output: o.shapes.output[open],
+			Origin: how + "; open loop, the shape of " + shapeText(o.shapes.share[open], o.shapes.prompt[open], o.shapes.output[open]) +
+				fmt.Sprintf("; its sequences in the server vary %.2f× their mean over %d scrapes, an open stream's spread being %s", o.dispersion, o.dispersionBasis, o.spreadSource)},
+		{Name: OtherClosed, Group: OtherName, Kind: kindBatch, Process: ProcClosed, N: o.closedN(),
+			Prompt: o.shapes.prompt[closed], Output: o.shapes.output[closed], Priority: batchPrio,
+			Origin: how + "; closed loop, the shape of " + shapeText(o.shapes.share[closed], o.shapes.prompt[closed], o.shapes.output[closed]) +
+				fmt.Sprintf(" (its shape's share of the requests matches the closed part's throughput in the twin better than the other's); %.1f of its %.1f sequences in the server hold steady", (1-o.openShare)*o.inSystem, o.inSystem)},
+	}
+}
+
 // otherSources are the other traffic's parts as twin sources. The open
 // part's rate is first taken in proportion to its share of the sequences
 // in the server (both parts have the same shape, so the same time in it);
@@ -287,12 +356,22 @@ func (o otherLoad) sources(batchPriority int) []Source {
 		return nil
 	}
 	var out []Source
-	closedN := int(math.Round((1 - o.openShare) * o.inSystem))
+	closedN := o.closedN()
 	openRate := o.rate
 	if closedN > 0 {
 		openRate = o.rate * o.openShare
 	}
-	how := fmt.Sprintf("the server's counters minus tokentop's: %.2f requests/s of %.0f prompt and %.0f output tokens (mean); length spread %s", o.rate, o.prompt.Mean(), o.output.Mean(), o.sigmaSource)
+	if o.shapes.n == 2 && closedN == 0 {
+		// All open: each shape an open stream at its share of the rate.
+		how := fmt.Sprintf("the server's counters minus tokentop's: %.2f requests/s; %s; open loop (its sequences in the server vary %.2f× their mean over %d scrapes, an open stream's spread being %s), the shape of ",
+			o.rate, o.shapes.how, o.dispersion, o.dispersionBasis, o.spreadSource)
+		for j, name := range []string{OtherOpen, OtherOpen2} {
+			out = append(out, Source{Name: name, Group: OtherName, Kind: kindInteractive, Process: ProcPoisson, Rate: o.shapes.share[j] * o.rate,
+				Prompt: o.shapes.prompt[j], Output: o.shapes.output[j], Origin: how + shapeText(o.shapes.share[j], o.shapes.prompt[j], o.shapes.output[j])})
+		}
+		return out
+	}
+	how := fmt.Sprintf("the server's counters minus tokentop's: %.2f requests/s of %.0f prompt and %.0f output tokens (mean); length spread %s; %s", o.rate, o.prompt.Mean(), o.output.Mean(), o.sigmaSource, o.shapes.how)
 	if openRate > 0 {
 		out = append(out, Source{Name: OtherOpen, Group: OtherName, Kind: kindInteractive, Process: ProcPoisson, Rate: openRate,
 			Prompt: o.prompt, Output: o.output,

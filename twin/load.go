@@ -21,6 +21,9 @@ const (
 	OtherOpen   = "other_open"
 	OtherClosed = "other_closed"
 	OtherName   = "other"
+	// OtherOpen2 is the open part's second shape, where the other
+	// traffic shows two and has no closed part.
+	OtherOpen2 = "other_open_2"
 )
 
 // Length is a length distribution in tokens: lognormal with this median

@@ -232,6 +232,7 @@ func TestTwinPredictsTheSimulator(t *testing.T) {
 		}
 		t.Logf("%2d %-30s rel=%-5v %s %s %s", i, p.change, r.Reliable, strings.Join(row, " "), r.Declined, cand)
 		t.Logf("   self-check %s", selfCheckLine(r))
+		t.Logf("   other traffic: %s", shapesLine(r))
 	}
 	t.Logf("%d pairs: %d reliable, %d declined", n, reliable, declined)
 	for j, name := range pairFigures {
@@ -259,6 +260,22 @@ func TestTwinPredictsTheSimulator(t *testing.T) {
 			t.Errorf("%s: median error %.0f%% of reliable predictions, over half the stated %.0f%%", name, 100*m, 100*b)
 		}
 	}
+}
+
+// shapesLine is how the twin shaped the other traffic: the shape clause of
+// its sources' origin.
+func shapesLine(r *Result) string {
+	for _, s := range r.Fit.Load {
+		if s.Group != OtherName {
+			continue
+		}
+		for _, part := range strings.Split(s.Origin, "; ") {
+			if strings.HasPrefix(part, "one shape") || strings.HasPrefix(part, "two shapes") {
+				return part
+			}
+		}
+	}
+	return "-"
 }
 
 func selfCheckLine(r *Result) string {

@@ -16,6 +16,7 @@ package twin
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/tokentop/tokentop/config"
@@ -247,7 +248,7 @@ func (b *builder) fit() error {
 			batchPrio = p.Priority
 		}
 	}
-	b.sources = append(probes, other.sources(batchPrio)...)
+	b.sources = append(slices.Clip(probes), other.sources(batchPrio)...)
 	if other.rate > 0 {
 		r.Names = append(r.Names, OtherName)
 		gen := *b.v.Server.GenerationTokensPerS
@@ -265,8 +266,9 @@ func (b *builder) fit() error {
 	r.Fit.Priority = known(0, "assumed off (first come, first served: vLLM's, SGLang's and llama.cpp's default)")
 
 	// The open part's rate: what the counters leave once the closed part's
-	// throughput in the twin is known.
-	if err := b.correctOpenRate(other.rate, other.inSystem); err != nil {
+	// throughput in the twin is known; with two shapes, which one is the
+	// closed part's too.
+	if err := b.fitOther(probes, other, batchPrio); err != nil {
 		return err
 	}
 	best, err := b.calibrate()
@@ -348,9 +350,15 @@ func (b *builder) figures(out *runOut) map[string]Figures {
 // (running and waiting) as measured. The variance split (inferOther) only
 // starts it: over two minutes of scrapes a variance is a rough figure, a
 // mean is not.
-func (b *builder) correctOpenRate(rate, inSystem float64) error {
+//
+// With fixedOpen (two shapes: the length histograms give the open part's
+// share of the requests) the open part's rate is kept and only the streams
+// are fitted: taking the rest of the rate as the open part's would let an
+// open part queued behind the closed one hold the sequences the closed
+// part should, a fixed point away from the server's.
+func (b *builder) correctOpenRate(sources []Source, rate, inSystem float64, fixedOpen bool) ([]Source, float64, error) {
 	oi, ci := -1, -1
-	for i, s := range b.sources {
+	for i, s := range sources {
 		switch s.Name {
 		case OtherOpen:
 			oi = i
@@ -359,32 +367,79 @@ func (b *builder) correctOpenRate(rate, inSystem float64) error {
 		}
 	}
 	if ci < 0 {
-		return nil
+		return sources, 0, nil
 	}
+	closed := 0.0
 	for range calibrationRounds {
-		out, err := b.sim(b.srv, b.sources, math.Min(b.span, 120))
+		out, err := b.sim(b.srv, sources, math.Min(b.span, 120))
 		if err != nil {
-			return err
+			return nil, 0, err
 		}
-		closed := float64(out.srcFinished[ci]) / out.seconds
+		closed = float64(out.srcFinished[ci]) / out.seconds
 		open := math.Max(rate-closed, 0)
 		if oi < 0 && open >= 0.05*rate {
-			b.sources = append(b.sources, Source{Name: OtherOpen, Group: OtherName, Kind: kindInteractive, Process: ProcPoisson,
-				Prompt: b.sources[ci].Prompt, Output: b.sources[ci].Output, Origin: b.sources[ci].Origin + "; open loop: the requests the closed part does not account for"})
-			oi = len(b.sources) - 1
+			sources = append(sources, Source{Name: OtherOpen, Group: OtherName, Kind: kindInteractive, Process: ProcPoisson,
+				Prompt: sources[ci].Prompt, Output: sources[ci].Output, Origin: sources[ci].Origin + "; open loop: the requests the closed part does not account for"})
+			oi = len(sources) - 1
 		}
-		if oi >= 0 {
-			b.sources[oi].Rate = open
+		if oi >= 0 && !fixedOpen {
+			sources[oi].Rate = open
 		}
 		if held, _ := meanVar(out.otherInSystem); held > 0 && inSystem > 0 {
-			n := b.sources[ci].N
+			n := sources[ci].N
 			// Half the gap a round, and never more streams than the other
 			// traffic's sequences measured in the server.
-			b.sources[ci].N = min(max(0, int(math.Round(float64(n)+(inSystem-held)/2))), int(math.Round(inSystem)))
+			sources[ci].N = min(max(0, int(math.Round(float64(n)+(inSystem-held)/2))), int(math.Round(inSystem)))
 		}
 	}
-	b.sources[ci].Origin += fmt.Sprintf("; %d streams and the open part's rate fitted in the twin to the server's %.1f sequences and %.2f requests/s", b.sources[ci].N, inSystem, rate)
-	return nil
+	if fixedOpen {
+		sources[ci].Origin += fmt.Sprintf("; %d streams fitted in the twin to the server's %.1f sequences (%.2f requests/s of the closed part in the twin)", sources[ci].N, inSystem, closed)
+	} else {
+		sources[ci].Origin += fmt.Sprintf("; %d streams and the open part's rate fitted in the twin to the server's %.1f sequences and %.2f requests/s", sources[ci].N, inSystem, rate)
+	}
+	return sources, closed, nil
+}
+
+// fitOther fits the other traffic's parts in the twin (correctOpenRate).
+// With two shapes and both an open and a closed part, each shape is tried
+// as the closed part's, and the one whose fitted streams hold the share of
+// the server's other sequences that the variance split gives the closed
+// part is kept (the other way round, an open part of the closed shape
+// fills the server instead). Its closed part must then finish requests at
+// its shape's share of the server's rate (the length histograms') within
+// the self-check bound; else the twin falls back to one shape, saying why.
+func (b *builder) fitOther(probes []Source, other otherLoad, batchPrio int) error {
+	if other.shapes.n == 2 && other.closedN() > 0 && other.inSystem > 0 {
+		var best []Source
+		bestDist, bestRate, bestWant := math.Inf(1), 0.0, 0.0
+		for c := range 2 {
+			srcs := append(slices.Clip(probes), other.mixSources(batchPrio, c)...)
+			srcs, closed, err := b.correctOpenRate(srcs, other.rate, other.inSystem, true)
+			if err != nil {
+				return err
+			}
+			n := 0
+			for _, s := range srcs {
+				if s.Name == OtherClosed {
+					n = s.N
+				}
+			}
+			if d := math.Abs(float64(n)/other.inSystem - (1 - other.openShare)); d < bestDist {
+				best, bestDist, bestRate, bestWant = srcs, d, closed, other.shapes.share[c]*other.rate
+			}
+		}
+		e := math.Abs(bestRate-bestWant) / bestWant
+		if e <= SelfCheckBound {
+			b.sources = best
+			return nil
+		}
+		other.shapes = shapes{how: fmt.Sprintf("one shape: two shapes in the length histograms, but the twin's closed part of its shape finishes %.2f requests/s against the %.2f/s its share gives (%.0f%% off, beyond %.0f%%)",
+			bestRate, bestWant, 100*e, 100*SelfCheckBound)}
+		b.sources = append(slices.Clip(probes), other.sources(batchPrio)...)
+	}
+	srcs, _, err := b.correctOpenRate(b.sources, other.rate, other.inSystem, false)
+	b.sources = srcs
+	return err
 }
 
 // calibrationRounds is how many times the other traffic's parts are fitted
