@@ -243,7 +243,7 @@ func DiscoverModel(ctx context.Context, c *Client, baseURL string) (string, erro
 		return "", fmt.Errorf("discovering model: %w", err)
 	}
 	defer resp.Body.Close()
-	where := safehttp.RedactURL(req.URL.String())
+	where := sanitize.URL(req.URL.String())
 	if resp.StatusCode != http.StatusOK {
 		return "", fmt.Errorf("discovering model: GET %s: %s: %s", where, c.clean(resp.Status), c.cleanExcerpt(readExcerpt(resp)))
 	}
@@ -303,7 +303,7 @@ func firstModelID(dec *json.Decoder) (string, error) {
 // most maxBytes of the body (a longer body is an error). It is for small
 // JSON answers (capacity, model lists), not streams.
 func (c *Client) Get(ctx context.Context, url string, maxBytes int64) (int, []byte, error) {
-	where := safehttp.RedactURL(url)
+	where := sanitize.URL(url)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return 0, nil, fmt.Errorf("GET %s: %w", where, err)

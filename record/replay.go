@@ -12,6 +12,7 @@ import (
 
 	"github.com/tokentop/tokentop/config"
 	"github.com/tokentop/tokentop/observe"
+	"github.com/tokentop/tokentop/sanitize"
 )
 
 // maxLine bounds one recorded line: a finished request's trace with every
@@ -44,6 +45,9 @@ func NewReader(r io.Reader) (*Reader, error) {
 		return nil, fmt.Errorf("recording header: not a tokentop recording: %w", err)
 	}
 	rr.inert.walk(reflect.ValueOf(&rr.header))
+	// A recording made before URLs were redacted holds the target's
+	// userinfo (a password, a token) as given.
+	rr.header.Target, rr.header.Gateway = sanitize.URL(rr.header.Target), sanitize.URL(rr.header.Gateway)
 	if rr.header.Format != Format && rr.header.Format != formatV1 {
 		return nil, fmt.Errorf("recording header: format %q, want %q", rr.header.Format, Format)
 	}

@@ -22,6 +22,7 @@ func TestOldRecordingsReplayInert(t *testing.T) {
 	var buf bytes.Buffer
 	h := header()
 	h.Title, h.Model = "title "+evil, evil
+	h.Target, h.Gateway = "http://user:hunter2@127.0.0.1:1/v1", "http://tok@gw:8080"
 	w, err := NewWriter(&buf, h)
 	if err != nil {
 		t.Fatal(err)
@@ -46,6 +47,9 @@ func TestOldRecordingsReplayInert(t *testing.T) {
 	collect := func(s ...string) { seen = append(seen, s...) }
 	hh := r.Header()
 	collect(hh.Title, hh.Model)
+	if hh.Target != "http://redacted@127.0.0.1:1/v1" || hh.Gateway != "http://redacted@gw:8080" {
+		t.Errorf("target %q, gateway %q: userinfo not redacted", hh.Target, hh.Gateway)
+	}
 	for {
 		ev, err := r.Next()
 		if errors.Is(err, io.EOF) {

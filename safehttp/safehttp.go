@@ -66,7 +66,7 @@ func (e *RedirectError) Error() string {
 // Authorization to another port of the same host).
 func SameOriginRedirects(max int) func(*http.Request, []*http.Request) error {
 	return func(req *http.Request, via []*http.Request) error {
-		loc := RedactURL(req.URL.String())
+		loc := sanitize.URL(req.URL.String())
 		if len(via) > max {
 			return &RedirectError{Location: loc, Why: fmt.Sprintf("more than %d redirects", max)}
 		}
@@ -100,7 +100,7 @@ func RedirectOf(resp *http.Response) *RedirectError {
 	if u, err := resp.Request.URL.Parse(loc); err == nil && loc != "" {
 		loc = u.String()
 	}
-	return &RedirectError{Status: resp.StatusCode, Location: RedactURL(loc), Why: "probe requests do not follow redirects (" + sanitize.Text(resp.Status) + ")"}
+	return &RedirectError{Status: resp.StatusCode, Location: sanitize.URL(loc), Why: "probe requests do not follow redirects (" + sanitize.Text(resp.Status) + ")"}
 }
 
 // AsRedirect returns the RedirectError in err's chain.
@@ -108,28 +108,6 @@ func AsRedirect(err error) (*RedirectError, bool) {
 	var re *RedirectError
 	ok := errors.As(err, &re)
 	return re, ok
-}
-
-// RedactURL returns raw with any userinfo (user and password, either may be
-// a token) replaced, and made safe to print. A string that does not parse
-// is returned sanitized, with anything that looks like userinfo cut.
-func RedactURL(raw string) string {
-	if raw == "" {
-		return "" // an unset URL (no gateway) stays unset
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		if at := strings.LastIndex(raw, "@"); at >= 0 {
-			if i := strings.Index(raw, "://"); i >= 0 && i < at {
-				raw = raw[:i+3] + "redacted@" + raw[at+1:]
-			}
-		}
-		return sanitize.Bounded(raw, 2048)
-	}
-	if u.User != nil {
-		u.User = url.User("redacted")
-	}
-	return sanitize.Bounded(u.String(), 2048)
 }
 
 // WithCredential returns a copy of c whose requests to target's exact

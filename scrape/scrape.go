@@ -50,7 +50,6 @@ import (
 	"time"
 
 	"github.com/tokentop/tokentop/prom"
-	"github.com/tokentop/tokentop/safehttp"
 	"github.com/tokentop/tokentop/sanitize"
 )
 
@@ -231,7 +230,7 @@ const maxExcerpt = 256
 func (s *Scraper) fetch(ctx context.Context, target string, cost *Cost) (*prom.Sample, int, error) {
 	start := time.Now()
 	defer func() { cost.Wall += time.Since(start) }()
-	name := safehttp.RedactURL(target)
+	name := sanitize.URL(target)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
 		return nil, 0, fmt.Errorf("scrape %s: %w", name, err)

@@ -16,7 +16,7 @@ import (
 
 	"github.com/tokentop/tokentop/config"
 	"github.com/tokentop/tokentop/report"
-	"github.com/tokentop/tokentop/safehttp"
+	"github.com/tokentop/tokentop/sanitize"
 	"github.com/tokentop/tokentop/sim"
 )
 
@@ -236,9 +236,9 @@ func runDemo(ctx context.Context, e env, args []string) (int, error) {
 	cfg.Target, cfg.Gateway, cfg.Metrics = stack.target, stack.gateway, stack.target+"/metrics"
 	cfg.Model = knobs.Model
 
-	title := fmt.Sprintf("tokentop demo · scenario %s · target %s", sf.scenario, safehttp.RedactURL(cfg.Target))
+	title := fmt.Sprintf("tokentop demo · scenario %s · target %s", sf.scenario, sanitize.URL(cfg.Target))
 	if cfg.Gateway != "" {
-		title += " · gateway " + safehttp.RedactURL(cfg.Gateway)
+		title += " · gateway " + sanitize.URL(cfg.Gateway)
 	}
 	code, err := runSession(ctx, e, sessionSpec{
 		cfg:    cfg,

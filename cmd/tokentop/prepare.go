@@ -17,7 +17,7 @@ import (
 	"github.com/tokentop/tokentop/probe"
 	"github.com/tokentop/tokentop/prom"
 	"github.com/tokentop/tokentop/report"
-	"github.com/tokentop/tokentop/safehttp"
+	"github.com/tokentop/tokentop/sanitize"
 )
 
 // prepare does everything that can fail before any request is sent: the
@@ -60,7 +60,7 @@ func (s *session) prepare(ctx context.Context) (int, error) {
 		m, err := probe.DiscoverModel(dctx, s.client, cfg.Target)
 		cancel()
 		if err != nil {
-			return report.ExitNoData, fmt.Errorf("target %s unreachable: %w", safehttp.RedactURL(cfg.Target), err)
+			return report.ExitNoData, fmt.Errorf("target %s unreachable: %w", sanitize.URL(cfg.Target), err)
 		}
 		s.model = m
 	}

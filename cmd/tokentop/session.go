@@ -19,7 +19,7 @@ import (
 	"github.com/tokentop/tokentop/probe"
 	"github.com/tokentop/tokentop/record"
 	"github.com/tokentop/tokentop/report"
-	"github.com/tokentop/tokentop/safehttp"
+	"github.com/tokentop/tokentop/sanitize"
 	"github.com/tokentop/tokentop/tui"
 )
 
@@ -105,7 +105,7 @@ func runSession(ctx context.Context, e env, spec sessionSpec) (int, error) {
 		FootprintBudget: s.cfg.FootprintBudget})
 	if s.recFile != nil {
 		rec, err := record.NewWriter(s.recFile, record.Header{
-			ToolVersion: version, Title: spec.title, Started: started, Target: safehttp.RedactURL(s.cfg.Target), Gateway: safehttp.RedactURL(s.cfg.Gateway),
+			ToolVersion: version, Title: spec.title, Started: started, Target: sanitize.URL(s.cfg.Target), Gateway: sanitize.URL(s.cfg.Gateway),
 			Model: s.model, Paths: s.paths, Classes: s.cfg.Classes, FootprintBudget: s.cfg.FootprintBudget,
 		})
 		if err != nil {
@@ -181,7 +181,7 @@ func runSession(ctx context.Context, e env, spec sessionSpec) (int, error) {
 	}
 	last := <-final
 	rep := reportWithTwin(last, s.cfg.Classes, spec.common.whatIf,
-		report.Meta{ToolVersion: version, Target: safehttp.RedactURL(s.cfg.Target), Gateway: safehttp.RedactURL(s.cfg.Gateway), Model: s.model})
+		report.Meta{ToolVersion: version, Target: sanitize.URL(s.cfg.Target), Gateway: sanitize.URL(s.cfg.Gateway), Model: s.model})
 	if spec.common.reportPath != "" {
 		if err := writeReport(e.Stdout, spec.common.reportPath, spec.common.format, rep); err != nil {
 			return report.ExitNoData, err

@@ -10,7 +10,7 @@ import (
 
 	"github.com/tokentop/tokentop/prom"
 	"github.com/tokentop/tokentop/report"
-	"github.com/tokentop/tokentop/safehttp"
+	"github.com/tokentop/tokentop/sanitize"
 	"github.com/tokentop/tokentop/scrape"
 )
 
@@ -47,16 +47,16 @@ func runWatch(ctx context.Context, e env, args []string) (int, error) {
 			continue
 		}
 		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
-			return report.ExitUsage, usagef("%q is not an http(s) URL", safehttp.RedactURL(u))
+			return report.ExitUsage, usagef("%q is not an http(s) URL", sanitize.URL(u))
 		}
 	}
 	apiKey, err := common.apiKey(e)
 	if err != nil {
 		return report.ExitUsage, err
 	}
-	title := "tokentop · target " + safehttp.RedactURL(cfg.Target)
+	title := "tokentop · target " + sanitize.URL(cfg.Target)
 	if cfg.Gateway != "" {
-		title += " · gateway " + safehttp.RedactURL(cfg.Gateway)
+		title += " · gateway " + sanitize.URL(cfg.Gateway)
 	}
 	return runSession(ctx, e, sessionSpec{cfg: cfg, common: common, title: title, apiKey: apiKey, seed: 1})
 }
