@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -214,11 +215,46 @@ func TestSafetyAgainstServersThatMisbehave(t *testing.T) {
 			fmt.Fprintf(w, "junk_metric{i=\"%d\",pad=\"%s\"} 1\n", i, line)
 		}
 	}
+	// 256 MiB of blank lines after one content event, gzipped to about
+	// 256 KB: a budget counted before decompression reads all of it.
+	var zb bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&zb, gzip.BestCompression)
+	zw.Write([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"}}]}\n\n"))
+	blank := bytes.Repeat([]byte("\n"), 1<<20)
+	for range 256 {
+		zw.Write(blank)
+	}
+	zw.Close()
+	gzipBomb := zb.Bytes()
 	tests := []struct {
 		name  string
 		fake  *fakeLLM
 		check func(t *testing.T, r *safetyReport, code int, f *fakeLLM)
 	}{
+		{
+			name: "a gzip bomb on every stream",
+			fake: &fakeLLM{stream: func(w http.ResponseWriter, r *http.Request, _ fakeRequest) bool {
+				w.Header().Set("Content-Type", "text/event-stream")
+				w.Header().Set("Content-Encoding", "gzip")
+				w.Write(gzipBomb)
+				return true
+			}},
+			check: func(t *testing.T, r *safetyReport, code int, f *fakeLLM) {
+				var sent, cut int64
+				for _, c := range r.Classes {
+					sent += c.Requests
+					cut += c.ErrorsByKind["malformed_event"]
+				}
+				if cut == 0 {
+					t.Errorf("no stream stopped at its decoded budget: %s", r.text())
+				}
+				// Every request the server saw is in the report, those
+				// still being read at the end included.
+				if got := f.requests.Load(); sent < got {
+					t.Errorf("the report has %d requests, the server received %d: %s", sent, got, r.text())
+				}
+			},
+		},
 		{
 			name: "constant usage.prompt_tokens",
 			fake: &fakeLLM{usage: func(int, int) (int, int) { return 7, 64 }},
