@@ -188,3 +188,39 @@ func TestNewServerSignalsInformTheirCauses(t *testing.T) {
 		t.Errorf("prefill_contention %+v: want the prefix cache's hit rate", f)
 	}
 }
+
+// tokentop's own requests do not decide what shape of work holds the
+// server: with a large probe, interactive-shaped probes are most of the
+// server's finished requests, and the average over all of them hides the
+// batch-shaped traffic behind the queue; taken out (the footprint's probe
+// tokens, the classes' finished requests), the rest is batch-shaped.
+func TestBatchInterferenceLooksPastTokentopsOwnRequests(t *testing.T) {
+	v := queuedView()
+	v.Classes[0].InputTokens = metrics.TokenStats{P50: 700, P95: 2000}
+	v.Classes[0].OutputTokens = metrics.TokenStats{P50: 256, P95: 256}
+	v.Classes[1].InputTokens = metrics.TokenStats{P50: 1500, P95: 3000}
+	v.Classes[1].OutputTokens = metrics.TokenStats{P50: 120, P95: 120}
+	// Probes: 7.5 interactive requests/s (700, 256) and 0.5 batch (1500,
+	// 120); the rest of the server: 2 requests/s of (2000, 120).
+	for i, rps := range []float64{7.5, 0.5} {
+		c := &v.Classes[i]
+		c.Requests, c.Completed = 100, 100
+		c.Throughput.RequestsPerS = rps
+	}
+	v.Server.RequestsPerS, v.Server.PromptTokensPerS, v.Server.GenerationTokensPerS = fp(10), fp(7.5*700+0.5*1500+2*2000), fp(7.5*256+0.5*120+2*120)
+
+	noFootprint := v
+	d := Evaluate(&noFootprint, config.Default().Classes)
+	if f := findingOf(d, RuleBatchInterference); f == nil || f.Severity != SeverityWarning {
+		t.Fatalf("without the probes' own tokens: batch_interference %+v, want a warning (the average request is interactive-shaped)", f)
+	}
+
+	v.Probe.Footprint.ProbePromptTokensPerS, v.Probe.Footprint.ProbeGenerationTokensPerS = fp(7.5*700+0.5*1500), fp(7.5*256+0.5*120)
+	d = Evaluate(&v, config.Default().Classes)
+	if len(d.Findings) == 0 || d.Findings[0].Rule != RuleBatchInterference {
+		t.Fatalf("findings %v, want batch_interference first", rulesOf(d.Findings))
+	}
+	if f := d.Findings[0]; f.Severity != SeverityCritical || !strings.Contains(f.Summary, "other than tokentop's (2000 prompt, 120 output tokens)") {
+		t.Errorf("batch_interference %s: %s; want critical, naming the other traffic's shape", f.Severity, f.Summary)
+	}
+}

@@ -273,18 +273,22 @@ func batchInterference(in *ruleInput) (Finding, bool) {
 		if o := ttftObjective(v); o != nil && o.Actual != nil {
 			f.Evidence = append(f.Evidence, Evidence{Signal: c.Name + "." + o.Name, Value: *o.Actual, Threshold: o.Target, Unit: "ms"})
 		}
-		if sp, so, ok := serverRequestShape(&in.view.Server); ok && c.InputTokens.P50 > 0 && c.OutputTokens.P50 > 0 && batch.InputTokens.P50 > 0 && batch.OutputTokens.P50 > 0 {
+		if sp, so, whose, ok := otherRequestShape(in.view); ok && c.InputTokens.P50 > 0 && c.OutputTokens.P50 > 0 && batch.InputTokens.P50 > 0 && batch.OutputTokens.P50 > 0 {
 			toInteractive := shapeDistance(sp, so, c.InputTokens.P50, c.OutputTokens.P50)
 			toBatch := shapeDistance(sp, so, batch.InputTokens.P50, batch.OutputTokens.P50)
 			// Holding the server means the queue: batch prompts that only
 			// stretch the steps are prefill_contention's to name.
 			held := serverAtCap(&in.view.Server) || in.view.Server.QueueDepth.Count > 0 && in.view.Server.QueueDepth.P50 >= 1
 			if toBatch < toInteractive && held {
-				f.Summary += fmt.Sprintf("; the server's average request (%.0f prompt, %.0f output tokens) is shaped like %s's (%.0f, %.0f), not %s's (%.0f, %.0f): batch work holds the server",
-					sp, so, batch.Name, batch.InputTokens.P50, batch.OutputTokens.P50, c.Name, c.InputTokens.P50, c.OutputTokens.P50)
+				f.Summary += fmt.Sprintf("; the server's average %s (%.0f prompt, %.0f output tokens) is shaped like %s's (%.0f, %.0f), not %s's (%.0f, %.0f): batch work holds the server",
+					whose, sp, so, batch.Name, batch.InputTokens.P50, batch.OutputTokens.P50, c.Name, c.InputTokens.P50, c.OutputTokens.P50)
+				prefix := "server."
+				if whose != "request" {
+					prefix = "server.other_" // tokentop's own requests taken out
+				}
 				f.Evidence = append(f.Evidence,
-					Evidence{Signal: "server.prompt_tokens_per_request", Value: sp, Threshold: c.InputTokens.P50}, // against the interactive class's
-					Evidence{Signal: "server.output_tokens_per_request", Value: so, Threshold: c.OutputTokens.P50})
+					Evidence{Signal: prefix + "prompt_tokens_per_request", Value: sp, Threshold: c.InputTokens.P50}, // against the interactive class's
+					Evidence{Signal: prefix + "output_tokens_per_request", Value: so, Threshold: c.OutputTokens.P50})
 				f.Confidence += 0.4
 				f.Severity = SeverityCritical
 				in.explains(RuleBatchInterference, RuleQueueSaturation, RulePrefillContention, RuleBatchCapacity)
@@ -302,6 +306,45 @@ func serverRequestShape(s *metrics.ServerStats) (prompt, output float64, ok bool
 		return 0, 0, false
 	}
 	return *s.PromptTokensPerS / *s.RequestsPerS, *s.GenerationTokensPerS / *s.RequestsPerS, true
+}
+
+// minOtherShare is the least share of the server's finished requests that
+// must be other than tokentop's for their shape to be taken alone: below
+// it, subtracting two rates measured over slightly different intervals
+// leaves mostly their error.
+const minOtherShare = 0.1
+
+// otherRequestShape is the average request of the server's traffic other
+// than tokentop's (its counters less the probes' finished requests and
+// their prompt and output tokens): tokentop's own requests, a large share
+// on a lightly used server or with a large probe, must not decide what
+// shape of work holds it. It falls back to every request (whose says
+// which) when the probes' tokens are not known or almost nothing else
+// finished.
+func otherRequestShape(v *metrics.View) (prompt, output float64, whose string, ok bool) {
+	prompt, output, ok = serverRequestShape(&v.Server)
+	if !ok {
+		return 0, 0, "", false
+	}
+	fp := &v.Probe.Footprint
+	if fp.ProbePromptTokensPerS == nil || fp.ProbeGenerationTokensPerS == nil {
+		return prompt, output, "request", true
+	}
+	probeReqs := 0.0
+	for i := range v.Classes {
+		c := &v.Classes[i]
+		if c.Requests > 0 {
+			probeReqs += c.Throughput.RequestsPerS * float64(c.Completed) / float64(c.Requests)
+		}
+	}
+	s := &v.Server
+	other := *s.RequestsPerS - probeReqs
+	if other < minOtherShare**s.RequestsPerS {
+		return prompt, output, "request", true
+	}
+	op := math.Max(0, *s.PromptTokensPerS-*fp.ProbePromptTokensPerS) / other
+	oo := math.Max(0, *s.GenerationTokensPerS-*fp.ProbeGenerationTokensPerS) / other
+	return op, oo, "request other than tokentop's", true
 }
 
 // shapeDistance is how far apart two request shapes are, in orders of
