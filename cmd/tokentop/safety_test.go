@@ -227,9 +227,12 @@ func TestSafetyAgainstServersThatMisbehave(t *testing.T) {
 	zw.Close()
 	gzipBomb := zb.Bytes()
 	tests := []struct {
-		name  string
-		fake  *fakeLLM
-		check func(t *testing.T, r *safetyReport, code int, f *fakeLLM)
+		name string
+		fake *fakeLLM
+		// config, when set, is the run's --config (else the default
+		// classes, sized to a server without /metrics: their floor).
+		config string
+		check  func(t *testing.T, r *safetyReport, code int, f *fakeLLM)
 	}{
 		{
 			name: "a gzip bomb on every stream",
@@ -362,6 +365,9 @@ func TestSafetyAgainstServersThatMisbehave(t *testing.T) {
 		{
 			name: "keep-alive connections closed every third request",
 			fake: &fakeLLM{closeEvery: 3, tokenGap: time.Millisecond},
+			// Two streams back to back: the floor's few Poisson arrivals
+			// in 4 s may never reuse a connection three times.
+			config: "classes:\n  - name: chat\n    arrival: {process: concurrency, n: 2}\n    prompt_tokens: {median: 200, p95: 400}\n    max_tokens: 16\n",
 			check: func(t *testing.T, r *safetyReport, code int, f *fakeLLM) {
 				var stale, connect int64
 				for _, c := range r.Classes {
@@ -447,7 +453,15 @@ func TestSafetyAgainstServersThatMisbehave(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "report.json")
 			rec := filepath.Join(t.TempDir(), "session.jsonl")
 			var stderr bytes.Buffer
-			cmd := exec.Command(bin, "watch", "--target", url, "--headless", "--duration", safetyRun.String(), "--report", out, "--record", rec)
+			args := []string{"watch", "--target", url, "--headless", "--duration", safetyRun.String(), "--report", out, "--record", rec}
+			if tt.config != "" {
+				cfg := filepath.Join(t.TempDir(), "tokentop.yaml")
+				if err := os.WriteFile(cfg, []byte(tt.config), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				args = append(args, "--config", cfg)
+			}
+			cmd := exec.Command(bin, args...)
 			cmd.Stderr = &stderr
 			start := time.Now()
 			err := cmd.Run()
