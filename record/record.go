@@ -45,6 +45,19 @@ type Header struct {
 	// absent in recordings made before it existed, where a replay takes
 	// config.DefaultFootprintBudget.
 	FootprintBudget float64 `json:"footprint_budget,omitempty"`
+	// Limits are those the server published about itself (capacity
+	// discovery), for a replay's twin; absent when none was found or in
+	// recordings made before they were kept.
+	Limits *Limits `json:"limits,omitempty"`
+}
+
+// Limits are a server's published limits: the sequences it runs at once
+// and the tokens its KV cache holds (0: unknown), each with its source.
+type Limits struct {
+	SeqCap         int    `json:"seq_cap,omitempty"`
+	SeqCapSource   string `json:"seq_cap_source,omitempty"`
+	KVTokens       int    `json:"kv_tokens,omitempty"`
+	KVTokensSource string `json:"kv_tokens_source,omitempty"`
 }
 
 // line is one event of a recording: its kind and its payload, the

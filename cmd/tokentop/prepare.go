@@ -69,6 +69,7 @@ func (s *session) prepare(ctx context.Context) (int, error) {
 	// for; the default classes are then sized to both.
 	pre := s.startPrelude(ctx)
 	limits := s.discoverCapacity(ctx, pre)
+	s.published = publishedLimits(limits)
 	// Prompts are sized in the server's own tokens: through its tokenize
 	// endpoint when it has one, else learnt from usage.prompt_tokens.
 	var calib *probe.Calibration

@@ -116,7 +116,7 @@ func runReplay(ctx context.Context, e env, args []string) (int, error) {
 	if f.reportPath == "" {
 		return report.ExitOK, nil // a console the user looked at is not a verdict
 	}
-	rep := reportWithTwin(last, h.Classes, f.whatIf,
+	rep := reportWithTwin(last, replayTwinSetup(h, f.whatIf),
 		report.Meta{ToolVersion: h.ToolVersion, Target: h.Target, Gateway: h.Gateway, Model: h.Model})
 	if err := writeReport(e.Stdout, f.reportPath, f.format, rep); err != nil {
 		return report.ExitNoData, err
@@ -133,7 +133,7 @@ func replayConsole(ctx context.Context, e env, rd *record.Reader, f replayFlags)
 	h := rd.Header()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	tw := newTwinRunner(h.Classes, f.whatIf)
+	tw := newTwinRunner(replayTwinSetup(h, f.whatIf))
 	prog := tea.NewProgram(tui.New(tui.Options{Title: "replay · " + h.Title, NoColor: f.noColor, ASCII: f.ascii, OnWhatIf: tw.submit}),
 		tea.WithAltScreen(), tea.WithContext(ctx), tea.WithInput(e.Stdin), tea.WithOutput(e.Stdout))
 	go tw.run(ctx, prog.Send) // ends with ctx, when the console does

@@ -21,6 +21,7 @@ import (
 	"github.com/tokentop/tokentop/report"
 	"github.com/tokentop/tokentop/sanitize"
 	"github.com/tokentop/tokentop/tui"
+	"github.com/tokentop/tokentop/twin"
 )
 
 // sessionSpec is one run of probes, scraper and GPU sampler against a target.
@@ -51,6 +52,8 @@ type session struct {
 	expLn   net.Listener
 	otlp    *otlp.Exporter // --otlp-endpoint; nil without
 	twin    *twinRunner    // the console's what-if twin; nil without a console
+	// published are the limits capacity discovery found, for the twin.
+	published twin.Published
 
 	events   chan observe.Event
 	pipeDone chan struct{}
@@ -66,6 +69,11 @@ type session struct {
 }
 
 type notice struct{ source, text string }
+
+// twinSetup is what the session's twins are built with.
+func (s *session) twinSetup() twinSetup {
+	return twinSetup{classes: s.cfg.Classes, whatIf: s.spec.common.whatIf, published: s.published}
+}
 
 // Time limits of the preparation and of the end of a run. With --duration
 // D the process ends within D + 5 s whatever the server does: preparing
@@ -107,6 +115,7 @@ func runSession(ctx context.Context, e env, spec sessionSpec) (int, error) {
 		rec, err := record.NewWriter(s.recFile, record.Header{
 			ToolVersion: version, Title: spec.title, Started: started, Target: sanitize.URL(s.cfg.Target), Gateway: sanitize.URL(s.cfg.Gateway),
 			Model: s.model, Paths: s.paths, Classes: s.cfg.Classes, FootprintBudget: s.cfg.FootprintBudget,
+			Limits: recordedLimits(s.published),
 		})
 		if err != nil {
 			return report.ExitUsage, usagef("--record: %w", err)
@@ -123,7 +132,7 @@ func runSession(ctx context.Context, e env, spec sessionSpec) (int, error) {
 
 	var prog *tea.Program
 	if !spec.common.headless {
-		s.twin = newTwinRunner(s.cfg.Classes, spec.common.whatIf)
+		s.twin = newTwinRunner(s.twinSetup())
 		prog = tea.NewProgram(tui.New(tui.Options{Title: spec.title, NoColor: spec.common.noColor, ASCII: spec.common.ascii, Knobs: spec.knobs,
 			OnWhatIf: s.twin.submit}),
 			tea.WithAltScreen(), tea.WithContext(ctx), tea.WithInput(e.Stdin), tea.WithOutput(e.Stdout))
@@ -180,7 +189,7 @@ func runSession(ctx context.Context, e env, spec sessionSpec) (int, error) {
 		return report.ExitOK, nil
 	}
 	last := <-final
-	rep := reportWithTwin(last, s.cfg.Classes, spec.common.whatIf,
+	rep := reportWithTwin(last, s.twinSetup(),
 		report.Meta{ToolVersion: version, Target: sanitize.URL(s.cfg.Target), Gateway: sanitize.URL(s.cfg.Gateway), Model: s.model})
 	if spec.common.reportPath != "" {
 		if err := writeReport(e.Stdout, spec.common.reportPath, spec.common.format, rep); err != nil {

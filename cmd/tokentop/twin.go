@@ -10,9 +10,11 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/tokentop/tokentop/capacity"
 	"github.com/tokentop/tokentop/config"
 	"github.com/tokentop/tokentop/diagnose"
 	"github.com/tokentop/tokentop/metrics"
+	"github.com/tokentop/tokentop/record"
 	"github.com/tokentop/tokentop/report"
 	"github.com/tokentop/tokentop/tui"
 	"github.com/tokentop/tokentop/twin"
@@ -41,20 +43,67 @@ func (w *whatIfFlag) Set(v string) error {
 
 const whatIfUsage = "a remedy for the twin to predict, as server or traffic knobs (repeatable), e.g. max-num-seqs=64,priority=on; knobs: "
 
+// twinSetup is what every twin of a session is built with besides its
+// snapshot: the classes, the --what-if changes, and the limits the server
+// published about itself (capacity discovery, or a recording's header).
+type twinSetup struct {
+	classes   []config.Class
+	whatIf    []twin.Change
+	published twin.Published
+}
+
+// publishedLimits are the limits capacity discovery found that the twin
+// takes as given rather than inferred: the sequence cap (slots) and the
+// KV cache's size, each with its source.
+func publishedLimits(c capacity.Capacity) twin.Published {
+	return twin.Published{SeqCap: c.Slots.N, SeqCapSource: c.Slots.Source, KVTokens: c.KVTokens.N, KVTokensSource: c.KVTokens.Source}
+}
+
+// recordedLimits are published limits as a recording's header keeps them;
+// nil when none is known.
+func recordedLimits(p twin.Published) *record.Limits {
+	if p.SeqCap <= 0 && p.KVTokens <= 0 {
+		return nil
+	}
+	return &record.Limits{SeqCap: p.SeqCap, SeqCapSource: p.SeqCapSource, KVTokens: p.KVTokens, KVTokensSource: p.KVTokensSource}
+}
+
+// replayTwinSetup is a replay's twin setup: the recording's classes and
+// published limits, the replay's --what-if. A recorded limit is bounded
+// again here: the file may come from anywhere.
+func replayTwinSetup(h record.Header, whatIf []twin.Change) twinSetup {
+	setup := twinSetup{classes: h.Classes, whatIf: whatIf}
+	if l := h.Limits; l != nil {
+		if l.SeqCap > 0 && l.SeqCap <= maxPublishedSeqCap {
+			setup.published.SeqCap, setup.published.SeqCapSource = l.SeqCap, l.SeqCapSource
+		}
+		if l.KVTokens > 0 && l.KVTokens <= maxPublishedKVTokens {
+			setup.published.KVTokens, setup.published.KVTokensSource = l.KVTokens, l.KVTokensSource
+		}
+	}
+	return setup
+}
+
+// Bounds of a recorded limit: beyond them it is not a server's.
+const (
+	maxPublishedSeqCap   = 1 << 16
+	maxPublishedKVTokens = 1 << 34
+)
+
 // buildTwin fits the twin to the run's measurements and evaluates the
 // diagnosis's remedies and the user's changes.
-func buildTwin(snap *metrics.Snapshot, d diagnose.Diagnosis, classes []config.Class, whatIf []twin.Change) *twin.Result {
+func buildTwin(snap *metrics.Snapshot, d diagnose.Diagnosis, setup twinSetup, whatIf []twin.Change) *twin.Result {
 	if snap == nil {
 		return nil
 	}
-	return twin.Build(twin.Input{Classes: classes, View: &snap.Run, Findings: d.Findings, WhatIf: whatIf})
+	return twin.Build(twin.Input{Classes: setup.classes, View: &snap.Run, Findings: d.Findings, WhatIf: whatIf, Published: setup.published})
 }
 
 // reportWithTwin is report.Build with the twin's section, and the
 // findings' advice quoting the twin's predictions where it is reliable.
-func reportWithTwin(snap *metrics.Snapshot, classes []config.Class, whatIf []twin.Change, meta report.Meta) report.Report {
-	d := diagnose.Evaluate(&snap.Run, classes)
-	tw := buildTwin(snap, d, classes, whatIf)
+func reportWithTwin(snap *metrics.Snapshot, setup twinSetup, meta report.Meta) report.Report {
+	d := diagnose.Evaluate(&snap.Run, setup.classes)
+	tw := buildTwin(snap, d, setup, setup.whatIf)
 	d.Findings = diagnose.QuotePredictions(d.Findings, tw.Quotes())
 	rep := report.Build(snap, d, meta)
 	rep.Twin = twinSection(tw)
@@ -163,8 +212,7 @@ const (
 // one at a time, each from the newest snapshot offered, so a change
 // submitted during a build is predicted by the next.
 type twinRunner struct {
-	classes []config.Class
-	whatIf  []twin.Change // --what-if
+	setup twinSetup
 	// after and every are twinAfter and twinEvery (tests shorten them).
 	after, every time.Duration
 	due          chan struct{} // capacity 1: a build is due
@@ -180,8 +228,8 @@ type twinJob struct {
 	d    diagnose.Diagnosis
 }
 
-func newTwinRunner(classes []config.Class, whatIf []twin.Change) *twinRunner {
-	return &twinRunner{classes: classes, whatIf: whatIf, after: twinAfter, every: twinEvery, due: make(chan struct{}, 1)}
+func newTwinRunner(setup twinSetup) *twinRunner {
+	return &twinRunner{setup: setup, after: twinAfter, every: twinEvery, due: make(chan struct{}, 1)}
 }
 
 // run builds the twin whenever one is due and sends it to the console,
@@ -196,13 +244,13 @@ func (r *twinRunner) run(ctx context.Context, send func(tea.Msg)) {
 		}
 		r.mu.Lock()
 		j := r.latest
-		whatIf := append(append([]twin.Change(nil), r.whatIf...), r.user...)
+		whatIf := append(append([]twin.Change(nil), r.setup.whatIf...), r.user...)
 		r.mu.Unlock()
 		if j == nil {
 			continue // no snapshot past twinAfter yet: its offer starts the first build
 		}
 		start := time.Now()
-		res := buildTwin(j.snap, j.d, r.classes, whatIf)
+		res := buildTwin(j.snap, j.d, r.setup, whatIf)
 		if ctx.Err() != nil {
 			return
 		}
@@ -254,7 +302,7 @@ func (r *twinRunner) submit(c twin.Change) {
 	s := c.String()
 	same := func(o twin.Change) bool { return o.String() == s }
 	r.mu.Lock()
-	if slices.ContainsFunc(r.whatIf, same) || slices.ContainsFunc(r.user, same) {
+	if slices.ContainsFunc(r.setup.whatIf, same) || slices.ContainsFunc(r.user, same) {
 		r.mu.Unlock()
 		return
 	}

@@ -55,7 +55,7 @@ func recordedSnapshot(t *testing.T, scenario string) (*metrics.Snapshot, []confi
 // user's candidate.
 func TestTwinRunnerPredictsSubmittedChange(t *testing.T) {
 	snap, classes := recordedSnapshot(t, "batch-interference")
-	r := newTwinRunner(classes, nil)
+	r := newTwinRunner(twinSetup{classes: classes})
 	r.after = 0      // the recordings are 20 s long
 	r.last = snap.At // no periodic build due: only the submission builds
 	r.offer(snap, diagnose.Evaluate(&snap.Run, classes))
@@ -103,7 +103,7 @@ func TestTwinRunnerPredictsSubmittedChange(t *testing.T) {
 // --what-if) is not added again, and makes no build due.
 func TestTwinRunnerBoundsUserChanges(t *testing.T) {
 	flagged, _ := twin.ParseChange("priority=on")
-	r := newTwinRunner(nil, []twin.Change{flagged})
+	r := newTwinRunner(twinSetup{whatIf: []twin.Change{flagged}})
 	for n := 1; n <= maxUserWhatIfs+2; n++ {
 		c, err := twin.ParseChange("max-num-seqs=" + strconv.Itoa(n))
 		if err != nil {

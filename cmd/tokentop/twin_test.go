@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokentop/tokentop/record"
 	"github.com/tokentop/tokentop/report"
 )
 
@@ -99,5 +101,62 @@ func TestTwinReplayReport(t *testing.T) {
 	}
 	if _, ok := tw["capacity"].(map[string]any)["candidates"].(map[string]any); !ok {
 		t.Errorf("capacity: %v", tw["capacity"])
+	}
+}
+
+// TestTwinTakesPublishedLimits: the limits a server published (capacity
+// discovery, kept in the recording's header) are the twin's sequence cap
+// and KV cache, with their source, instead of inferred ones; a recorded
+// limit no server has is not taken.
+func TestTwinTakesPublishedLimits(t *testing.T) {
+	plain := filepath.Join(t.TempDir(), "session.jsonl")
+	gunzipFile(t, filepath.Join(sessionsDir, "batch-interference.jsonl.gz"), plain)
+	raw, err := os.ReadFile(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	headerLine, events, _ := bytes.Cut(raw, []byte("\n"))
+	withLimits := func(t *testing.T, l record.Limits) map[string]any {
+		var h map[string]any
+		if err := json.Unmarshal(headerLine, &h); err != nil {
+			t.Fatal(err)
+		}
+		h["limits"] = l
+		hb, err := json.Marshal(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		rec, out := filepath.Join(dir, "session.jsonl"), filepath.Join(dir, "report.json")
+		if err := os.WriteFile(rec, append(append(hb, '\n'), events...), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var stdout, stderr bytes.Buffer
+		if code := run(t.Context(), testEnv(&stdout, &stderr), []string{"replay", rec, "--headless", "--report", out}); code != report.ExitOK && code != report.ExitSLOFailed {
+			t.Fatalf("replay: exit %d\n%s", code, stderr.String())
+		}
+		fit, _ := readJSON(t, out)["twin"].(map[string]any)["fit"].(map[string]any)
+		return fit
+	}
+	param := func(fit map[string]any, key string) (float64, string) {
+		p, _ := fit[key].(map[string]any)
+		v, _ := p["value"].(float64)
+		s, _ := p["source"].(string)
+		return v, s
+	}
+
+	fit := withLimits(t, record.Limits{SeqCap: 48, SeqCapSource: "vLLM --max-num-seqs (test)", KVTokens: 123456, KVTokensSource: "vllm:cache_config_info (test)"})
+	if v, s := param(fit, "max_num_seqs"); v != 48 || s != "vLLM --max-num-seqs (test)" {
+		t.Errorf("max_num_seqs %v from %q, want the published 48", v, s)
+	}
+	if v, s := param(fit, "kv_tokens"); v != 123456 || s != "vllm:cache_config_info (test)" {
+		t.Errorf("kv_tokens %v from %q, want the published 123456", v, s)
+	}
+
+	fit = withLimits(t, record.Limits{SeqCap: 1 << 30, SeqCapSource: "absurd", KVTokens: -5, KVTokensSource: "absurd"})
+	for _, key := range []string{"max_num_seqs", "kv_tokens"} {
+		if _, s := param(fit, key); s == "absurd" {
+			t.Errorf("%s taken from an absurd recorded limit", key)
+		}
 	}
 }
