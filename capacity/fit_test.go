@@ -25,35 +25,7 @@ var (
 // defaults are the classes tokentop used by default before it sized its
 // load to the server's traffic (issue 19): a load heavy enough to exercise
 // every part of Fit, and still a valid config a user may write.
-func defaults() []config.Class {
-	ratio := func(v float64) *config.Ratio { r := config.Ratio(v); return &r }
-	tps, p0, p10 := 3000.0, 0, 10
-	ms := func(d time.Duration) *config.Duration { return &config.Duration{Duration: d} }
-	return []config.Class{
-		{
-			Name: "interactive", Kind: config.KindInteractive, API: "chat",
-			Arrival:      config.Arrival{Process: config.ArrivalPoisson, Rate: 2},
-			PromptTokens: config.Tokens{Median: 700, P95: 2000}, MaxTokens: 256, Priority: &p0,
-			SLO: config.SLO{
-				ValidStreams: ratio(0.999),
-				TTFT:         config.Percentiles{P95: ms(800 * time.Millisecond), P99: ms(2 * time.Second)},
-				ITL:          config.Percentiles{P95: ms(150 * time.Millisecond), P99: ms(300 * time.Millisecond)},
-				E2E:          config.Percentiles{P95: ms(20 * time.Second)},
-				StallGap:     config.Duration{Duration: config.DefaultStallGap},
-			},
-		},
-		{
-			Name: "batch", Kind: config.KindBatch, API: "completions",
-			Job:          &config.Job{Requests: 200, Deadline: config.Duration{Duration: 10 * time.Minute}},
-			Arrival:      config.Arrival{Process: config.ArrivalConcurrency, N: 16},
-			PromptTokens: config.Tokens{Median: 1500, P95: 3000}, MaxTokens: 180, Priority: &p10,
-			SLO: config.SLO{
-				DeadlineCompletion: ratio(0.99), OutputTokensPerS: &tps, Validity: ratio(0.995),
-				StallGap: config.Duration{Duration: time.Second},
-			},
-		},
-	}
-}
+func defaults() []config.Class { return config.Example() }
 
 // one returns a default-like class with the given changes.
 func one(change func(*config.Class)) []config.Class {

@@ -11,7 +11,7 @@ import (
 )
 
 // demoClasses are the demo's classes on the default hardware
-// (cmd/tokentop demo.go's demoBaseClasses sized by demoClasses): Poisson
+// (config.Example sized by cmd/tokentop demo.go's demoClasses): Poisson
 // interactive chat beside four closed-loop batch workers at priority 10.
 func demoClasses() []config.Class {
 	cs := probeClasses(2, 700, 256, 4, 1500, 120)

@@ -130,46 +130,12 @@ func (st *simStack) Close() {
 	st.wg.Wait()
 }
 
-// demoBaseClasses are the demo's two classes before demoClasses sizes them
-// to the simulator: the contract's classes at their example rates. They
-// are the demo's own, apart from config.Default (the probe-sized floor a
-// real server gets), because the demo's scenarios are built around them.
-func demoBaseClasses() []config.Class {
-	ratio := func(v float64) *config.Ratio { r := config.Ratio(v); return &r }
-	ms := func(d time.Duration) *config.Duration { return &config.Duration{Duration: d} }
-	p0, p10, tps := 0, 10, 3000.0
-	return []config.Class{
-		{
-			Name: "interactive", Kind: config.KindInteractive, API: "chat",
-			Arrival:      config.Arrival{Process: config.ArrivalPoisson, Rate: 2},
-			PromptTokens: config.Tokens{Median: 700, P95: 2000}, MaxTokens: 256, Priority: &p0,
-			SLO: config.SLO{
-				ValidStreams: ratio(0.999),
-				TTFT:         config.Percentiles{P95: ms(800 * time.Millisecond), P99: ms(2 * time.Second)},
-				ITL:          config.Percentiles{P95: ms(150 * time.Millisecond), P99: ms(300 * time.Millisecond)},
-				E2E:          config.Percentiles{P95: ms(20 * time.Second)},
-				StallGap:     config.Duration{Duration: config.DefaultStallGap},
-			},
-		},
-		{
-			Name: "batch", Kind: config.KindBatch, API: "completions",
-			Job:          &config.Job{Requests: 200, Deadline: config.Duration{Duration: 10 * time.Minute}},
-			Arrival:      config.Arrival{Process: config.ArrivalConcurrency, N: 16},
-			PromptTokens: config.Tokens{Median: 1500, P95: 3000}, MaxTokens: 180, Priority: &p10,
-			SLO: config.SLO{
-				DeadlineCompletion: ratio(0.99), OutputTokensPerS: &tps, Validity: ratio(0.995),
-				StallGap: config.Duration{Duration: time.Second},
-			},
-		},
-	}
-}
-
 // demoClasses sizes the demo's classes to the simulator's hardware preset.
 // With the simulator's background users they make the scenario's load:
 // most of the prompt work on a healthy server is theirs (see the header's
 // footprint).
 func demoClasses(cfg *config.Config, k sim.Knobs, loadScale float64) {
-	cfg.Classes = demoBaseClasses()
+	cfg.Classes = config.Example() // the demo's scenarios are built around these
 	if b := cfg.Class("batch"); b != nil && b.Kind == config.KindBatch {
 		b.Arrival = config.Arrival{Process: config.ArrivalConcurrency, N: 4}
 		b.Job = &config.Job{Requests: 40, Deadline: config.Duration{Duration: 2 * time.Minute}}
