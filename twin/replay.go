@@ -53,14 +53,14 @@ func (s Server) knobs() sim.Knobs {
 	k.WarmupS = 0
 	k.MaxModelLen = maxModelLen
 	k.BlockSize = kvBlockTokens
-	k.MaxNumSeqs = cmpOr(s.SeqCap, noSeqCap)
+	k.MaxNumSeqs = positiveOr(s.SeqCap, noSeqCap)
 	k.KVBlocks = maxModelLen / kvBlockTokens * 64
 	if s.KVTokens > 0 {
 		k.KVBlocks = (s.KVTokens + kvBlockTokens - 1) / kvBlockTokens
 		k.MaxModelLen = min(maxModelLen, k.KVBlocks*kvBlockTokens)
 	}
 	k.ChunkedPrefill = s.ChunkedPrefill
-	k.MaxBatchedTokens = cmpOr(s.TokenBudget, 8192)
+	k.MaxBatchedTokens = positiveOr(s.TokenBudget, 8192)
 	if !k.ChunkedPrefill {
 		k.MaxBatchedTokens = max(k.MaxBatchedTokens, k.MaxModelLen)
 	}
@@ -75,7 +75,8 @@ func (s Server) knobs() sim.Knobs {
 	return k
 }
 
-func cmpOr(v, def int) int {
+// positiveOr is v where it is set (positive), else def.
+func positiveOr[T int | float64](v, def T) T {
 	if v > 0 {
 		return v
 	}

@@ -153,7 +153,7 @@ func Build(in Input) *Result {
 	if b.seed == 0 {
 		b.seed = 1
 	}
-	b.span = math.Min(math.Max(v.Span.Seconds(), 60), cmpF(in.MaxSpanS, 300))
+	b.span = math.Min(math.Max(v.Span.Seconds(), 60), positiveOr(in.MaxSpanS, 300))
 	b.warm = warmS
 	r.Fit.WindowS = v.Span.Seconds()
 	for i := range in.Classes {
@@ -170,13 +170,6 @@ func Build(in Input) *Result {
 		b.capacity()
 	}
 	return r
-}
-
-func cmpF(v, def float64) float64 {
-	if v > 0 {
-		return v
-	}
-	return def
 }
 
 type builder struct {
