@@ -7,8 +7,10 @@ import (
 	"github.com/tokentop/tokentop/observe"
 )
 
-// Run owns a: it applies events as they arrive and, at every tick, hands
-// tee an observe.Tick and emit a fresh Snapshot. tee sees every event in
+// Run owns a: it applies events as they arrive and, at every tick of ticks,
+// hands tee an observe.Tick at now() and emits a fresh Snapshot (now, not
+// the ticker's own reading, so that every instant comes from the caller's
+// clock). tee sees every event in
 // the order a applied it, ticks included (a recording is that sequence);
 // it may be nil. When events is closed (every source has stopped) Run
 // applies what is left, emits a final snapshot at now() and returns nil;
@@ -33,8 +35,8 @@ func Run(ctx context.Context, a *Aggregator, events <-chan observe.Event, ticks 
 			}
 			tee(ev)
 			a.Apply(ev)
-		case t := <-ticks:
-			tick(t)
+		case <-ticks:
+			tick(now())
 		}
 	}
 }

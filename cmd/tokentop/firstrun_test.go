@@ -150,7 +150,7 @@ func checkHealthy(t *testing.T, r firstRunReport, code int, maxShare float64) {
 		t.Errorf("exit %d, want %d on a healthy server", code, report.ExitOK)
 	}
 	for _, f := range r.Findings {
-		if f.Severity != "info" {
+		if f.Severity != "info" && !selfFinding(f.Rule) {
 			t.Errorf("%s (%s) on a healthy server: %s", f.Rule, f.Severity, f.Summary)
 		}
 	}
@@ -171,6 +171,12 @@ func checkHealthy(t *testing.T, r firstRunReport, code int, maxShare float64) {
 	}
 }
 
+// selfFinding: a rule about tokentop itself, not the server. These tests
+// share two cores with the rest of the suite, and probe_overload is right
+// to say so when the machine starves the probe; what they check is that no
+// finding blames the server wrongly.
+func selfFinding(rule string) bool { return rule == "probe_overload" }
+
 // checkSick: the SLO fails, and the first finding above info is want.
 func checkSick(t *testing.T, r firstRunReport, code int, want string) {
 	t.Helper()
@@ -179,7 +185,7 @@ func checkSick(t *testing.T, r firstRunReport, code int, want string) {
 	}
 	first := ""
 	for _, f := range r.Findings {
-		if f.Severity != "info" {
+		if f.Severity != "info" && !selfFinding(f.Rule) {
 			first = f.Rule
 			break
 		}

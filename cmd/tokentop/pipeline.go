@@ -26,7 +26,7 @@ func (s *session) pipeline(ctx context.Context, agg *metrics.Aggregator, prog *t
 	}
 	// The recording is a tee of the aggregator's stream (s.rec is nil
 	// without --record: its Write is a no-op then).
-	err := metrics.Run(ctx, agg, s.events, ticker.C, time.Now, s.rec.Write, func(snap *metrics.Snapshot) {
+	err := metrics.Run(ctx, agg, s.events, ticker.C, s.now, s.rec.Write, func(snap *metrics.Snapshot) {
 		last = snap
 		if s.exp == nil && prog == nil {
 			return
@@ -46,7 +46,7 @@ func (s *session) pipeline(ctx context.Context, agg *metrics.Aggregator, prog *t
 		// last tick's snapshot is the report's.
 		err = nil
 		if last == nil {
-			last = agg.Tick(time.Now())
+			last = agg.Tick(s.now())
 		}
 	}
 	final <- last
@@ -67,3 +67,6 @@ func waitFor(wg *sync.WaitGroup, d time.Duration) bool {
 		return false
 	}
 }
+
+// now is the current instant on the session's timebase.
+func (s *session) now() time.Time { return s.timebase.Instant(time.Now()) }

@@ -48,10 +48,14 @@ type session struct {
 	traces  *traceWriter
 	recFile *os.File       // --record, opened by prepare
 	rec     *record.Writer // nil when not recording; used only by the pipeline goroutine
-	exp     *promexport.Exporter
-	expLn   net.Listener
-	otlp    *otlp.Exporter // --otlp-endpoint; nil without
-	twin    *twinRunner    // the console's what-if twin; nil without a console
+	// timebase puts every instant the aggregator sees on the session's
+	// monotonic clock, so that a replay computes what the live run did;
+	// set before any source starts.
+	timebase observe.Timebase
+	exp      *promexport.Exporter
+	expLn    net.Listener
+	otlp     *otlp.Exporter // --otlp-endpoint; nil without
+	twin     *twinRunner    // the console's what-if twin; nil without a console
 	// published are the limits capacity discovery found, for the twin.
 	published twin.Published
 
@@ -108,7 +112,8 @@ func runSession(ctx context.Context, e env, spec sessionSpec) (int, error) {
 	srcCtx, stopSources := context.WithCancel(runCtx)
 	defer stopSources()
 	s.srcCtx, s.stopSources = srcCtx, stopSources
-	started := time.Now()
+	s.timebase = observe.NewTimebase(time.Now())
+	started := s.now()
 	agg := diagnose.NewAggregator(metrics.Options{Classes: s.cfg.Classes, Started: started, Paths: s.paths,
 		FootprintBudget: s.cfg.FootprintBudget})
 	if s.recFile != nil {

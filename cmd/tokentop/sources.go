@@ -35,18 +35,27 @@ const (
 // goes to --trace-out and the OTLP exporter, from the request's goroutine,
 // then everything to the aggregator.
 func (s *session) emit(ev observe.Event) {
+	s.timebase.Pin(ev)
 	if t, ok := ev.(*observe.Trace); ok {
 		if s.traces != nil {
 			s.traces.Write(t)
 		}
 		s.exportSpan(t)
 	}
-	s.send(ev)
+	s.deliver(ev)
 }
 
-// send hands an event to the aggregator's goroutine; once the pipeline has
-// stopped, events are dropped rather than blocking a source forever.
+// send hands an event that no source emitted (a notice, a knob change, the
+// GPU panel's status) to the aggregator's goroutine.
 func (s *session) send(ev observe.Event) {
+	s.timebase.Pin(ev)
+	s.deliver(ev)
+}
+
+// deliver hands ev, on the session's timebase, to the aggregator's
+// goroutine; once the pipeline has stopped, events are dropped rather than
+// blocking a source forever.
+func (s *session) deliver(ev observe.Event) {
 	select {
 	case s.events <- ev:
 	case <-s.pipeDone:
