@@ -139,7 +139,7 @@ func TestRealNginxBuffering(t *testing.T) {
 			if err := json.Unmarshal(data, &r); err != nil {
 				t.Fatal(err)
 			}
-			fired := len(r.Findings) > 0 && r.Findings[0].Rule == "proxy_buffering"
+			fired := firstServerFinding(r) == "proxy_buffering"
 			any := false
 			for _, f := range r.Findings {
 				any = any || f.Rule == "proxy_buffering"
