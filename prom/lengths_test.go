@@ -59,6 +59,11 @@ func TestLengthHistograms(t *testing.T) {
 				t.Errorf("%s: %s count %g sum %g p50 %g, want %g %g %g (tokens, unscaled)", c.file, name, h.Count, h.Sum, p50, w.count, w.sum, w.p50)
 			}
 		}
+		// The finished-request counter the twin fits the other traffic's
+		// rate from: one observation a finished request.
+		if v, ok := s.Signal(prom.SignalRequestSuccessTotal); !ok || v != c.prompt.count {
+			t.Errorf("%s: %s = %g (present %v), want %g, the histograms' count", c.file, prom.SignalRequestSuccessTotal, v, ok, c.prompt.count)
+		}
 		if n := len(s.Histograms[prom.HistPromptTokens].Buckets); n != c.promptBuckets {
 			t.Errorf("%s: %d prompt buckets, want %d", c.file, n, c.promptBuckets)
 		}

@@ -269,6 +269,9 @@ func sglangSpec() profileSpec {
 			{SignalKVUsage, maxOf("sglang:token_usage")},
 			{SignalPromptTokensTotal, first(sumOf("sglang:prompt_tokens_total"), plus(computed, cached))},
 			{SignalGenerationTokens, first(sumOf("sglang:generation_tokens_total"), sumOf(rt, "mode", "decode"))},
+			// Counted as each request finishes (the tokenizer manager's
+			// observe_one_finished_request); aborts are counted apart.
+			{SignalRequestSuccessTotal, sumOf("sglang:num_requests_total")},
 			{SignalPrefixCacheHitRate, first(
 				ratio(cached, plus(computed, cached)),
 				ratio(sumOf("sglang:cached_tokens_total"), sumOf("sglang:prompt_tokens_total")),

@@ -27,28 +27,32 @@ var flavorExposes = map[string]struct {
 		// process_start_time_seconds: prometheus_client's process collector.
 		signals: []string{prom.SignalQueueDepth, prom.SignalRunning, prom.SignalKVUsage, prom.SignalPreemptionsTotal,
 			prom.SignalPromptTokensTotal, prom.SignalGenerationTokens, prom.SignalRequestSuccessTotal, prom.SignalProcessStartTime},
-		hists: []string{prom.HistTTFT, prom.HistITL, prom.HistE2E, prom.HistQueue, prom.HistPrefill, prom.HistDecode},
+		hists: []string{prom.HistTTFT, prom.HistITL, prom.HistE2E, prom.HistQueue, prom.HistPrefill, prom.HistDecode,
+			prom.HistPromptTokens, prom.HistOutputTokens},
 	},
 	sim.FlavorVLLMV0: {
 		// gpu_cache_usage_perc is the KV gauge; V0 has no queue, prefill
 		// or decode time histograms.
 		signals: []string{prom.SignalQueueDepth, prom.SignalRunning, prom.SignalKVUsage, prom.SignalPreemptionsTotal,
 			prom.SignalPromptTokensTotal, prom.SignalGenerationTokens, prom.SignalRequestSuccessTotal},
-		hists: []string{prom.HistTTFT, prom.HistITL, prom.HistE2E},
+		hists: []string{prom.HistTTFT, prom.HistITL, prom.HistE2E, prom.HistPromptTokens, prom.HistOutputTokens},
 	},
 	sim.FlavorSGLang: {
 		// sglang:cache_hit_rate is exposed (the simulator's true 0); there
-		// is no preemption or success counter.
+		// is no preemption counter; num_requests_total counts finished
+		// requests.
 		signals: []string{prom.SignalQueueDepth, prom.SignalRunning, prom.SignalKVUsage,
-			prom.SignalPromptTokensTotal, prom.SignalGenerationTokens, prom.SignalPrefixCacheHitRate},
-		hists: []string{prom.HistTTFT, prom.HistITL, prom.HistE2E},
+			prom.SignalPromptTokensTotal, prom.SignalGenerationTokens, prom.SignalPrefixCacheHitRate, prom.SignalRequestSuccessTotal},
+		// The length histograms as SGLang serves them with
+		// --collect-tokens-histogram.
+		hists: []string{prom.HistTTFT, prom.HistITL, prom.HistE2E, prom.HistPromptTokens, prom.HistOutputTokens},
 	},
 	sim.FlavorTGI: {
 		// No KV gauge and no TTFT histogram in TGI; the simulator does not
 		// serve the per-batch tgi_batch_inference_duration.
 		signals: []string{prom.SignalQueueDepth, prom.SignalRunning,
 			prom.SignalPromptTokensTotal, prom.SignalGenerationTokens, prom.SignalRequestSuccessTotal},
-		hists: []string{prom.HistITL, prom.HistE2E, prom.HistQueue},
+		hists: []string{prom.HistITL, prom.HistE2E, prom.HistQueue, prom.HistPromptTokens, prom.HistOutputTokens},
 	},
 	sim.FlavorLlamaCpp: {
 		// b9383 without the KV metrics: slots processing and deferred.
@@ -197,7 +201,7 @@ func checkExposed(t *testing.T, i int, s *prom.Sample, signals, hists []string) 
 			t.Errorf("scrape %d: %s = %g, want absent (null): the flavor does not expose it", i, name, v)
 		}
 	}
-	for _, name := range prom.HistogramNames() {
+	for _, name := range append(prom.HistogramNames(), prom.LengthHistogramNames()...) {
 		_, ok := s.Histograms[name]
 		switch want := slices.Contains(hists, name); {
 		case want && !ok:

@@ -226,6 +226,8 @@ func (m *engineMetrics) renderSGLang(x *expo, k Knobs) {
 	l := `model_name="` + labelValue(k.Model) + `"`
 	x.counter("sglang:prompt_tokens_total", "Number of prefill tokens processed.", l, float64(m.promptTokens))
 	x.counter("sglang:generation_tokens_total", "Number of generation tokens processed.", l, float64(m.genTokens))
+	x.counter("sglang:num_requests_total", "Number of requests processed.", l, float64(m.successLength+m.successStop))
+	x.counter("sglang:num_aborted_requests_total", "Number of requests aborted.", l, float64(m.aborted))
 	x.gauge("sglang:token_usage", "The token usage", l, m.state.KVUsage)
 	// The simulator has no prefix cache: its hit rate is truly zero.
 	x.gauge("sglang:cache_hit_rate", "The cache hit rate", l, 0)
@@ -235,6 +237,12 @@ func (m *engineMetrics) renderSGLang(x *expo, k Knobs) {
 	x.histogramSamples("sglang:e2e_request_latency_seconds", l, m.e2e.rebucket(bucketsRequest()[:15]), true)
 	x.family("sglang:time_per_output_token_seconds", "Histogram of time per output token in seconds.", "histogram")
 	x.histogramSamples("sglang:time_per_output_token_seconds", l, &m.sglITL, true)
+	// The request-length histograms SGLang exports when its servers
+	// collect them (--collect-tokens-histogram).
+	x.family("sglang:prompt_tokens_histogram", "Histogram of prompt token length.", "histogram")
+	x.histogramSamples("sglang:prompt_tokens_histogram", l, &m.sglPromptLen, true)
+	x.family("sglang:generation_tokens_histogram", "Histogram of generation token length.", "histogram")
+	x.histogramSamples("sglang:generation_tokens_histogram", l, &m.sglGenLen, true)
 	x.gauge("sglang:num_running_reqs", "The number of running requests", l, float64(m.state.Running))
 	x.gauge("sglang:num_used_tokens", "The number of used tokens", l, float64(m.state.KVTokens))
 	x.gauge("sglang:gen_throughput", "The generate throughput (token/s)", l, m.avgGenTPS)

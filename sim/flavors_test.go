@@ -69,8 +69,9 @@ func TestMetricsFlavorsUseRealNames(t *testing.T) {
 		},
 		{
 			flavor:  FlavorSGLang,
-			samples: []string{"sglang-docs-production_metrics-early2025.txt"},
-			must:    []string{"sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:token_usage", "sglang:time_to_first_token_seconds"},
+			samples: []string{"sglang-docs-production_metrics-early2025.txt", "sglang-llmkube-NAMES-ONLY.txt"},
+			must: []string{"sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:token_usage", "sglang:time_to_first_token_seconds",
+				"sglang:prompt_tokens_histogram", "sglang:generation_tokens_histogram"},
 		},
 		{
 			flavor:  FlavorTGI,

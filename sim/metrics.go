@@ -99,8 +99,10 @@ type engineMetrics struct {
 	ttft, itl, e2e, queue, inference, prefill, decode hist
 	promptLen, genLen, iteration                      hist
 
-	// SGLang's TTFT and TPOT layouts are not coarsenings of vLLM's.
-	sglTTFT, sglITL hist
+	// SGLang's TTFT and TPOT layouts are not coarsenings of vLLM's, nor
+	// are its request-length layouts (collector.py's default buckets).
+	sglTTFT, sglITL         hist
+	sglPromptLen, sglGenLen hist
 	// TGI's own layouts (router/src/server.rs).
 	tgiInput, tgiMaxNew, tgiGenerated              hist
 	tgiDuration, tgiQueue, tgiInference, tgiPerTok hist
@@ -159,8 +161,12 @@ func newEngineMetrics(maxModelLen int, startUnix float64) *engineMetrics {
 		promptLen: newHist(lens),
 		genLen:    newHist(lens),
 
-		sglTTFT:      newHist(append(bucketsTTFT()[:16], 15.0, 20.0, 25.0, 30.0)),
-		sglITL:       newHist([]float64{0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5}),
+		sglTTFT: newHist(append(bucketsTTFT()[:16], 15.0, 20.0, 25.0, 30.0)),
+		sglITL:  newHist([]float64{0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5}),
+		sglPromptLen: newHist([]float64{100, 300, 500, 700, 1000, 1500, 2000, 3000, 4000, 5000, 6000, 7000, 8000, 9000, 10000,
+			12000, 15000, 20000, 22000, 25000, 30000, 35000, 40000}),
+		sglGenLen: newHist([]float64{100, 300, 500, 1000, 1200, 1500, 1700, 2000, 2500, 3000, 3500, 4000, 4500, 5000,
+			6000, 7000, 8000, 9000, 10000, 12000, 15000, 20000}),
 		tgiInput:     newHist(tgiLinearBuckets(maxModelLen - 1)),
 		tgiMaxNew:    newHist(tgiLinearBuckets(maxModelLen)),
 		tgiGenerated: newHist(tgiLinearBuckets(maxModelLen)),
@@ -241,6 +247,8 @@ func (r recorder) finish(s *seq, at int64) {
 	m.decode.observe(seconds(at - s.firstToken))
 	m.promptLen.observe(float64(s.prompt))
 	m.genLen.observe(float64(s.generated))
+	m.sglPromptLen.observe(float64(s.prompt))
+	m.sglGenLen.observe(float64(s.generated))
 	m.tgiInput.observe(float64(s.prompt))
 	m.tgiMaxNew.observe(float64(s.maxTokens))
 	m.tgiGenerated.observe(float64(s.generated))
