@@ -2,6 +2,7 @@ package twin
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,5 +60,44 @@ func TestTwinBatchInterferenceSelfCheck(t *testing.T) {
 	}
 	if math.Abs(*e) > SelfCheckBound {
 		t.Errorf("interactive TTFT p95 self-check %+.0f%%, beyond the bound of %.0f%%", 100**e, 100*SelfCheckBound)
+	}
+}
+
+// TestTwinOnSGLangNames builds the twin from the same scenario served with
+// SGLang's metric names: its finished-request counter (num_requests_total)
+// and its request-length histograms, in SGLang's own buckets, carry the
+// other traffic's rate and shapes as vLLM's do.
+func TestTwinOnSGLangNames(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 3-minute virtual session and a twin build")
+	}
+	k, err := sim.Scenario("batch-interference")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.MetricsFlavor = sim.FlavorSGLang
+	v, err := sim.NewVirtual(k, sessionStart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	classes := demoClasses()
+	snap := session(t, simEngine{v}, classes, 3*time.Minute, 1)
+	if p := snap.Run.Server.Profile; p != "tokentop-sim" || snap.Run.Server.Variant != sim.FlavorSGLang {
+		t.Fatalf("profile %s %s, want the simulator speaking sglang", p, snap.Run.Server.Variant)
+	}
+	d := diagnose.Evaluate(&snap.Run, classes)
+	r := Build(Input{Classes: classes, View: &snap.Run, Findings: d.Findings, NoCapacity: true})
+	if r.Declined != "" {
+		t.Fatalf("declined: %s", r.Declined)
+	}
+	var other []string
+	for _, s := range r.Fit.Load {
+		if strings.HasPrefix(s.Name, "other") {
+			other = append(other, s.Origin)
+		}
+	}
+	t.Logf("reliable=%v self-check %s\n%s", r.Reliable, selfCheckLine(r), strings.Join(other, "\n"))
+	if len(other) != 2 || !strings.Contains(other[0], "two shapes from the server's length histograms") {
+		t.Errorf("the other traffic is not the two shapes of SGLang's length histograms: %q", other)
 	}
 }
