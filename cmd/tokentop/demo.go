@@ -194,7 +194,12 @@ func runDemo(ctx context.Context, e env, args []string) (int, error) {
 		// shown in the header and the report, and not raised as a finding.
 		cfg.FootprintBudget = 1
 	}
-	stack, err := startSim(ctx, knobs, "127.0.0.1:0")
+	// The simulator outlives an interrupt: the session stops its probes
+	// first (their requests end cancelled, by tokentop), then the deferred
+	// Close stops the simulator. Stopped with the session's context, it
+	// cut streams still in flight, and the report blamed the server for
+	// them.
+	stack, err := startSim(context.WithoutCancel(ctx), knobs, "127.0.0.1:0")
 	if err != nil {
 		return report.ExitNoData, err
 	}

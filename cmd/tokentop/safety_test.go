@@ -542,6 +542,47 @@ func TestInterruptWritesTheReport(t *testing.T) {
 	}
 }
 
+// An interrupted demo stops its probes before its simulator: the requests
+// the interrupt cut are cancelled by tokentop, never counted as the
+// server's truncated streams or refused connections (which once raised
+// error_burst in the report of a demo stopped with SIGTERM).
+func TestInterruptedDemoBlamesNotItsServer(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("runs the demo for a few seconds")
+	}
+	out := filepath.Join(t.TempDir(), "report.json")
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, testEnv(&stdout, &stderr), []string{"demo", "--headless", "--duration", "5m", "--report", out})
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatalf("exit %d, no report: %v\nstderr: %s", code, err, stderr.String())
+	}
+	var r safetyReport
+	if err := json.Unmarshal(data, &r); err != nil {
+		t.Fatal(err)
+	}
+	cancelled := int64(0)
+	for name, c := range r.Classes {
+		cancelled += c.ErrorsByKind["cancelled"]
+		for kind, n := range c.ErrorsByKind {
+			if kind != "cancelled" && n > 0 {
+				t.Errorf("class %s: %d %s errors in an interrupted demo of a healthy server", name, n, kind)
+			}
+		}
+	}
+	if cancelled == 0 {
+		t.Errorf("no request was in flight at the interrupt: the test proves nothing (%s)", r.text())
+	}
+	for _, f := range r.Findings {
+		if f.Rule == "error_burst" || f.Rule == "server_restart" {
+			t.Errorf("%s in an interrupted demo: %s", f.Rule, f.Summary)
+		}
+	}
+}
+
 // One TLS and auth story: against a TLS server that wants a bearer key on
 // every path, --insecure and --api-key-env serve the probes and the scrape
 // alike, and the key appears in none of the report, recording or traces.
