@@ -489,14 +489,7 @@ func TestSafetyAgainstServersThatMisbehave(t *testing.T) {
 			if b := tt.fake.maxBody.Load(); b > 1<<20 {
 				t.Errorf("largest request body %d bytes, over the 1 MiB cap", b)
 			}
-			data, err := os.ReadFile(out)
-			if err != nil {
-				t.Fatalf("exit %d, no report: %v\nstderr: %s", code, err, stderr.String())
-			}
-			var r safetyReport
-			if err := json.Unmarshal(data, &r); err != nil {
-				t.Fatalf("report is not JSON: %v", err)
-			}
+			r := readSafetyReport(t, out, code, &stderr)
 			if fi, err := os.Stat(rec); err != nil || fi.Size() == 0 {
 				t.Errorf("recording not written: %v", err)
 			}
@@ -504,6 +497,21 @@ func TestSafetyAgainstServersThatMisbehave(t *testing.T) {
 			tt.check(t, &r, code, tt.fake)
 		})
 	}
+}
+
+// readSafetyReport reads the JSON report a run that exited with code wrote
+// to out, failing the test (with the run's stderr) when there is none.
+func readSafetyReport(t *testing.T, out string, code int, stderr *bytes.Buffer) safetyReport {
+	t.Helper()
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatalf("exit %d, no report: %v\nstderr: %s", code, err, stderr.String())
+	}
+	var r safetyReport
+	if err := json.Unmarshal(data, &r); err != nil {
+		t.Fatalf("report is not JSON: %v", err)
+	}
+	return r
 }
 
 // SIGINT or SIGTERM (a cancelled context, as main's signal.NotifyContext
@@ -526,14 +534,7 @@ func TestInterruptWritesTheReport(t *testing.T) {
 	if took := time.Since(start); took > 2*time.Second+safetyLateness {
 		t.Errorf("interrupted run took %v to end", took)
 	}
-	data, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatalf("exit %d, no report: %v\nstderr: %s", code, err, stderr.String())
-	}
-	var r safetyReport
-	if err := json.Unmarshal(data, &r); err != nil {
-		t.Fatal(err)
-	}
+	r := readSafetyReport(t, out, code, &stderr)
 	if r.Classes["batch"].Completed == 0 {
 		t.Errorf("the report of an interrupted run holds nothing: %s", r.text())
 	}
@@ -556,14 +557,7 @@ func TestInterruptedDemoBlamesNotItsServer(t *testing.T) {
 	defer cancel()
 	var stdout, stderr bytes.Buffer
 	code := run(ctx, testEnv(&stdout, &stderr), []string{"demo", "--headless", "--duration", "5m", "--report", out})
-	data, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatalf("exit %d, no report: %v\nstderr: %s", code, err, stderr.String())
-	}
-	var r safetyReport
-	if err := json.Unmarshal(data, &r); err != nil {
-		t.Fatal(err)
-	}
+	r := readSafetyReport(t, out, code, &stderr)
 	cancelled := int64(0)
 	for name, c := range r.Classes {
 		cancelled += c.ErrorsByKind["cancelled"]
