@@ -58,8 +58,26 @@ func (f *fakeEngine) QueryRange(_ context.Context, q string, r v1.Range, _ ...v1
 	if !strings.Contains(q, `__name__=~"`) || !strings.Contains(q, `job="llm"`) {
 		return nil, nil, nil, fmt.Errorf("unexpected range query %s", q)
 	}
+	// As Prometheus does, answer only the series whose names the query's
+	// matchers select.
+	match := func(op string) *regexp.Regexp {
+		m := regexp.MustCompile(`__name__` + op + `"((?:[^"\\]|\\.)*)"`).FindStringSubmatch(q)
+		if m == nil {
+			return nil
+		}
+		re, err := strconv.Unquote(`"` + m[1] + `"`)
+		if err != nil {
+			panic(err)
+		}
+		return regexp.MustCompile("^(?:" + re + ")$")
+	}
+	want, notWant := match("=~"), match("!~")
 	var m model.Matrix
 	for _, s := range f.series {
+		name := string(s.labels[model.MetricNameLabel])
+		if want != nil && !want.MatchString(name) || notWant != nil && notWant.MatchString(name) {
+			continue
+		}
 		ss := &model.SampleStream{Metric: model.Metric(s.labels.Clone())}
 		for t := r.Start; !t.After(r.End); t = t.Add(r.Step) {
 			ss.Values = append(ss.Values, model.SamplePair{Timestamp: model.TimeFromUnixNano(t.UnixNano()), Value: model.SampleValue(s.value(t))})

@@ -89,7 +89,11 @@ const serverFamilies = `(vllm|sglang|lmdeploy|llamacpp|trtllm):.+` +
 	`|(tgi|trtllm|nv_trt_llm|nv_inference|dynamo_frontend|dynamo_component)_.+` +
 	`|tokentop_sim_info` +
 	`|num_requests_(running|waiting)|gpu_cache_usage_perc|kv_cache_usage_perc|num_preemptions_total` +
-	`|prompt_tokens_total|generation_tokens_total|request_success_total`
+	`|prompt_tokens_total|generation_tokens_total|request_success_total` +
+	// The process collector's start time: a restart moves it. Every
+	// exporter has it, so it only joins rows that server families made
+	// (readSeries).
+	`|` + prom.SignalProcessStartTime
 
 // vector runs an instant query that must answer an instant vector.
 func (f *Fleet) vector(ctx context.Context, q string, now time.Time, ws *v1.Warnings) (model.Vector, error) {

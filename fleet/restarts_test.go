@@ -80,3 +80,58 @@ func TestFleetShowsRestarts(t *testing.T) {
 		}
 	}
 }
+
+// A restart that only the process start time shows: an instance that
+// exports gauges and no counters, restarted 30 s into the window. The
+// start time joins the instance's row; an exporter in the selector that
+// has nothing but a start time (a node exporter, say) makes no row.
+func TestFleetRestartFromProcessStart(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_800_000_000, 0)
+	t0 := now.Add(-time.Minute)
+	restartAt := t0.Add(32 * time.Second)
+	started := func(t time.Time) float64 {
+		if t.Before(restartAt) {
+			return float64(t0.Add(-time.Hour).Unix())
+		}
+		return float64(restartAt.Unix())
+	}
+	eng := &fakeEngine{series: []fakeSeries{
+		{ls("__name__", "vllm:num_requests_running", "instance", "gauges:8000", "model_name", "llama"), gauge(8)},
+		{ls("__name__", "vllm:num_requests_waiting", "instance", "gauges:8000", "model_name", "llama"), gauge(1)},
+		{ls("__name__", "process_start_time_seconds", "instance", "gauges:8000"), started},
+		{ls("__name__", "vllm:num_requests_running", "instance", "steady:8000", "model_name", "llama"), gauge(8)},
+		{ls("__name__", "process_start_time_seconds", "instance", "steady:8000"), gauge(float64(t0.Add(-time.Hour).Unix()))},
+		{ls("__name__", "process_start_time_seconds", "instance", "node:9100"), started},
+	}}
+	f, err := New(eng, Options{Selector: `job="llm"`, Window: time.Minute, Step: 5 * time.Second, Classes: config.Default().Classes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.Read(context.Background(), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := Build(res, Meta{})
+	byName := map[string]InstanceReport{}
+	for _, in := range rep.Instances {
+		byName[in.Instance] = in
+	}
+	if _, ok := byName["node:9100"]; ok || len(rep.Instances) != 2 {
+		t.Errorf("rows %d (node:9100 among them: %v), want gauges:8000 and steady:8000 only", len(rep.Instances), ok)
+	}
+	want := restartAt.UTC().Format(time.RFC3339)
+	if got := byName["gauges:8000"].Restarts; len(got) != 1 || got[0] != want {
+		t.Errorf("gauges:8000 restarts %v, want [%s] (the start time it reports)", got, want)
+	}
+	if got := byName["steady:8000"].Restarts; len(got) != 0 {
+		t.Errorf("steady:8000 restarts %v, want none", got)
+	}
+	found := false
+	for _, fd := range byName["gauges:8000"].Findings {
+		found = found || fd.Rule == diagnose.RuleServerRestart
+	}
+	if !found {
+		t.Errorf("no server_restart on gauges:8000: %+v", byName["gauges:8000"].Findings)
+	}
+}

@@ -121,8 +121,13 @@ func (f *Fleet) readSeries(ctx context.Context, now time.Time, res *Result) ([]*
 		sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
 		for _, t := range ts {
 			byRole := map[string]*prom.Exposition{}
+			var starts []prom.Series // the instance's process start times
 			for _, ss := range in.steps[t] {
 				name := string(ss.Metric[model.MetricNameLabel])
+				if name == prom.SignalProcessStartTime {
+					starts = append(starts, prom.Series{Name: name, Labels: seriesLabels(ss.Metric), Value: float64(ss.Values[0].Value)})
+					continue
+				}
 				role := rowRole(prom.RoleOf(labelsOf(ss.Metric)), soleRole, name)
 				e := byRole[role]
 				if e == nil {
@@ -130,6 +135,12 @@ func (f *Fleet) readSeries(ctx context.Context, now time.Time, res *Result) ([]*
 					byRole[role] = e
 				}
 				e.Series[name] = append(e.Series[name], prom.Series{Name: name, Labels: seriesLabels(ss.Metric), Value: float64(ss.Values[0].Value)})
+			}
+			// The process start time carries no role: it is every row's of
+			// the instance, and makes no row of its own (every exporter,
+			// LLM server or not, has one).
+			for _, e := range byRole {
+				e.Series[prom.SignalProcessStartTime] = append(e.Series[prom.SignalProcessStartTime], starts...)
 			}
 			at := model.Time(t).Time()
 			// Roles and models in order: the rows the cap keeps, and the
