@@ -39,19 +39,7 @@ func TestFleetShowsRestarts(t *testing.T) {
 		{ls("__name__", "vllm:num_requests_waiting", "instance", "steady:8000", "model_name", "llama"), gauge(0)},
 		{ls("__name__", "vllm:generation_tokens_total", "instance", "steady:8000", "model_name", "llama"), counter(5e6, 800, t0)},
 	}}
-	f, err := New(eng, Options{Selector: `job="llm"`, Window: time.Minute, Step: 5 * time.Second, Classes: config.Default().Classes})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := f.Read(context.Background(), now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep := Build(res, Meta{})
-	byName := map[string]InstanceReport{}
-	for _, in := range rep.Instances {
-		byName[in.Instance] = in
-	}
+	res, rep, byName := readMinute(t, eng, now)
 	crashy, steady := byName["crashy:8000"], byName["steady:8000"]
 	if len(crashy.Restarts) != 1 || crashy.Restarts[0] != model.TimeFromUnixNano(restartAt.UnixNano()).Time().UTC().Format(time.RFC3339) {
 		t.Errorf("crashy restarts %v, want the first step at or after %v", crashy.Restarts, restartAt.UTC())
@@ -104,19 +92,7 @@ func TestFleetRestartFromProcessStart(t *testing.T) {
 		{ls("__name__", "process_start_time_seconds", "instance", "steady:8000"), gauge(float64(t0.Add(-time.Hour).Unix()))},
 		{ls("__name__", "process_start_time_seconds", "instance", "node:9100"), started},
 	}}
-	f, err := New(eng, Options{Selector: `job="llm"`, Window: time.Minute, Step: 5 * time.Second, Classes: config.Default().Classes})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := f.Read(context.Background(), now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep := Build(res, Meta{})
-	byName := map[string]InstanceReport{}
-	for _, in := range rep.Instances {
-		byName[in.Instance] = in
-	}
+	_, rep, byName := readMinute(t, eng, now)
 	if _, ok := byName["node:9100"]; ok || len(rep.Instances) != 2 {
 		t.Errorf("rows %d (node:9100 among them: %v), want gauges:8000 and steady:8000 only", len(rep.Instances), ok)
 	}
@@ -134,4 +110,25 @@ func TestFleetRestartFromProcessStart(t *testing.T) {
 	if !found {
 		t.Errorf("no server_restart on gauges:8000: %+v", byName["gauges:8000"].Findings)
 	}
+}
+
+// readMinute reads a minute of eng's series in 5 s steps, as `tokentop
+// fleet --selector 'job="llm"'` would at now, and reports it, with the
+// report's instances by name.
+func readMinute(t *testing.T, eng *fakeEngine, now time.Time) (*Result, Report, map[string]InstanceReport) {
+	t.Helper()
+	f, err := New(eng, Options{Selector: `job="llm"`, Window: time.Minute, Step: 5 * time.Second, Classes: config.Default().Classes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.Read(context.Background(), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := Build(res, Meta{})
+	byName := map[string]InstanceReport{}
+	for _, in := range rep.Instances {
+		byName[in.Instance] = in
+	}
+	return res, rep, byName
 }
