@@ -224,3 +224,26 @@ func TestBatchInterferenceLooksPastTokentopsOwnRequests(t *testing.T) {
 		t.Errorf("batch_interference %s: %s; want critical, naming the other traffic's shape", f.Severity, f.Summary)
 	}
 }
+
+// Interactive requests as slow as batch ones did not wait behind batch
+// work when the server's queue gauge never showed anyone waiting (the
+// matrix's healthy server on slow hardware once got batch_interference for
+// a TTFT p95 of 821 ms, with the queue at 0 in every scrape): the rule
+// needs the server's queue, or no server to ask.
+func TestBatchInterferenceNeedsSomeoneWaiting(t *testing.T) {
+	v := queuedView()
+	v.Server.Running = metrics.GaugeStats{Count: 15, P50: 18, P95: 20, Max: 21}
+	v.Server.QueueDepth = metrics.GaugeStats{Count: 15}
+	v.Server.Queue = metrics.Dist{}
+	if f := findingOf(Evaluate(&v, config.Default().Classes), RuleBatchInterference); f != nil {
+		t.Errorf("batch_interference with an empty server queue in 15 scrapes: %s", f.Summary)
+	}
+	v.Server.QueueDepth = metrics.GaugeStats{Count: 15, P50: 0, P95: 2, Max: 3}
+	if f := findingOf(Evaluate(&v, config.Default().Classes), RuleBatchInterference); f == nil {
+		t.Error("no batch_interference once requests waited in the server")
+	}
+	v.Server = metrics.ServerStats{} // no /metrics: the clients' TTFTs alone
+	if f := findingOf(Evaluate(&v, config.Default().Classes), RuleBatchInterference); f == nil || f.Severity != SeverityWarning {
+		t.Errorf("without /metrics: batch_interference %+v, want the clients' warning", f)
+	}
+}

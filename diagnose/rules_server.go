@@ -244,7 +244,7 @@ func batchInterference(in *ruleInput) (Finding, bool) {
 			break
 		}
 	}
-	if batch == nil || batch.TTFT.P95 <= 0 {
+	if batch == nil || batch.TTFT.P95 <= 0 || nobodyWaited(&in.view.Server) {
 		return Finding{}, false
 	}
 	for i := range in.view.Classes {
@@ -298,6 +298,18 @@ func batchInterference(in *ruleInput) (Finding, bool) {
 	}
 	return Finding{}, false
 }
+
+// nobodyWaited: the server's queue gauge, read in every one of at least
+// minScrapesToClear scrapes, never showed a request waiting. Interactive
+// requests then did not wait behind batch work in the server, whatever
+// their TTFT: a prompt that stretches the steps is prefill_contention's.
+func nobodyWaited(s *metrics.ServerStats) bool {
+	return s.QueueDepth.Count >= minScrapesToClear && s.QueueDepth.Max < 1
+}
+
+// minScrapesToClear is how many readings of the queue gauge it takes to say
+// nothing waited: fewer could fall between the bursts.
+const minScrapesToClear = 5
 
 // serverRequestShape is the server's average request over the span:
 // prompt and output tokens per finished request, from its own counters.
