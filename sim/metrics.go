@@ -127,6 +127,14 @@ type engineMetrics struct {
 // (vLLM V0's _LOCAL_LOGGING_INTERVAL_SEC).
 const throughputWindow = 5 * time.Second
 
+// sglangLengthBuckets is SGLang's default layout of both request-length
+// histograms (TokenizerMetricsCollector: generation lengths default to the
+// prompt layout), in tokens.
+func sglangLengthBuckets() []float64 {
+	return []float64{100, 300, 500, 700, 1000, 1500, 2000, 3000, 4000, 5000, 6000, 7000, 8000, 9000, 10000, 12000, 15000,
+		20000, 22000, 25000, 30000, 35000, 40000, 66000, 99000, 132000, 300000, 600000, 900000, 1100000}
+}
+
 // tgiDurationBuckets is TGI's duration layout: 0.0001 × 1.5^i, 35 buckets.
 func tgiDurationBuckets() []float64 {
 	out := make([]float64, 35)
@@ -161,12 +169,10 @@ func newEngineMetrics(maxModelLen int, startUnix float64) *engineMetrics {
 		promptLen: newHist(lens),
 		genLen:    newHist(lens),
 
-		sglTTFT: newHist(append(bucketsTTFT()[:16], 15.0, 20.0, 25.0, 30.0)),
-		sglITL:  newHist([]float64{0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5}),
-		sglPromptLen: newHist([]float64{100, 300, 500, 700, 1000, 1500, 2000, 3000, 4000, 5000, 6000, 7000, 8000, 9000, 10000,
-			12000, 15000, 20000, 22000, 25000, 30000, 35000, 40000}),
-		sglGenLen: newHist([]float64{100, 300, 500, 1000, 1200, 1500, 1700, 2000, 2500, 3000, 3500, 4000, 4500, 5000,
-			6000, 7000, 8000, 9000, 10000, 12000, 15000, 20000}),
+		sglTTFT:      newHist(append(bucketsTTFT()[:16], 15.0, 20.0, 25.0, 30.0)),
+		sglITL:       newHist([]float64{0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5}),
+		sglPromptLen: newHist(sglangLengthBuckets()),
+		sglGenLen:    newHist(sglangLengthBuckets()),
 		tgiInput:     newHist(tgiLinearBuckets(maxModelLen - 1)),
 		tgiMaxNew:    newHist(tgiLinearBuckets(maxModelLen)),
 		tgiGenerated: newHist(tgiLinearBuckets(maxModelLen)),
