@@ -14,13 +14,13 @@ import "time"
 // and a wall-clock step during the session moves nothing.
 type Timebase struct {
 	origin time.Time // with its monotonic reading
-	wall   time.Time // origin's wall reading, UTC
+	wall   time.Time // origin's wall reading, in its location
 }
 
 // NewTimebase returns the timebase that starts at origin, a time.Now()
 // reading taken at the session's start.
 func NewTimebase(origin time.Time) Timebase {
-	return Timebase{origin: origin, wall: origin.Round(0).UTC()}
+	return Timebase{origin: origin, wall: origin.Round(0)}
 }
 
 // Instant is t on the timebase. The zero time stays zero (it means "did
