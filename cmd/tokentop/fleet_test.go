@@ -365,26 +365,15 @@ func TestFleetConsoleUnderTmux(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the fleet console in tmux")
 	}
-	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("tmux not installed (.ci/run installs it)")
-	}
+	needTmux(t)
 	bin := buildBinary(t)
 	promURL := fakePrometheus(t)
 	for _, size := range []struct{ w, h int }{{160, 30}, {80, 24}} {
 		t.Run(fmt.Sprintf("%dx%d", size.w, size.h), func(t *testing.T) {
-			session := fmt.Sprintf("tokentop-fleet-test-%d", size.w)
-			exec.Command("tmux", "kill-session", "-t", session).Run()
-			tmux(t, "new-session", "-d", "-s", session, "-x", strconv.Itoa(size.w), "-y", strconv.Itoa(size.h),
+			p := startPane(t, fmt.Sprintf("tokentop-fleet-test-%d", size.w), size.w, size.h,
 				bin+" fleet --prometheus "+promURL+" --window 20s --no-color; echo EXITED:$?; sleep 30")
-			defer exec.Command("tmux", "kill-session", "-t", session).Run()
-			screen := ""
 			wants := []string{"tokentop fleet", "replica-full:8000", "replica-idle:8000", "warning", "no finding", "███", "▁▁▁"}
-			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
-				time.Sleep(300 * time.Millisecond)
-				if screen = tmux(t, "capture-pane", "-p", "-t", session); containsAll(screen, wants) {
-					break
-				}
-			}
+			screen, _ := p.waitFor(10*time.Second, showing(wants...))
 			for _, w := range wants {
 				if !strings.Contains(screen, w) {
 					t.Errorf("the %dx%d screen lacks %q:\n%s", size.w, size.h, w, screen)
@@ -393,9 +382,9 @@ func TestFleetConsoleUnderTmux(t *testing.T) {
 			if strings.Index(screen, "replica-full:8000") > strings.Index(screen, "replica-idle:8000") {
 				t.Errorf("the full replica is not first:\n%s", screen)
 			}
-			tmux(t, "send-keys", "-t", session, "Enter")
+			p.keys("Enter")
 			time.Sleep(500 * time.Millisecond)
-			drill := tmux(t, "capture-pane", "-p", "-t", session)
+			drill := p.screen()
 			if !containsAll(drill, []string{"replica-full:8000 · — · m · vllm", "queue depth", "KV usage", "kv_cache_pressure", "queue_saturation"}) {
 				t.Errorf("drill-in:\n%s", drill)
 			}
@@ -410,13 +399,10 @@ func TestFleetConsoleUnderTmux(t *testing.T) {
 					}
 				}
 			}
-			tmux(t, "send-keys", "-t", session, "q")
-			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-				if strings.Contains(tmux(t, "capture-pane", "-p", "-t", session), "EXITED:0") {
-					return
-				}
+			p.keys("q")
+			if screen, ok := p.waitFor(5*time.Second, showing("EXITED:0")); !ok {
+				t.Errorf("q did not end the console with exit 0:\n%s", screen)
 			}
-			t.Errorf("q did not end the console with exit 0:\n%s", tmux(t, "capture-pane", "-p", "-t", session))
 		})
 	}
 }

@@ -10,10 +10,8 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -411,40 +409,29 @@ func TestHostileServerText(t *testing.T) {
 
 	t.Run("console under tmux", func(t *testing.T) {
 		t.Parallel()
-		if _, err := exec.LookPath("tmux"); err != nil {
-			t.Skip("tmux not installed (.ci/run installs it)")
-		}
+		needTmux(t)
 		bin := buildBinary(t)
 		errFile := filepath.Join(t.TempDir(), "stderr")
-		// Unique: another checkout's test may run beside this one.
-		session := "tokentop-test-hostile-" + strconv.Itoa(os.Getpid())
-		exec.Command("tmux", "kill-session", "-t", session).Run()
-		tmux(t, "new-session", "-d", "-s", session, "-x", "160", "-y", "48",
+		p := startPane(t, "tokentop-test-hostile", 160, 48,
 			bin+" watch --config "+cfg+" --no-color --gpu-metrics "+url+"/dcgm 2>"+errFile+"; echo EXITED:$?; sleep 30")
-		defer exec.Command("tmux", "kill-session", "-t", session).Run()
-		capture := func() string { return tmux(t, "capture-pane", "-p", "-e", "-t", session) }
-		var screen string
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
-			if screen = capture(); strings.Contains(screen, `H100m\x1b]0;`) && strings.Contains(screen, "p50") {
-				break
-			}
-		}
+		p.escapes = true
+		screen, _ := p.waitFor(10*time.Second, showing(`H100m\x1b]0;`, "p50"))
 		checkScreen(t, "the console", screen)
 		if !strings.Contains(screen, `H100m\x1b]0;`) {
 			t.Errorf("the console does not show the GPU name, escaped:\n%s", screen)
 		}
 		// The drill-downs: slowest requests (their errors), server, GPU.
 		for _, key := range []string{"s", "m", "g"} {
-			tmux(t, "send-keys", "-t", session, key)
+			p.keys(key)
 			time.Sleep(600 * time.Millisecond)
-			checkScreen(t, "the console after "+key, capture())
+			checkScreen(t, "the console after "+key, p.screen())
 		}
-		screen = quitConsole(t, session)
+		screen = p.quit()
 		checkScreen(t, "the terminal after quitting", screen)
 		if !strings.Contains(screen, "EXITED:") {
 			t.Errorf("the console did not quit:\n%s", screen)
 		}
-		if title := tmux(t, "display-message", "-p", "-t", session, "#{pane_title}"); strings.Contains(title, "pwned") {
+		if title := tmux(t, "display-message", "-p", "-t", p.name, "#{pane_title}"); strings.Contains(title, "pwned") {
 			t.Errorf("the server retitled the terminal: %q", title)
 		}
 		if data, err := os.ReadFile(errFile); err == nil {

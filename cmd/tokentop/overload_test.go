@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -83,24 +82,11 @@ func TestConsoleShowsLowerBounds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the console in tmux")
 	}
-	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("tmux not installed (.ci/run installs it)")
-	}
+	needTmux(t)
 	bin := buildBinary(t)
-	session := "tokentop-test-overload"
-	exec.Command("tmux", "kill-session", "-t", session).Run()
-	tmux(t, "new-session", "-d", "-s", session, "-x", "160", "-y", "48", bin+" demo "+strings.Join(overloadArgs, " ")+"; echo EXITED:$?; sleep 30")
-	defer exec.Command("tmux", "kill-session", "-t", session).Run()
-	var screen string
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); {
-		time.Sleep(500 * time.Millisecond)
-		screen = tmux(t, "capture-pane", "-p", "-t", session)
-		if strings.Contains(screen, "p95 ≥") {
-			break
-		}
-	}
-	if !strings.Contains(screen, "p95 ≥") {
+	p := startPane(t, "tokentop-test-overload", 160, 48, bin+" demo "+strings.Join(overloadArgs, " ")+"; echo EXITED:$?; sleep 30")
+	if screen, ok := p.waitFor(15*time.Second, showing("p95 ≥")); !ok {
 		t.Errorf("the console shows no lower bound (≥) while every request waits:\n%s", screen)
 	}
-	quitConsole(t, session)
+	p.quit()
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -118,9 +117,7 @@ func TestReplayConsoleUnderTmux(t *testing.T) {
 	if testing.Short() {
 		t.Skip("records a demo and replays it in tmux")
 	}
-	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("tmux not installed (.ci/run installs it)")
-	}
+	needTmux(t)
 	rec := filepath.Join(t.TempDir(), "session.jsonl")
 	var stdout, stderr bytes.Buffer
 	if code := run(context.Background(), testEnv(&stdout, &stderr), []string{"demo", "--headless", "--duration", "6s",
@@ -128,25 +125,15 @@ func TestReplayConsoleUnderTmux(t *testing.T) {
 		t.Fatalf("demo: exit %d\n%s", code, stderr.String())
 	}
 	bin := buildBinary(t)
-	session := "tokentop-test-replay"
-	exec.Command("tmux", "kill-session", "-t", session).Run()
-	tmux(t, "new-session", "-d", "-s", session, "-x", "160", "-y", "48", bin+" replay --speed 10 "+rec+"; echo EXITED:$?; sleep 30")
-	defer exec.Command("tmux", "kill-session", "-t", session).Run()
+	p := startPane(t, "tokentop-test-replay", 160, 48, bin+" replay --speed 10 "+rec+"; echo EXITED:$?; sleep 30")
 	wants := []string{"replay", "interactive", "TTFT", "p99", "SLO", "findings"}
-	var screen string
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
-		time.Sleep(500 * time.Millisecond)
-		screen = tmux(t, "capture-pane", "-p", "-t", session)
-		if containsAll(screen, wants) && !strings.Contains(screen, "waiting for") {
-			break
-		}
-	}
+	screen, _ := p.waitFor(10*time.Second, func(s string) bool { return containsAll(s, wants) && !strings.Contains(s, "waiting for") })
 	for _, w := range wants {
 		if !strings.Contains(screen, w) {
 			t.Errorf("the replay console lacks %q:\n%s", w, screen)
 		}
 	}
-	screen = quitConsole(t, session)
+	screen = p.quit()
 	if !strings.Contains(screen, "EXITED:0") {
 		t.Errorf("q did not quit the replay cleanly:\n%s", screen)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -37,9 +38,7 @@ func TestConsoleUnderTmux(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the console in tmux")
 	}
-	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("tmux not installed (.ci/run installs it)")
-	}
+	needTmux(t)
 	bin := buildBinary(t)
 	for _, size := range []struct {
 		w, h  int
@@ -51,20 +50,10 @@ func TestConsoleUnderTmux(t *testing.T) {
 			"time series · last ", "TTFT p95", "┤", "└"}},
 	} {
 		t.Run(strings.Join([]string{strconv.Itoa(size.w), strconv.Itoa(size.h)}, "x"), func(t *testing.T) {
-			session := "tokentop-test-" + strconv.Itoa(size.w)
-			exec.Command("tmux", "kill-session", "-t", session).Run()
-			tmux(t, "new-session", "-d", "-s", session, "-x", strconv.Itoa(size.w), "-y", strconv.Itoa(size.h), bin+" demo; echo EXITED:$?; sleep 30")
-			defer exec.Command("tmux", "kill-session", "-t", session).Run()
-
-			var screen string
-			deadline := time.Now().Add(10 * time.Second)
-			for time.Now().Before(deadline) {
-				time.Sleep(500 * time.Millisecond)
-				screen = tmux(t, "capture-pane", "-p", "-t", session)
-				if containsAll(screen, size.wants) && strings.Contains(screen, "p50") && !strings.Contains(screen, "waiting for") {
-					break
-				}
-			}
+			p := startPane(t, "tokentop-test-"+strconv.Itoa(size.w), size.w, size.h, bin+" demo; echo EXITED:$?; sleep 30")
+			screen, _ := p.waitFor(10*time.Second, func(s string) bool {
+				return containsAll(s, size.wants) && strings.Contains(s, "p50") && !strings.Contains(s, "waiting for")
+			})
 			for _, w := range size.wants {
 				if !strings.Contains(screen, w) {
 					t.Errorf("after 10 s the %dx%d screen lacks %q:\n%s", size.w, size.h, w, screen)
@@ -82,7 +71,7 @@ func TestConsoleUnderTmux(t *testing.T) {
 			if t.Failed() {
 				return
 			}
-			screen = quitConsole(t, session)
+			screen = p.quit()
 			if !strings.Contains(screen, "EXITED:0") {
 				t.Errorf("q did not quit cleanly:\n%s", screen)
 			}
@@ -108,41 +97,32 @@ func TestConsolePauseUnderTmux(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the console in tmux")
 	}
-	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("tmux not installed (.ci/run installs it)")
-	}
+	needTmux(t)
 	bin := buildBinary(t)
-	session := "tokentop-test-pause"
-	exec.Command("tmux", "kill-session", "-t", session).Run()
-	tmux(t, "new-session", "-d", "-s", session, "-x", "120", "-y", "40", bin+" demo; echo EXITED:$?; sleep 30")
-	defer exec.Command("tmux", "kill-session", "-t", session).Run()
-	capture := func() string { return tmux(t, "capture-pane", "-p", "-t", session) }
+	p := startPane(t, "tokentop-test-pause", 120, 40, bin+" demo; echo EXITED:$?; sleep 30")
 	waitScreen := func(what string, d time.Duration) string {
-		var screen string
-		for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
-			if screen = capture(); strings.Contains(screen, what) {
-				return screen
-			}
+		screen, ok := p.waitFor(d, showing(what))
+		if !ok {
+			t.Fatalf("after %v no %q on screen:\n%s", d, what, screen)
 		}
-		t.Fatalf("after %v no %q on screen:\n%s", d, what, screen)
-		return ""
+		return screen
 	}
 	waitScreen("elapsed 3s", 15*time.Second)
-	tmux(t, "send-keys", "-t", session, "p")
+	p.keys("p")
 	frozen := waitScreen("PAUSED at", 5*time.Second)
 	// Several snapshots (250 ms apart) and a second of elapsed time later,
 	// the screen is the same.
 	time.Sleep(2 * time.Second)
-	if now := capture(); now != frozen {
+	if now := p.screen(); now != frozen {
 		t.Errorf("the paused screen changed:\n--- paused ---\n%s\n--- 2 s later ---\n%s", frozen, now)
 	}
-	tmux(t, "send-keys", "-t", session, "p")
+	p.keys("p")
 	live := waitScreen("LIVE 30s window", 5*time.Second)
 	time.Sleep(1500 * time.Millisecond)
-	if capture() == live {
+	if p.screen() == live {
 		t.Error("the screen stood still after p resumed it")
 	}
-	if screen := quitConsole(t, session); !strings.Contains(screen, "EXITED:0") {
+	if screen := p.quit(); !strings.Contains(screen, "EXITED:0") {
 		t.Errorf("q did not quit cleanly:\n%s", screen)
 	}
 }
@@ -152,43 +132,82 @@ func TestConsoleTooSmall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the console in tmux")
 	}
+	needTmux(t)
+	bin := buildBinary(t)
+	p := startPane(t, "tokentop-test-small", 50, 12, bin+" demo; sleep 30")
+	if screen, ok := p.waitFor(10*time.Second, showing("too small")); !ok {
+		t.Errorf("a 50x12 terminal is not told it is too small:\n%s", screen)
+	}
+	p.keys("q")
+}
+
+// needTmux skips the test where tmux is not installed.
+func needTmux(t *testing.T) {
+	t.Helper()
 	if _, err := exec.LookPath("tmux"); err != nil {
 		t.Skip("tmux not installed (.ci/run installs it)")
 	}
-	bin := buildBinary(t)
-	session := "tokentop-test-small"
-	exec.Command("tmux", "kill-session", "-t", session).Run()
-	tmux(t, "new-session", "-d", "-s", session, "-x", "50", "-y", "12", bin+" demo; sleep 30")
-	defer exec.Command("tmux", "kill-session", "-t", session).Run()
-	var screen string
-	for i := 0; i < 20; i++ {
-		time.Sleep(500 * time.Millisecond)
-		screen = tmux(t, "capture-pane", "-p", "-t", session)
-		if strings.Contains(screen, "too small") {
-			break
-		}
-	}
-	if !strings.Contains(screen, "too small") {
-		t.Errorf("a 50x12 terminal is not told it is too small:\n%s", screen)
-	}
-	tmux(t, "send-keys", "-t", session, "q")
 }
 
-// quitConsole presses q in the tmux session and returns its screen once
-// the shell there has printed the console's exit status (EXITED:N), or
-// after 15 s.
-func quitConsole(t *testing.T, session string) string {
+// pane is a detached tmux session running one shell command for a test, a
+// person's terminal of its size; the test's end kills it.
+type pane struct {
+	t    *testing.T
+	name string
+	// escapes: the screen is read with its escape sequences (capture-pane
+	// -e), as a terminal would get them.
+	escapes bool
+}
+
+// startPane runs command in a cols×rows tmux session named after name and
+// this process (another checkout's tests may run beside these).
+func startPane(t *testing.T, name string, cols, rows int, command string) *pane {
 	t.Helper()
-	tmux(t, "send-keys", "-t", session, "q")
-	var screen string
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); {
-		time.Sleep(300 * time.Millisecond)
-		screen = tmux(t, "capture-pane", "-p", "-t", session)
-		if strings.Contains(screen, "EXITED:") {
-			break
+	p := &pane{t: t, name: name + "-" + strconv.Itoa(os.Getpid())}
+	exec.Command("tmux", "kill-session", "-t", p.name).Run()
+	tmux(t, "new-session", "-d", "-s", p.name, "-x", strconv.Itoa(cols), "-y", strconv.Itoa(rows), command)
+	t.Cleanup(func() { exec.Command("tmux", "kill-session", "-t", p.name).Run() })
+	return p
+}
+
+// screen is what the pane shows now.
+func (p *pane) screen() string {
+	if p.escapes {
+		return tmux(p.t, "capture-pane", "-p", "-e", "-t", p.name)
+	}
+	return tmux(p.t, "capture-pane", "-p", "-t", p.name)
+}
+
+// keys types keys into the pane (tmux send-keys: key names, or -l and text).
+func (p *pane) keys(keys ...string) {
+	tmux(p.t, append([]string{"send-keys", "-t", p.name}, keys...)...)
+}
+
+// waitFor reads the screen every 250 ms until done holds for it or d has
+// passed; it returns the last screen read and whether done held.
+func (p *pane) waitFor(d time.Duration, done func(screen string) bool) (string, bool) {
+	for deadline := time.Now().Add(d); ; time.Sleep(250 * time.Millisecond) {
+		s := p.screen()
+		if done(s) {
+			return s, true
+		}
+		if !time.Now().Before(deadline) {
+			return s, false
 		}
 	}
-	return screen
+}
+
+// showing is a waitFor condition: the screen holds every one of wants.
+func showing(wants ...string) func(string) bool {
+	return func(s string) bool { return containsAll(s, wants) }
+}
+
+// quit presses q and returns the screen once the command's shell has
+// printed its exit status (EXITED:), or after 15 s.
+func (p *pane) quit() string {
+	p.keys("q")
+	s, _ := p.waitFor(15*time.Second, showing("EXITED:"))
+	return s
 }
 
 func containsAll(s string, subs []string) bool {

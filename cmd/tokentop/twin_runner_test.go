@@ -4,7 +4,6 @@ import (
 	"compress/gzip"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -140,44 +139,34 @@ func TestReplayConsoleWhatIfUnderTmux(t *testing.T) {
 	if testing.Short() {
 		t.Skip("replays a recording in tmux")
 	}
-	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("tmux not installed (.ci/run installs it)")
-	}
+	needTmux(t)
 	rec := filepath.Join(t.TempDir(), "session.jsonl")
 	gunzipFile(t, filepath.Join(sessionsDir, "batch-interference.jsonl.gz"), rec)
 	bin := buildBinary(t)
-	session := "tokentop-test-replay-whatif"
-	exec.Command("tmux", "kill-session", "-t", session).Run()
-	tmux(t, "new-session", "-d", "-s", session, "-x", "160", "-y", "48", bin+" replay --speed 20 "+rec+"; echo EXITED:$?; sleep 30")
-	defer exec.Command("tmux", "kill-session", "-t", session).Run()
+	p := startPane(t, "tokentop-test-replay-whatif", 160, 48, bin+" replay --speed 20 "+rec+"; echo EXITED:$?; sleep 30")
 	// screenWith polls the screen until it has every one of wants and
 	// none of nots, for at most d.
 	screenWith := func(d time.Duration, wants, nots []string) (string, bool) {
-		var screen string
-		for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-			screen = tmux(t, "capture-pane", "-p", "-t", session)
-			if containsAll(screen, wants) && !slices.ContainsFunc(nots, func(n string) bool { return strings.Contains(screen, n) }) {
-				return screen, true
-			}
-		}
-		return screen, false
+		return p.waitFor(d, func(s string) bool {
+			return containsAll(s, wants) && !slices.ContainsFunc(nots, func(n string) bool { return strings.Contains(s, n) })
+		})
 	}
 	start := time.Now()
 	if screen, ok := screenWith(5*time.Second, []string{"replay", "interactive"}, nil); !ok {
 		t.Fatalf("the replay console did not start:\n%s", screen)
 	}
-	tmux(t, "send-keys", "-t", session, "w")
+	p.keys("w")
 	if screen, ok := screenWith(10*time.Second, []string{"what-if", "fitted at", "priority=on", "c change"}, nil); !ok {
 		t.Fatalf("w shows no twin from the recording:\n%s", screen)
 	}
-	tmux(t, "send-keys", "-t", session, "n")
-	tmux(t, "send-keys", "-t", session, "-l", "max-num-seqs=16")
-	tmux(t, "send-keys", "-t", session, "Enter")
+	p.keys("n")
+	p.keys("-l", "max-num-seqs=16")
+	p.keys("Enter")
 	if screen, ok := screenWith(10*time.Second, []string{"max-num-seqs=16"}, []string{"predicting…", "change: "}); !ok {
 		t.Fatalf("the typed change was not predicted:\n%s", screen)
 	}
 	t.Logf("replayed, fitted and predicted a typed change in %v", time.Since(start))
-	if screen := quitConsole(t, session); !strings.Contains(screen, "EXITED:0") {
+	if screen := p.quit(); !strings.Contains(screen, "EXITED:0") {
 		t.Errorf("q did not quit the replay cleanly:\n%s", screen)
 	}
 }
