@@ -8,6 +8,7 @@ import (
 
 	"github.com/tokentop/tokentop/config"
 	"github.com/tokentop/tokentop/diagnose"
+	"github.com/tokentop/tokentop/metrics"
 	"github.com/tokentop/tokentop/sim"
 )
 
@@ -32,21 +33,7 @@ func TestTwinBatchInterferenceSelfCheck(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 3-minute virtual session and a twin build")
 	}
-	k, err := sim.Scenario("batch-interference")
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := sim.NewVirtual(k, sessionStart)
-	if err != nil {
-		t.Fatal(err)
-	}
-	classes := demoClasses()
-	snap := session(t, simEngine{v}, classes, 3*time.Minute, 1)
-	d := diagnose.Evaluate(&snap.Run, classes)
-	r := Build(Input{Classes: classes, View: &snap.Run, Findings: d.Findings, NoCapacity: true})
-	if r.Declined != "" {
-		t.Fatalf("declined: %s", r.Declined)
-	}
+	r, _ := batchInterferenceTwin(t, sim.FlavorVLLMV1)
 	for _, s := range r.Fit.Load {
 		t.Logf("load %s: %s %.2f/s n=%d prompt %.0f±%.2f output %.0f±%.2f prio %d\n    %s", s.Name, s.Process, s.Rate, s.N,
 			s.Prompt.Median, s.Prompt.Sigma, s.Output.Median, s.Output.Sigma, s.Priority, s.Origin)
@@ -71,24 +58,9 @@ func TestTwinOnSGLangNames(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 3-minute virtual session and a twin build")
 	}
-	k, err := sim.Scenario("batch-interference")
-	if err != nil {
-		t.Fatal(err)
-	}
-	k.MetricsFlavor = sim.FlavorSGLang
-	v, err := sim.NewVirtual(k, sessionStart)
-	if err != nil {
-		t.Fatal(err)
-	}
-	classes := demoClasses()
-	snap := session(t, simEngine{v}, classes, 3*time.Minute, 1)
-	if p := snap.Run.Server.Profile; p != "tokentop-sim" || snap.Run.Server.Variant != sim.FlavorSGLang {
-		t.Fatalf("profile %s %s, want the simulator speaking sglang", p, snap.Run.Server.Variant)
-	}
-	d := diagnose.Evaluate(&snap.Run, classes)
-	r := Build(Input{Classes: classes, View: &snap.Run, Findings: d.Findings, NoCapacity: true})
-	if r.Declined != "" {
-		t.Fatalf("declined: %s", r.Declined)
+	r, srv := batchInterferenceTwin(t, sim.FlavorSGLang)
+	if srv.Profile != "tokentop-sim" || srv.Variant != sim.FlavorSGLang {
+		t.Fatalf("profile %s %s, want the simulator speaking sglang", srv.Profile, srv.Variant)
 	}
 	var other []string
 	for _, s := range r.Fit.Load {
@@ -100,4 +72,29 @@ func TestTwinOnSGLangNames(t *testing.T) {
 	if len(other) != 2 || !strings.Contains(other[0], "two shapes from the server's length histograms") {
 		t.Errorf("the other traffic is not the two shapes of SGLang's length histograms: %q", other)
 	}
+}
+
+// batchInterferenceTwin measures the batch-interference scenario for 3
+// virtual minutes with the demo's classes, its /metrics in flavor, and
+// builds the twin from it (failing the test when the twin declines); it
+// returns the twin and what the server's /metrics said.
+func batchInterferenceTwin(t *testing.T, flavor string) (*Result, metrics.ServerStats) {
+	t.Helper()
+	k, err := sim.Scenario("batch-interference")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.MetricsFlavor = flavor
+	v, err := sim.NewVirtual(k, sessionStart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	classes := demoClasses()
+	snap := session(t, simEngine{v}, classes, 3*time.Minute, 1)
+	d := diagnose.Evaluate(&snap.Run, classes)
+	r := Build(Input{Classes: classes, View: &snap.Run, Findings: d.Findings, NoCapacity: true})
+	if r.Declined != "" {
+		t.Fatalf("declined: %s", r.Declined)
+	}
+	return r, snap.Run.Server
 }
