@@ -23,7 +23,7 @@ var (
 )
 
 // defaults are the classes tokentop used by default before it sized its
-// load to the server's traffic (issue 19): a load heavy enough to exercise
+// load to the server's traffic: a load heavy enough to exercise
 // every part of Fit, and still a valid config a user may write.
 func defaults() []config.Class { return config.Example() }
 

@@ -1,6 +1,6 @@
 // Package config owns tokentop's run configuration: the target, the traffic
 // classes to probe and the SLO contract of each class. It parses the YAML of
-// CONTRACT.md, fills in conservative defaults and validates everything before
+// docs/reference.md, fills in conservative defaults and validates everything before
 // any request is sent.
 package config
 
@@ -65,7 +65,7 @@ const (
 
 // Class is one kind of traffic with its own arrival process and SLO.
 //
-// Besides the keys of CONTRACT.md a class may set:
+// Besides the keys of docs/reference.md a class may set:
 //
 //	validate: {regex: '^\{.*\}$', json: true}  # a response is valid only if its content matches / parses as JSON
 //	shared_prefix_tokens: 400                   # every prompt starts with the same ~400 tokens (a system prompt)

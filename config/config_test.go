@@ -181,7 +181,7 @@ func TestLoadResolvesReplayFileFromConfigDir(t *testing.T) {
 	}
 }
 
-// The default classes are probe-sized (issue 19): their floor is valid,
+// The default classes are probe-sized: their floor is valid,
 // paced, and small; their objectives are what a probe can judge from its
 // own requests, with no workload-level throughput objective.
 func TestDefaultClassesAreProbeSized(t *testing.T) {

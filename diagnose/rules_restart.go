@@ -16,7 +16,7 @@ import (
 	"github.com/tokentop/tokentop/observe"
 )
 
-// RuleServerRestart is the rule id (CONTRACT.md).
+// RuleServerRestart is the rule id (docs/reference.md).
 const RuleServerRestart = "server_restart"
 
 // restartErrorKinds are the probe errors a server going away causes: no

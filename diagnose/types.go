@@ -1,6 +1,6 @@
 package diagnose
 
-// Rule ids (CONTRACT.md).
+// Rule ids (docs/reference.md).
 const (
 	RulePrefillContention = "prefill_contention"
 	RuleDecodePressure    = "decode_pressure"
@@ -13,7 +13,7 @@ const (
 	RuleErrorBurst        = "error_burst"
 	RuleProbeOverload     = "probe_overload"
 	RuleProbeFootprint    = "probe_footprint" // tokentop's own probes are a large share of the server's work
-	// Added by issue 11 (README, "Diagnosis rules").
+	// Rules that read the client alone when the server says too little (docs/diagnosis.md).
 	RuleSlowTokens    = "slow_tokens"     // the client sees slow tokens; without server series, no cause
 	RuleBatchCapacity = "batch_capacity"  // a batch objective beyond what its concurrency can reach
 	RuleUnexplained   = "slo_unexplained" // a failed objective no rule explains, and what was checked

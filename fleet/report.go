@@ -14,7 +14,7 @@ import (
 	"github.com/tokentop/tokentop/report"
 )
 
-// Schema is the fleet report's schema name (CONTRACT.md).
+// Schema is the fleet report's schema name (docs/reference.md).
 const Schema = "tokentop.fleet/v1"
 
 // Meta is what the report says about the run.

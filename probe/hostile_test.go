@@ -2,7 +2,7 @@ package probe
 
 // Tests against hostile servers written here, on raw TCP: their own
 // response framing, their own SSE writer, their own lies. Each case is one
-// that tokentop once got wrong (issue 18); error kinds are compared as
+// that tokentop once got wrong; error kinds are compared as
 // strings so that this file also builds against the code before the fix.
 
 import (

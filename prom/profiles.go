@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Profile names (CONTRACT.md).
+// Profile names (docs/reference.md).
 const (
 	ProfileVLLM         = "vllm"
 	ProfileSGLang       = "sglang"

@@ -1,5 +1,5 @@
 // Package prom owns tokentop's model of a server's Prometheus metrics: the
-// canonical signals and histograms (Sample, CONTRACT.md), the parsed form
+// canonical signals and histograms (Sample, docs/reference.md), the parsed form
 // of an exposition (Exposition, Series), the server profiles and Map, which
 // turns an exposition from an inference server (vLLM, SGLang, TGI,
 // llama.cpp, TensorRT-LLM, DCGM exporter, the tokentop simulator) into
@@ -18,7 +18,7 @@ import (
 	"time"
 )
 
-// Canonical gauge/counter signal names (see CONTRACT.md).
+// Canonical gauge/counter signal names (see docs/reference.md).
 const (
 	SignalQueueDepth          = "queue_depth"
 	SignalRunning             = "running"
@@ -112,7 +112,7 @@ func GPUSignal(index int, suffix string) string {
 	return "gpu." + strconv.Itoa(index) + "." + suffix
 }
 
-// Canonical histogram names (see CONTRACT.md).
+// Canonical histogram names (see docs/reference.md).
 const (
 	HistTTFT    = "server_ttft_seconds"
 	HistITL     = "server_itl_seconds"

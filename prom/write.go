@@ -14,7 +14,7 @@ import (
 	"text/tabwriter"
 )
 
-// WriteJSON writes the `tokentop scrape --json` object of CONTRACT.md:
+// WriteJSON writes the `tokentop scrape --json` object of docs/reference.md:
 //
 //	{"profile", "variant", "models", "signals": {name: value|null},
 //	 "histograms": {name: {"count", "sum", "buckets": [[le, cumulative], ...]}|null},

@@ -82,7 +82,7 @@ func buildSources(ss []metrics.SourceStatus) []Source {
 	return out
 }
 
-// serverProfile names the server as CONTRACT.md's server_profile does: the
+// serverProfile names the server as docs/reference.md's server_profile does: the
 // profile, with the generation for vLLM ("vllm" + "v1" → "vllm-v1"). Other
 // profiles' variants (the simulator's metrics flavor, say) stay in
 // server.variant.

@@ -1,6 +1,6 @@
 package report
 
-// Exit codes of CONTRACT.md. ExitUsage is decided by the CLI, never by a
+// Exit codes of docs/reference.md. ExitUsage is decided by the CLI, never by a
 // report.
 const (
 	ExitOK        = 0

@@ -1,5 +1,5 @@
 // Package report owns tokentop's end-of-session report: the
-// tokentop.report/v1 document of CONTRACT.md built from a Snapshot and a
+// tokentop.report/v1 document of docs/reference.md built from a Snapshot and a
 // Diagnosis, its JSON and Markdown renderings, reading a JSON report back,
 // and the process exit code a report implies.
 //

@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Twin is the report's twin section (CONTRACT.md): the server fitted from
+// Twin is the report's twin section (docs/reference.md): the server fitted from
 // the measurements, the twin's check of itself against them, and what each
 // candidate change is predicted to do. Errors are relative: 0.12 is the
 // twin 12% above the measured value, -0.12 below. Nil (null) when no twin

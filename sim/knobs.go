@@ -250,7 +250,7 @@ func scenarioTable() map[string]func(*Knobs, hardware) {
 			stepS := (k.DecodeStepMs + k.DecodeMsPerSeq*float64(k.MaxNumSeqs)) / 1000
 			k.BackgroundInteractiveRPS = 1.15 * free / (float64(k.BackgroundOutputTokens) * stepS)
 		},
-		// Issue 3's incident, where averages lie: ~300 developers of a code
+		// The incident where averages lie: ~300 developers of a code
 		// assistant (11.8 requests/s on average, each user every ~25 s) with
 		// code-context prompts (~700 tokens) and short completions (~20
 		// tokens), arriving in bursts (×24 for 5 s of every 20 s, e.g. a CI

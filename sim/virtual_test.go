@@ -233,7 +233,7 @@ func TestEveryScenarioServesAndReplays(t *testing.T) {
 	}
 }
 
-// TestPhase2Signatures checks the remaining scenarios' promises (issue 3).
+// TestPhase2Signatures checks the remaining scenarios' promises.
 func TestPhase2Signatures(t *testing.T) {
 	t.Run("kv-pressure", func(t *testing.T) {
 		r := runScenario(t, "kv-pressure", nil)

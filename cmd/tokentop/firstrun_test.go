@@ -1,6 +1,6 @@
 package main
 
-// The first run of a new user (issue 19): `tokentop watch --target URL
+// The first run of a new user: `tokentop watch --target URL
 // --headless --duration D --report - --format json`, no config, against
 // tokentop's own simulator at its defaults, an independent fake llama.cpp
 // with 4 slots and an independent vLLM-like fake that publishes no slots.

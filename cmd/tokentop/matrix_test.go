@@ -90,8 +90,8 @@ func matrixScenarios() []matrixCase {
 // matrixServers are servers written here, apart from the simulator.
 func matrixServers() []matrixCase {
 	// An even 50 ms pace, no /metrics: a 70B model's ordinary speed is no
-	// cause, and the default objectives (per request and per stream since
-	// issue 19, no workload-level throughput) hold: nothing above info.
+	// cause, and the default objectives (per request and per stream, no
+	// workload-level throughput) hold: nothing above info.
 	even := func(t *testing.T) string {
 		f := &fakeLLM{tokenGap: 50 * time.Millisecond}
 		return f.start(t)
@@ -172,7 +172,7 @@ func TestDiagnosisMatrix(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cases := append(append(matrixScenarios(), matrixServers()...), matrixIssue22()...)
+	cases := append(append(matrixScenarios(), matrixServers()...), matrixRestartsStarved()...)
 	results := make([]matrixResult, len(cases))
 	var mu sync.Mutex
 	t.Run("cases", func(t *testing.T) {

@@ -48,7 +48,7 @@ func TestReplayReproducesTheReport(t *testing.T) {
 }
 
 // TestRecordingHoldsNoKey: the API key is sent to the server and nowhere
-// else (CONTRACT.md: never printed or recorded).
+// else (docs/reference.md: never printed or recorded).
 func TestRecordingHoldsNoKey(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {

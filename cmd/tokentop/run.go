@@ -89,7 +89,7 @@ func run(ctx context.Context, e env, args []string) int {
 	}
 }
 
-// commonFlags are shared by demo and watch (CONTRACT.md "Common flags").
+// commonFlags are shared by demo and watch (docs/reference.md "Common flags").
 type commonFlags struct {
 	configPath    string
 	headless      bool

@@ -10,7 +10,7 @@ import (
 	"github.com/tokentop/tokentop/report"
 )
 
-// Issue 3's "done means": each scenario, run as
+// Each scenario, run as
 // `tokentop demo --scenario NAME --headless --duration 30s`, produces the
 // measurements its name promises, as tokentop's own report states them.
 

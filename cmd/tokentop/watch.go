@@ -68,7 +68,7 @@ func promOptions(model string) prom.ParseOptions {
 // runScrape prints what tokentop reads from a /metrics endpoint or file.
 func runScrape(ctx context.Context, e env, args []string) (int, error) {
 	fs := flag.NewFlagSet("scrape", flag.ContinueOnError)
-	asJSON := fs.Bool("json", false, "print the canonical JSON object (CONTRACT.md)")
+	asJSON := fs.Bool("json", false, "print the canonical JSON object (docs/reference.md)")
 	model := fs.String("model", "", "select one model_name (default: all models summed)")
 	insecure := fs.Bool("insecure", false, "skip TLS certificate verification")
 	apiKeyEnv := fs.String("api-key-env", "", "send the API key in this environment `VAR` as a bearer token")

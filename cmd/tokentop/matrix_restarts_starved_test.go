@@ -6,10 +6,10 @@ import (
 	"time"
 )
 
-// matrixIssue22 are the diagnosis matrix's rows for issue 22: restarts and
+// matrixRestartsStarved are the diagnosis matrix's rows for restarts and
 // crash loops, probes starved behind a slow step, from the simulator and
 // from servers written here.
-func matrixIssue22() []matrixCase {
+func matrixRestartsStarved() []matrixCase {
 	symptoms := []string{"stream_stutter", "average_hides_tail", "slo_unexplained", "error_burst"}
 	starvedAlso := []string{"decode_pressure", "prefill_contention", "slow_tokens", "kv_cache_pressure", "batch_interference", "slo_unexplained"}
 	return []matrixCase{

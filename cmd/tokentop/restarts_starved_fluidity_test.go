@@ -19,8 +19,8 @@ import (
 	"github.com/tokentop/tokentop/report"
 )
 
-// issue22Report is what these tests read of a report.
-type issue22Report struct {
+// restartReport is what these tests read of a report.
+type restartReport struct {
 	Classes map[string]struct {
 		Errors       int64            `json:"errors"`
 		ErrorsByKind map[string]int64 `json:"errors_by_kind"`
@@ -61,7 +61,7 @@ type issue22Report struct {
 	} `json:"findings"`
 }
 
-func (r *issue22Report) finding(rule string) int {
+func (r *restartReport) finding(rule string) int {
 	for i, f := range r.Findings {
 		if f.Rule == rule {
 			return i
@@ -108,7 +108,7 @@ func TestRestartSimulator(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the demo for 14 s")
 	}
-	var r issue22Report
+	var r restartReport
 	runDemoJSON(t, 14*time.Second, &r, []int{report.ExitOK, report.ExitSLOFailed},
 		"--scenario", "healthy", "--restart-every-s", "6", "--restart-down-s", "2")
 	if r.Server.RestartsTotal < 1 || len(r.Server.Restarts) != r.Server.RestartsTotal {
@@ -240,7 +240,7 @@ func TestRestartFakeServer(t *testing.T) {
 			t.Parallel()
 			s := &restartingServer{t: t, counters: tc.counters}
 			target := s.start([]time.Duration{5 * time.Second}, 2*time.Second)
-			var r issue22Report
+			var r restartReport
 			watchReport(t, 12*time.Second, &r, "--target", target)
 			if r.Server.RestartsTotal != 1 || len(r.Server.Details) != 1 || r.Server.Details[0].Evidence != tc.evidence {
 				t.Fatalf("server restarts %v %+v, want one from %s", r.Server.Restarts, r.Server.Details, tc.evidence)
@@ -270,12 +270,12 @@ func TestStarvedProbesSimulator(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the demo for 10 s")
 	}
-	var r issue22Report
+	var r restartReport
 	runDemoJSON(t, 10*time.Second, &r, []int{report.ExitSLOFailed}, starvedArgs...)
 	checkStarved(t, &r)
 }
 
-func checkStarved(t *testing.T, r *issue22Report) {
+func checkStarved(t *testing.T, r *restartReport) {
 	t.Helper()
 	judged := false
 	for _, o := range r.Classes["interactive"].SLO.Objectives {
@@ -351,7 +351,7 @@ func TestStarvedProbesFakeServer(t *testing.T) {
 		<-r.Context().Done() // queued behind 300 others: no first token in the run
 		return true
 	}}
-	var r issue22Report
+	var r restartReport
 	watchReport(t, 8*time.Second, &r, "--target", f.start(t))
 	checkStarved(t, &r)
 }
@@ -381,7 +381,7 @@ classes:
 // class's fluidity and its two objectives' pass.
 func fluidityRun(t *testing.T, target string) (share, above float64, passShare, passAbove bool) {
 	t.Helper()
-	var r issue22Report
+	var r restartReport
 	watchReport(t, 8*time.Second, &r, "--config", fluidityConfig(t, target))
 	c := r.Classes["chat"]
 	if c.Fluidity.TokenShare == nil || c.Fluidity.Above == nil || c.Fluidity.Tokens == 0 {
@@ -450,7 +450,7 @@ func TestFluiditySimulator(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the demo for 8 s")
 	}
-	var r issue22Report
+	var r restartReport
 	runDemoJSON(t, 8*time.Second, &r, []int{report.ExitOK, report.ExitSLOFailed}, "--scenario", "healthy")
 	if f := r.Classes["interactive"].Fluidity; f.TokenShare == nil || f.Tokens == 0 || *f.TokenShare < 0.9 {
 		t.Errorf("interactive fluidity %+v, want most tokens on time on a healthy server", f)
