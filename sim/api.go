@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"time"
 	"unicode"
+
+	"github.com/tokentop/tokentop/sim/engine"
 )
 
 type apiKind uint8
@@ -77,7 +79,7 @@ func (s *Server) fail(w http.ResponseWriter, status int, typ, msg string) {
 	case http.StatusInternalServerError:
 		reason = "generation"
 	}
-	s.met.Load().refused(reason)
+	s.met.Load().Refused(reason)
 	writeError(w, status, typ, msg)
 }
 
@@ -262,16 +264,14 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, kind apiK
 	}
 
 	st := newStream(r.Header.Get(GroundTruthHeader) == "1")
-	q := &seq{
-		origin:    originAPI,
-		prompt:    prompt,
-		maxTokens: maxTokens,
-		minTokens: req.MinTokens,
-		ignoreEOS: req.IgnoreEOS,
-		priority:  req.Priority,
-		arrival:   s.clock.Now().UnixNano(),
-		out:       st,
-	}
+	q := engine.NewAPIRequest(engine.APIRequest{
+		Prompt:    prompt,
+		MaxTokens: maxTokens,
+		MinTokens: req.MinTokens,
+		IgnoreEOS: req.IgnoreEOS,
+		Priority:  req.Priority,
+		Arrival:   s.clock.Now().UnixNano(),
+	}, st)
 	if !s.submit(q) {
 		s.fail(w, http.StatusServiceUnavailable, "ServiceUnavailableError", "the simulated engine is not running")
 		return

@@ -1,5 +1,7 @@
 package sim
 
+import "github.com/tokentop/tokentop/sim/engine"
+
 // A restart is the simulator's crash loop: at each RestartEveryS the
 // process "dies" (every open stream is cut, queued and running requests
 // are lost), nothing answers for RestartDownS (requests are dropped with
@@ -15,16 +17,16 @@ type restartState struct {
 
 // restartStep crashes or brings the server back as the schedule says, and
 // returns the unix ns it stays down until (0 when it is up).
-func (s *Server) restartStep(rs *restartState, e *engine, now int64) int64 {
+func (s *Server) restartStep(rs *restartState, e *engine.Engine, now int64) int64 {
 	if rs.up > 0 {
 		if now < rs.up {
-			e.abortAll() // anything that slipped in before the drop
+			e.AbortAll() // anything that slipped in before the drop
 			return rs.up
 		}
 		s.comeUp(e, rs.up)
 		rs.up = 0
 	}
-	every := e.k.RestartEveryS
+	every := e.Knobs().RestartEveryS
 	if every <= 0 {
 		rs.next = 0
 		return 0
@@ -36,11 +38,11 @@ func (s *Server) restartStep(rs *restartState, e *engine, now int64) int64 {
 	if now < rs.next {
 		return 0
 	}
-	down := int64(e.k.RestartDownS * 1e9)
+	down := int64(e.Knobs().RestartDownS * 1e9)
 	rs.up = now + down
 	rs.next = rs.up + int64(every*1e9)
 	s.down.Store(true)
-	e.abortAll()
+	e.AbortAll()
 	s.publish(e)
 	if down <= 0 {
 		s.comeUp(e, now)
@@ -52,12 +54,9 @@ func (s *Server) restartStep(rs *restartState, e *engine, now int64) int64 {
 
 // comeUp starts the new process at unix ns at: fresh metrics, an engine
 // with nothing in flight, background load drawn anew.
-func (s *Server) comeUp(e *engine, at int64) {
-	met := newEngineMetrics(e.k.MaxModelLen, float64(at)/1e9)
-	e.met = met
-	e.preemptions = 0
-	e.batchInFlight = 0   // the background batch workers reconnect
-	e.nextInteractive = 0 // and the interactive users' arrivals are redrawn
+func (s *Server) comeUp(e *engine.Engine, at int64) {
+	met := engine.NewMetrics(e.Knobs().MaxModelLen, float64(at)/1e9)
+	e.Restart(met)
 	s.met.Store(met)
 	s.publish(e)
 	s.down.Store(false)

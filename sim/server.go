@@ -20,6 +20,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tokentop/tokentop/sim/engine"
 )
 
 // Server is one simulated inference server. Create it with New, serve its
@@ -28,14 +30,17 @@ type Server struct {
 	clock Clock
 	// met is what /metrics reports; a restart (restart.go) swaps in a
 	// fresh one, as a new process would count from zero.
-	met   atomic.Pointer[engineMetrics]
-	eng   *engine // owned by the Run goroutine
-	epoch int64   // created, unix seconds (OpenAI "created")
+	met atomic.Pointer[engine.Metrics]
+	eng *engine.Engine // owned by the Run goroutine
+	// ready is what the latest step gave direct streams (stream.Token,
+	// on the Run goroutine); Run hands it to the delivery workers.
+	ready []tokenNews
+	epoch int64 // created, unix seconds (OpenAI "created")
 
 	mu           sync.Mutex
 	knobs        Knobs
 	knobsChanged bool
-	inbox        []*seq
+	inbox        []*engine.Seq
 	closed       bool // Run has ended: nothing will serve the inbox
 	state        EngineState
 
@@ -76,10 +81,8 @@ func New(k Knobs, opts ...Option) (*Server, error) {
 	now := s.clock.Now()
 	s.epoch = now.Unix()
 	warm := int64(k.WarmupS * 1e9)
-	s.met.Store(newEngineMetrics(k.MaxModelLen, float64(now.UnixNano()-warm)/1e9))
-	s.eng = newEngine(k, s.met.Load())
-	s.eng.burstOrigin = now.UnixNano()
-	s.eng.warmup(now.UnixNano()-warm, now.UnixNano())
+	s.met.Store(engine.NewMetrics(k.MaxModelLen, float64(now.UnixNano()-warm)/1e9))
+	s.eng = engine.NewEngine(k, s.met.Load(), now.UnixNano())
 	s.publish(s.eng)
 	s.faultRng = rand.New(rand.NewPCG(uint64(k.Seed), 0xfa017))
 	return s, nil
@@ -126,7 +129,7 @@ func (s *Server) poke() {
 }
 
 // submit hands a request to the engine; false once the engine has stopped.
-func (s *Server) submit(q *seq) bool {
+func (s *Server) submit(q *engine.Seq) bool {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -155,19 +158,19 @@ func (s *Server) Run(ctx context.Context) error {
 	timer := s.clock.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
-	var inbox []*seq
+	var inbox []*engine.Seq
 	var rs restartState
 	for {
 		now := s.clock.Now().UnixNano()
 		s.mu.Lock()
 		inbox, s.inbox = s.inbox, inbox[:0]
 		if s.knobsChanged {
-			e.setKnobs(s.knobs)
+			e.SetKnobs(s.knobs)
 			s.knobsChanged = false
 		}
 		s.mu.Unlock()
 		for i, q := range inbox {
-			e.enqueue(q)
+			e.Enqueue(q)
 			inbox[i] = nil
 		}
 		if until := s.restartStep(&rs, e, now); until > 0 {
@@ -183,14 +186,14 @@ func (s *Server) Run(ctx context.Context) error {
 			continue
 		}
 		if s.cancels.Swap(0) > 0 {
-			e.dropCancelled()
+			e.DropCancelled()
 		}
-		dur := e.schedule(now)
+		dur := e.Schedule(now)
 		s.publish(e)
 		wait := dur
 		if dur == 0 {
 			wait = time.Hour
-			if next := e.nextArrival(); next > 0 {
+			if next := e.NextArrival(); next > 0 {
 				wait = time.Duration(next - now)
 			}
 			if rs.next > 0 && time.Duration(rs.next-now) < wait {
@@ -228,33 +231,33 @@ func (s *Server) Run(ctx context.Context) error {
 }
 
 // complete ends the engine's step now and hands new tokens on.
-func (s *Server) complete(e *engine) {
-	e.complete(s.clock.Now().UnixNano())
-	s.delivery.post(e.ready)
-	clear(e.ready)
-	e.ready = e.ready[:0]
+func (s *Server) complete(e *engine.Engine) {
+	e.Complete(s.clock.Now().UnixNano())
+	s.delivery.post(s.ready)
+	clear(s.ready)
+	s.ready = s.ready[:0]
 	s.publish(e)
 }
 
-func (s *Server) publish(e *engine) {
-	st := e.state()
+func (s *Server) publish(e *engine.Engine) {
+	st := e.State()
 	s.mu.Lock()
 	s.state = st
 	s.mu.Unlock()
-	s.met.Load().setState(st)
+	s.met.Load().SetState(st)
 }
 
 // shutdown ends every open stream and rejects what arrives later.
-func (s *Server) shutdown(e *engine) {
+func (s *Server) shutdown(e *engine.Engine) {
 	s.mu.Lock()
 	pending := s.inbox
 	s.inbox = nil
 	s.closed = true
 	s.mu.Unlock()
 	for _, q := range pending {
-		e.enqueue(q)
+		e.Enqueue(q)
 	}
-	e.abortAll()
+	e.AbortAll()
 	s.publish(e)
 }
 
@@ -282,7 +285,7 @@ func (s *Server) Handler() http.Handler {
 }
 
 func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request) {
-	b := s.met.Load().render(s.Knobs())
+	b := s.met.Load().Render(s.Knobs())
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	_, _ = w.Write(b)
 }

@@ -27,8 +27,8 @@ func TestWriteLogTilesTheStream(t *testing.T) {
 			t.Parallel()
 			var mu sync.Mutex
 			var recs []WriteRecord
-			k := quietKnobs()
-			k.DecodeStepMs = 2
+			k := fastKnobs()
+			k.WarmupS = 0
 			s, err := New(k, WithWriteLog(func(w WriteRecord) {
 				mu.Lock()
 				recs = append(recs, w)

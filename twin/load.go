@@ -4,7 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 
-	"github.com/tokentop/tokentop/probe"
+	"github.com/tokentop/tokentop/sim/engine"
 )
 
 // Arrival processes of a Source.
@@ -89,7 +89,7 @@ func (s *Source) gap(rng *rand.Rand) float64 {
 		if !(k > 0) {
 			k = 1
 		}
-		return probe.GammaSample(rng, k) * mean / k
+		return engine.GammaSample(rng, k) * mean / k
 	}
 	return rng.ExpFloat64() * mean
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/tokentop/tokentop/config"
 	"github.com/tokentop/tokentop/diagnose"
 	"github.com/tokentop/tokentop/metrics"
-	"github.com/tokentop/tokentop/sim"
+	"github.com/tokentop/tokentop/sim/engine"
 )
 
 // Server is the twin's server: the fitted step-time model and the limits,
@@ -46,8 +46,8 @@ const (
 
 // knobs is the simulator configuration of s: no background load (every
 // request comes from the twin's sources), every fault off.
-func (s Server) knobs() sim.Knobs {
-	k := sim.DefaultKnobs()
+func (s Server) knobs() engine.Knobs {
+	k := engine.DefaultKnobs()
 	k.Model = "twin"
 	k.BackgroundInteractiveRPS, k.BackgroundBatchConcurrency = 0, 0
 	k.WarmupS = 0
@@ -125,7 +125,7 @@ type reqState struct {
 // count at their age (lower bounds), as censored samples do.
 func simulate(srv Server, sources []Source, classes map[string]*config.Class, warm, span float64, seed uint64) (*runOut, error) {
 	epoch := time.Unix(1_750_000_000, 0)
-	v, err := sim.NewVirtual(srv.knobs(), epoch)
+	v, err := engine.NewVirtual(srv.knobs(), epoch)
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +153,7 @@ func simulate(srv Server, sources []Source, classes map[string]*config.Class, wa
 		if measured {
 			g.offered++
 		}
-		id, ok := v.Submit(sim.VirtualRequest{Prompt: s.Prompt.draw(rng), Output: s.Output.draw(rng), Priority: s.Priority})
+		id, ok := v.Submit(engine.VirtualRequest{Prompt: s.Prompt.draw(rng), Output: s.Output.draw(rng), Priority: s.Priority})
 		if !ok {
 			if measured {
 				g.refused++

@@ -17,9 +17,9 @@ import (
 	"github.com/tokentop/tokentop/sim"
 )
 
-// engine is a server a test session drives in virtual time: the simulator
+// drivenServer is a server a test session drives in virtual time: the simulator
 // (sim.Virtual) or a fake with another law.
-type engine interface {
+type drivenServer interface {
 	Now() time.Time
 	Submit(r sim.VirtualRequest) (uint64, bool)
 	Step(until time.Time) time.Time
@@ -39,7 +39,7 @@ var sessionStart = time.Unix(1_800_000_000, 0)
 // usage), its start and first token, and a /metrics scrape parsed by
 // tokentop's own parser every second, all applied to the aggregator the
 // console uses. It returns the last snapshot.
-func session(t testing.TB, eng engine, classes []config.Class, d time.Duration, seed uint64) *metrics.Snapshot {
+func session(t testing.TB, eng drivenServer, classes []config.Class, d time.Duration, seed uint64) *metrics.Snapshot {
 	t.Helper()
 	agg := diagnose.NewAggregator(metrics.Options{Classes: classes, Started: eng.Now(), Window: d})
 	rng := rand.New(rand.NewPCG(seed, 0x5e55))

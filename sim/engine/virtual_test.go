@@ -1,4 +1,4 @@
-package sim
+package engine
 
 import (
 	"math/rand/v2"
@@ -17,7 +17,7 @@ type vprobe struct {
 type vrun struct {
 	probes  []vprobe
 	states  []EngineState // after every step
-	metrics *engineMetrics
+	metrics *Metrics
 	seconds float64
 }
 
@@ -32,10 +32,10 @@ func simulate(t *testing.T, k Knobs, d time.Duration, probeRPS float64, probePro
 	if err := k.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	met := newEngineMetrics(k.MaxModelLen, float64(virtualStart)/1e9)
+	met := NewMetrics(k.MaxModelLen, float64(virtualStart)/1e9)
 	e := newEngine(k, met)
-	e.warmup(virtualStart-int64(k.WarmupS*1e9), virtualStart)
-	*met = *newEngineMetrics(k.MaxModelLen, 0) // measure the run only
+	e.Warmup(virtualStart-int64(k.WarmupS*1e9), virtualStart)
+	*met = *NewMetrics(k.MaxModelLen, 0) // measure the run only
 	rng := rand.New(rand.NewPCG(uint64(k.Seed), 42))
 	now, end := virtualStart, virtualStart+int64(d)
 	nextProbe := now + int64(rng.ExpFloat64()/probeRPS*1e9)
@@ -44,11 +44,11 @@ func simulate(t *testing.T, k Knobs, d time.Duration, probeRPS float64, probePro
 	for now < end {
 		for nextProbe <= now {
 			st := newStream(true)
-			e.enqueue(&seq{origin: originAPI, prompt: probePrompt, maxTokens: probeMax, ignoreEOS: true, arrival: nextProbe, out: st})
+			e.Enqueue(&Seq{origin: originAPI, prompt: probePrompt, maxTokens: probeMax, ignoreEOS: true, arrival: nextProbe, out: st})
 			out.probes = append(out.probes, vprobe{arrival: nextProbe, st: st})
 			nextProbe += int64(rng.ExpFloat64() / probeRPS * 1e9)
 		}
-		now = advance(e, now, nextProbe, func() { out.states = append(out.states, e.state()) })
+		now = advance(e, now, nextProbe, func() { out.states = append(out.states, e.State()) })
 	}
 	out.seconds = d.Seconds()
 	return out
@@ -57,18 +57,18 @@ func simulate(t *testing.T, k Knobs, d time.Duration, probeRPS float64, probePro
 // advance runs one engine step at now and returns when it ends, calling
 // onStep after scheduling it; when nothing can run, it returns the next
 // arrival (the engine's own, or nextProbe).
-func advance(e *engine, now, nextProbe int64, onStep func()) int64 {
-	dur := e.schedule(now)
+func advance(e *Engine, now, nextProbe int64, onStep func()) int64 {
+	dur := e.Schedule(now)
 	if dur == 0 {
 		next := nextProbe
-		if a := e.nextArrival(); a > 0 && a < next {
+		if a := e.NextArrival(); a > 0 && a < next {
 			next = a
 		}
 		return max(next, now+1)
 	}
 	onStep()
 	now += int64(dur)
-	e.complete(now)
+	e.Complete(now)
 	return now
 }
 

@@ -1,4 +1,4 @@
-package sim
+package engine
 
 // Hardware presets calibrate the cost model to a model size and GPU, so
 // the demo shows the trade-offs at the speed of the hardware a user has:

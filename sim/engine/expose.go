@@ -1,4 +1,4 @@
-package sim
+package engine
 
 import (
 	"sort"
@@ -123,7 +123,7 @@ func labelValue(s string) string {
 }
 
 // render writes the metrics of the given flavor.
-func (m *engineMetrics) render(k Knobs) []byte {
+func (m *Metrics) Render(k Knobs) []byte {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	x := &expo{b: make([]byte, 0, 16<<10)}
@@ -147,7 +147,7 @@ func (m *engineMetrics) render(k Knobs) []byte {
 
 // renderVLLMV1 follows vLLM 0.10 (V1 engine): labels engine and model_name,
 // sorted as prometheus_client writes them.
-func (m *engineMetrics) renderVLLMV1(x *expo, k Knobs) {
+func (m *Metrics) renderVLLMV1(x *expo, k Knobs) {
 	l := `engine="0",model_name="` + labelValue(k.Model) + `"`
 	x.gauge("process_start_time_seconds", "Start time of the process since unix epoch in seconds.", "", m.startUnix)
 	x.gauge("vllm:num_requests_running", "Number of requests in model execution batches.", l, float64(m.state.Running))
@@ -180,7 +180,7 @@ func (m *engineMetrics) renderVLLMV1(x *expo, k Knobs) {
 
 // renderVLLMV0 follows vLLM 0.4–0.6 (V0 engine): model_name only, the
 // older, shorter bucket layouts, logged throughput gauges.
-func (m *engineMetrics) renderVLLMV0(x *expo, k Knobs) {
+func (m *Metrics) renderVLLMV0(x *expo, k Knobs) {
 	l := `model_name="` + labelValue(k.Model) + `"`
 	x.gauge("vllm:cache_config_info", "information of cache_config",
 		`block_size="`+strconv.Itoa(k.BlockSize)+`",cache_dtype="auto",gpu_memory_utilization="0.9",num_cpu_blocks="0",num_gpu_blocks="`+strconv.Itoa(k.KVBlocks)+`"`, 1)
@@ -207,7 +207,7 @@ func (m *engineMetrics) renderVLLMV0(x *expo, k Knobs) {
 
 // e2eV0 is the e2e histogram in V0's layout, which starts at 1.0: the
 // V1 buckets below it fold into the first.
-func (m *engineMetrics) e2eV0() *hist {
+func (m *Metrics) e2eV0() *hist {
 	out := newHist([]float64{1.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0})
 	out.sum, out.n = m.e2e.sum, m.e2e.n
 	for i, c := range m.e2e.counts {
@@ -222,7 +222,7 @@ func (m *engineMetrics) e2eV0() *hist {
 
 // renderSGLang follows SGLang's documented production metrics (early
 // 2025): model_name label, multiprocess ordering (_sum first).
-func (m *engineMetrics) renderSGLang(x *expo, k Knobs) {
+func (m *Metrics) renderSGLang(x *expo, k Knobs) {
 	l := `model_name="` + labelValue(k.Model) + `"`
 	x.counter("sglang:prompt_tokens_total", "Number of prefill tokens processed.", l, float64(m.promptTokens))
 	x.counter("sglang:generation_tokens_total", "Number of generation tokens processed.", l, float64(m.genTokens))
@@ -251,7 +251,7 @@ func (m *engineMetrics) renderSGLang(x *expo, k Knobs) {
 
 // renderTGI follows Text Generation Inference 3.x (metrics-exporter-
 // prometheus): no labels but err/method, counters without _total.
-func (m *engineMetrics) renderTGI(x *expo) {
+func (m *Metrics) renderTGI(x *expo) {
 	success := m.successLength + m.successStop
 	var failed uint64
 	for _, n := range m.failures {
@@ -285,7 +285,7 @@ func (m *engineMetrics) renderTGI(x *expo) {
 
 // renderLlamaCpp follows llama.cpp's server (b9383): no labels, integers
 // without decimals, six significant digits (C++ stream formatting).
-func (m *engineMetrics) renderLlamaCpp(x *expo) {
+func (m *Metrics) renderLlamaCpp(x *expo) {
 	c := func(name, help, typ string, v float64) {
 		x.family(name, help, typ)
 		x.b = append(x.b, name...)

@@ -1,4 +1,4 @@
-package sim
+package engine
 
 import (
 	"flag"
@@ -17,17 +17,17 @@ func quietKnobs() Knobs {
 }
 
 // step runs one engine step at *now and advances it.
-func step(e *engine, now *int64) time.Duration {
-	d := e.schedule(*now)
+func step(e *Engine, now *int64) time.Duration {
+	d := e.Schedule(*now)
 	*now += int64(d)
 	if d > 0 {
-		e.complete(*now)
+		e.Complete(*now)
 	}
 	return d
 }
 
-func apiSeq(prompt, out, priority int) *seq {
-	return &seq{origin: originAPI, prompt: prompt, maxTokens: out, ignoreEOS: true, priority: priority, out: newStream(true)}
+func apiSeq(prompt, out, priority int) *Seq {
+	return &Seq{origin: originAPI, prompt: prompt, maxTokens: out, ignoreEOS: true, priority: priority, out: newStream(true)}
 }
 
 func TestStepTimeFormula(t *testing.T) {
@@ -50,11 +50,11 @@ func TestStepTimeFormula(t *testing.T) {
 			if !tc.chunked {
 				k.MaxBatchedTokens = max(tc.budget, k.MaxModelLen)
 			}
-			e := newEngine(k, newEngineMetrics(k.MaxModelLen, 0))
+			e := newEngine(k, NewMetrics(k.MaxModelLen, 0))
 			for _, p := range tc.prompts {
-				e.enqueue(apiSeq(p, 10, 0))
+				e.Enqueue(apiSeq(p, 10, 0))
 			}
-			if got := e.schedule(virtualStart); absDur(got-tc.want) > time.Microsecond {
+			if got := e.Schedule(virtualStart); absDur(got-tc.want) > time.Microsecond {
 				t.Errorf("step %v, want %v", got, tc.want)
 			}
 		})
@@ -71,13 +71,13 @@ func absDur(d time.Duration) time.Duration {
 func TestChunkedPrefillMixesWithDecodes(t *testing.T) {
 	k := quietKnobs()
 	k.MaxBatchedTokens = 512
-	e := newEngine(k, newEngineMetrics(k.MaxModelLen, 0))
+	e := newEngine(k, NewMetrics(k.MaxModelLen, 0))
 	now := virtualStart
 	a := apiSeq(10, 50, 0)
-	e.enqueue(a)
+	e.Enqueue(a)
 	step(e, &now) // a prefilled, first token
 	long := apiSeq(2000, 5, 0)
-	e.enqueue(long)
+	e.Enqueue(long)
 	gaps := 0
 	for range 4 { // 2000 tokens at ≤511 per step: 4 steps, a decodes in each
 		before := a.generated
@@ -99,20 +99,20 @@ func TestKVPreemptionRecomputes(t *testing.T) {
 	k.KVBlocks = 20 // 320 tokens
 	k.BlockSize = 16
 	k.MaxModelLen = 256
-	e := newEngine(k, newEngineMetrics(k.MaxModelLen, 0))
+	e := newEngine(k, NewMetrics(k.MaxModelLen, 0))
 	now := virtualStart
 	first, second := apiSeq(100, 150, 0), apiSeq(100, 150, 0)
-	e.enqueue(first)
-	e.enqueue(second)
+	e.Enqueue(first)
+	e.Enqueue(second)
 	maxUsage := 0.0
 	for i := 0; i < 2000 && (first.state != stateFinished || second.state != stateFinished); i++ {
 		step(e, &now)
-		maxUsage = max(maxUsage, e.state().KVUsage)
+		maxUsage = max(maxUsage, e.State().KVUsage)
 		if e.usedBlocks > k.KVBlocks || e.usedBlocks < 0 {
 			t.Fatalf("used blocks %d of %d", e.usedBlocks, k.KVBlocks)
 		}
 	}
-	st := e.state()
+	st := e.State()
 	if st.Preemptions == 0 {
 		t.Error("two 250-token sequences in a 320-token cache never preempted")
 	}
@@ -124,7 +124,7 @@ func TestKVPreemptionRecomputes(t *testing.T) {
 	}
 	// The newest sequence is the victim (FCFS), and it recomputed: its
 	// output had a long gap.
-	if second.out.emits[len(second.out.emits)-1] <= first.out.emits[len(first.out.emits)-1] {
+	if second.out.(*stream).emits[len(second.out.(*stream).emits)-1] <= first.out.(*stream).emits[len(first.out.(*stream).emits)-1] {
 		t.Error("the newer sequence was not the one preempted")
 	}
 }
@@ -134,38 +134,38 @@ func TestPriorityPreemptsBatch(t *testing.T) {
 		k := quietKnobs()
 		k.MaxNumSeqs = 4
 		k.PriorityScheduling = prio
-		e := newEngine(k, newEngineMetrics(k.MaxModelLen, 0))
+		e := newEngine(k, NewMetrics(k.MaxModelLen, 0))
 		now := virtualStart
 		for range 4 {
-			e.enqueue(apiSeq(50, 500, backgroundBatchPriority))
+			e.Enqueue(apiSeq(50, 500, backgroundBatchPriority))
 		}
 		step(e, &now)
 		inter := apiSeq(50, 5, 0)
 		inter.arrival = now
-		e.enqueue(inter)
+		e.Enqueue(inter)
 		step(e, &now)
 		got := inter.generated > 0
 		if got != prio {
 			t.Errorf("priority scheduling %v: interactive request served at once = %v", prio, got)
 		}
-		if prio && e.state().Preemptions != 1 {
-			t.Errorf("preemptions %d, want 1", e.state().Preemptions)
+		if prio && e.State().Preemptions != 1 {
+			t.Errorf("preemptions %d, want 1", e.State().Preemptions)
 		}
 	}
 }
 
 func TestCancelledStreamFreesBlocks(t *testing.T) {
 	k := quietKnobs()
-	e := newEngine(k, newEngineMetrics(k.MaxModelLen, 0))
+	e := newEngine(k, NewMetrics(k.MaxModelLen, 0))
 	now := virtualStart
 	s := apiSeq(500, 1000, 0)
-	e.enqueue(s)
+	e.Enqueue(s)
 	step(e, &now)
 	if e.usedBlocks == 0 {
 		t.Fatal("no blocks allocated")
 	}
-	s.out.cancelled.Store(true)
-	e.dropCancelled()
+	s.out.(*stream).cancelled.Store(true)
+	e.DropCancelled()
 	if e.usedBlocks != 0 || len(e.running) != 0 {
 		t.Errorf("after cancel: %d blocks, %d running", e.usedBlocks, len(e.running))
 	}
@@ -178,9 +178,9 @@ func TestBackgroundLoadDeterministic(t *testing.T) {
 	k := DefaultKnobs()
 	k.WarmupS = 0
 	run := func() EngineState {
-		e := newEngine(k, newEngineMetrics(k.MaxModelLen, 0))
-		e.warmup(virtualStart, virtualStart+int64(20*time.Second))
-		return e.state()
+		e := newEngine(k, NewMetrics(k.MaxModelLen, 0))
+		e.Warmup(virtualStart, virtualStart+int64(20*time.Second))
+		return e.State()
 	}
 	a, b := run(), run()
 	if a != b {
@@ -263,7 +263,7 @@ func TestBurstsFollowTheServersStart(t *testing.T) {
 	k.BackgroundBurstPeriodS = 20
 	k.BackgroundBurstFactor = 10
 	for _, origin := range []int64{virtualStart, virtualStart + 7_300_000_000} {
-		e := newEngine(k, newEngineMetrics(k.MaxModelLen, 0))
+		e := newEngine(k, NewMetrics(k.MaxModelLen, 0))
 		e.burstOrigin = origin
 		for _, tc := range []struct {
 			afterS float64

@@ -1,12 +1,16 @@
-package sim
+// Package engine is the simulator's continuous-batching engine (vLLM's
+// scheduler loop reduced to what shapes latency), its knobs, the /metrics
+// page it keeps in each server's names, and Virtual, the engine driven in
+// virtual time. It does no I/O: package sim serves it over HTTP, and the
+// twin (package twin) replays a measured server with Virtual without
+// linking a network stack.
+package engine
 
 import (
 	"math"
 	"math/rand/v2"
 	"slices"
 	"sort"
-	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -31,9 +35,9 @@ const (
 	stateFinished
 )
 
-// seq is one request inside the engine. Only the engine goroutine touches
-// it, except out, which has its own lock.
-type seq struct {
+// Seq is one request inside the engine. Only the engine goroutine touches
+// it; its Sink keeps what the client sees.
+type Seq struct {
 	id        uint64
 	origin    origin
 	prompt    int
@@ -54,57 +58,27 @@ type seq struct {
 	sched      int // tokens scheduled in the current step
 	state      seqState
 
-	out *stream // nil for background load
+	out Sink // nil for background load and virtual requests
 }
 
-func (s *seq) total() int { return s.prompt + s.generated }
+func (s *Seq) total() int { return s.prompt + s.generated }
 
-// stream is the hand-off between the engine and one HTTP handler: the engine
-// appends tokens under mu and signals notify; the handler copies what is new.
-type stream struct {
-	cancelled atomic.Bool
-	gone      atomic.Bool // the client's request context is done
-	notify    chan struct{}
-	gt        bool // keep per-token emission times (ground truth requested)
-
-	mu        sync.Mutex
-	target    int
-	tokens    int
-	emits     []int64
-	lastEmit  int64
-	done      bool
-	aborted   bool
-	finish    string
-	queueNs   int64
-	prefillNs int64
-	// direct, once set, takes the stream's new tokens instead of notify:
-	// delivery workers write them (see direct.go).
-	direct *directStream
-}
-
-// news is the stream's state for its direct writer; mu must be held.
-func (st *stream) news() tokenNews {
-	return tokenNews{
-		ds: st.direct, tokens: st.tokens, done: st.done, lastEmit: st.lastEmit,
-		finish: st.finish, queueNs: st.queueNs, prefillNs: st.prefillNs,
-	}
-}
-
-func newStream(gt bool) *stream {
-	return &stream{notify: make(chan struct{}, 1), gt: gt}
-}
-
-// clientGone marks the client as gone and wakes the handler.
-func (st *stream) clientGone() {
-	st.gone.Store(true)
-	st.signal()
-}
-
-func (st *stream) signal() {
-	select {
-	case st.notify <- struct{}{}:
-	default:
-	}
+// Sink is where the engine hands one client's request: package sim's
+// HTTP handler stream. The engine calls it from its own goroutine only;
+// nil for the engine's background load and for requests a Virtual's owner
+// follows through OnToken.
+type Sink interface {
+	// Cancelled reports whether the client went away: the engine drops
+	// the request at its next DropCancelled.
+	Cancelled() bool
+	// Target is the output length drawn for the request, at enqueue.
+	Target(n int)
+	// Token reports the request's nth token at end (unix ns); queueNs and
+	// prefillNs are its queue and prefill times (set from the first
+	// token), and finish is "" until its last.
+	Token(n int, end, queueNs, prefillNs int64, finish string)
+	// Abort ends the stream unfinished (shutdown, a restart).
+	Abort()
 }
 
 // EngineState is the engine's true state, for tests and the demo console.
@@ -124,20 +98,17 @@ type EngineState struct {
 // engine is vLLM's scheduler loop reduced to what shapes latency. It is
 // driven by whoever owns it (Server.Run, or a test in virtual time) through
 // schedule and complete; it never reads a clock itself.
-type engine struct {
+type Engine struct {
 	k   Knobs
 	rng *rand.Rand
-	met *engineMetrics
+	met *Metrics
 
-	nextID    uint64
-	nextOrder uint64
-	waiting   []*seq
-	running   []*seq
-	batch     []*seq
-	finished  []*seq
-	// ready is what the latest step gave direct streams; the engine's
-	// owner hands it to the delivery workers.
-	ready      []tokenNews
+	nextID     uint64
+	nextOrder  uint64
+	waiting    []*Seq
+	running    []*Seq
+	batch      []*Seq
+	finished   []*Seq
 	usedBlocks int
 	budget     int
 	prioDirty  bool
@@ -154,18 +125,57 @@ type engine struct {
 	batchInFlight int
 
 	// onFinish, when set, sees every finished sequence (tests).
-	onFinish func(*seq)
+	onFinish func(*Seq)
 }
 
-func newEngine(k Knobs, met *engineMetrics) *engine {
-	return &engine{
+// APIRequest is a client's request as an HTTP server hands it to the
+// engine: the output length is drawn at enqueue (OutputTokens, lognormal)
+// unless IgnoreEOS, up to MaxTokens.
+type APIRequest struct {
+	Prompt, MaxTokens, MinTokens, Priority int
+	IgnoreEOS                              bool
+	Arrival                                int64 // unix ns
+}
+
+// NewAPIRequest is r as the engine's sequence, reporting to out.
+func NewAPIRequest(r APIRequest, out Sink) *Seq {
+	return &Seq{origin: originAPI, prompt: r.Prompt, maxTokens: r.MaxTokens, minTokens: r.MinTokens,
+		ignoreEOS: r.IgnoreEOS, priority: r.Priority, arrival: r.Arrival, out: out}
+}
+
+// NewEngine is an engine with the knobs k, recording into met, whose
+// background load (if any) has run alone for k.WarmupS before now (unix
+// ns), so that it starts in its scenario's steady state.
+func NewEngine(k Knobs, met *Metrics, now int64) *Engine {
+	e := newEngine(k, met)
+	e.burstOrigin = now
+	e.Warmup(now-int64(k.WarmupS*1e9), now)
+	return e
+}
+
+// Knobs returns the knobs in force.
+func (e *Engine) Knobs() Knobs { return e.k }
+
+// Restart is a new process coming up: it records into met from now on,
+// counts no preemptions, and its background load reconnects (the batch
+// workers) and is redrawn (the interactive users). The caller aborts what
+// was in flight first (AbortAll).
+func (e *Engine) Restart(met *Metrics) {
+	e.met = met
+	e.preemptions = 0
+	e.batchInFlight = 0
+	e.nextInteractive = 0
+}
+
+func newEngine(k Knobs, met *Metrics) *Engine {
+	return &Engine{
 		k:   k,
 		rng: rand.New(rand.NewPCG(uint64(k.Seed), 0x7e4e7007)),
 		met: met,
 	}
 }
 
-func (e *engine) setKnobs(k Knobs) {
+func (e *Engine) SetKnobs(k Knobs) {
 	if k.BackgroundInteractiveRPS != e.k.BackgroundInteractiveRPS {
 		e.nextInteractive = 0 // redraw with the new rate
 	}
@@ -176,13 +186,13 @@ func (e *engine) setKnobs(k Knobs) {
 }
 
 // lognormal draws a length with the given median, clamped to [lo, hi].
-func (e *engine) lognormal(median int, lo, hi int) int {
+func (e *Engine) lognormal(median int, lo, hi int) int {
 	v := int(math.Round(float64(median) * math.Exp(e.k.OutputLengthSigma*e.rng.NormFloat64())))
 	return min(max(v, lo), hi)
 }
 
 // enqueue accepts a sequence at its arrival time.
-func (e *engine) enqueue(s *seq) {
+func (e *Engine) Enqueue(s *Seq) {
 	e.nextID++
 	s.id = e.nextID
 	e.nextOrder++
@@ -196,9 +206,7 @@ func (e *engine) enqueue(s *seq) {
 		}
 	}
 	if s.out != nil {
-		s.out.mu.Lock()
-		s.out.target = s.target
-		s.out.mu.Unlock()
+		s.out.Target(s.target)
 	}
 	s.state = stateWaiting
 	e.waiting = append(e.waiting, s)
@@ -211,7 +219,7 @@ func (e *engine) enqueue(s *seq) {
 }
 
 // rateAt is the background interactive rate at time now, with bursts.
-func (e *engine) rateAt(now int64) float64 {
+func (e *Engine) rateAt(now int64) float64 {
 	r := e.k.BackgroundInteractiveRPS
 	if p := e.k.BackgroundBurstPeriodS; p > 0 && e.k.BackgroundBurstFactor > 0 {
 		phase := math.Mod(float64(now-e.burstOrigin)/1e9, p)
@@ -226,7 +234,7 @@ func (e *engine) rateAt(now int64) float64 {
 }
 
 // arrivals enqueues background work due by now.
-func (e *engine) arrivals(now int64) {
+func (e *Engine) arrivals(now int64) {
 	if e.k.BackgroundInteractiveRPS > 0 {
 		if e.nextInteractive == 0 {
 			e.nextInteractive = now + e.expGap(now)
@@ -235,7 +243,7 @@ func (e *engine) arrivals(now int64) {
 			at := e.nextInteractive
 			out := e.lognormal(e.k.BackgroundOutputTokens, 1, e.k.MaxModelLen-1)
 			in := e.lognormal(e.k.BackgroundPromptTokens, 1, e.k.MaxModelLen-out)
-			e.enqueue(&seq{origin: originInteractive, prompt: in, target: out, maxTokens: out, arrival: at})
+			e.Enqueue(&Seq{origin: originInteractive, prompt: in, target: out, maxTokens: out, arrival: at})
 			e.nextInteractive = at + e.expGap(at)
 		}
 	} else {
@@ -244,12 +252,12 @@ func (e *engine) arrivals(now int64) {
 	for e.batchInFlight < e.k.BackgroundBatchConcurrency {
 		out := e.lognormal(e.k.BackgroundBatchOutputTokens, 1, e.k.MaxModelLen-1)
 		in := e.lognormal(e.k.BackgroundBatchPromptTokens, 1, e.k.MaxModelLen-out)
-		e.enqueue(&seq{origin: originBatch, prompt: in, target: out, maxTokens: out, priority: backgroundBatchPriority, arrival: now})
+		e.Enqueue(&Seq{origin: originBatch, prompt: in, target: out, maxTokens: out, priority: backgroundBatchPriority, arrival: now})
 		e.batchInFlight++
 	}
 }
 
-func (e *engine) expGap(now int64) int64 {
+func (e *Engine) expGap(now int64) int64 {
 	r := e.rateAt(now)
 	if r <= 0 {
 		return int64(time.Hour)
@@ -258,15 +266,15 @@ func (e *engine) expGap(now int64) int64 {
 }
 
 // nextArrival is when background work next arrives (0: nothing scheduled).
-func (e *engine) nextArrival() int64 { return e.nextInteractive }
+func (e *Engine) NextArrival() int64 { return e.nextInteractive }
 
-func (e *engine) blocksFor(tokens int) int { return (tokens + e.k.BlockSize - 1) / e.k.BlockSize }
+func (e *Engine) blocksFor(tokens int) int { return (tokens + e.k.BlockSize - 1) / e.k.BlockSize }
 
-func (e *engine) freeBlocks() int { return max(e.k.KVBlocks-e.usedBlocks, 0) }
+func (e *Engine) freeBlocks() int { return max(e.k.KVBlocks-e.usedBlocks, 0) }
 
 // victimIndex picks the running sequence to preempt: the newest (FCFS), or
 // the worst priority, newest first (priority scheduling), as vLLM V1 does.
-func (e *engine) victimIndex() int {
+func (e *Engine) victimIndex() int {
 	if !e.k.PriorityScheduling {
 		return len(e.running) - 1
 	}
@@ -282,7 +290,7 @@ func (e *engine) victimIndex() int {
 
 // preemptAt frees a running sequence's blocks and sends it back to waiting;
 // it will recompute its prompt and output so far.
-func (e *engine) preemptAt(i int) {
+func (e *Engine) preemptAt(i int) {
 	s := e.running[i]
 	e.running = slices.Delete(e.running, i, i+1)
 	if s.sched > 0 {
@@ -305,7 +313,7 @@ func (e *engine) preemptAt(i int) {
 	}
 }
 
-func (e *engine) allocate(s *seq, n int) {
+func (e *Engine) allocate(s *Seq, n int) {
 	need := e.blocksFor(s.computed+n) - s.blocks
 	if need > 0 {
 		s.blocks += need
@@ -317,10 +325,10 @@ func (e *engine) allocate(s *seq, n int) {
 }
 
 // dropCancelled removes sequences whose client went away.
-func (e *engine) dropCancelled() {
-	keep := func(list []*seq) []*seq {
-		return slices.DeleteFunc(list, func(s *seq) bool {
-			if s.out == nil || !s.out.cancelled.Load() {
+func (e *Engine) DropCancelled() {
+	keep := func(list []*Seq) []*Seq {
+		return slices.DeleteFunc(list, func(s *Seq) bool {
+			if s.out == nil || !s.out.Cancelled() {
 				return false
 			}
 			e.usedBlocks -= s.blocks
@@ -338,7 +346,7 @@ func (e *engine) dropCancelled() {
 
 // schedule plans one engine step at time now and returns how long it takes;
 // 0 means there is nothing to do.
-func (e *engine) schedule(now int64) time.Duration {
+func (e *Engine) Schedule(now int64) time.Duration {
 	e.arrivals(now)
 	e.batch = e.batch[:0]
 	e.budget = e.k.MaxBatchedTokens
@@ -420,7 +428,7 @@ func (e *engine) schedule(now int64) time.Duration {
 // the per-sequence cost of the batch, and the prompt tokens prefilled.
 type stepCost struct{ baseMs, batchMs, prefillMs float64 }
 
-func (e *engine) stepCost() stepCost {
+func (e *Engine) stepCost() stepCost {
 	prefill := 0
 	for _, s := range e.batch {
 		if s.computed+s.sched == s.total() {
@@ -439,7 +447,7 @@ func (e *engine) stepCost() stepCost {
 // makeRoom reports whether s (needing n tokens now) can be admitted, and
 // with priority scheduling preempts worse-priority running sequences to make
 // it so.
-func (e *engine) makeRoom(s *seq, n int) bool {
+func (e *Engine) makeRoom(s *Seq, n int) bool {
 	for len(e.running) >= e.k.MaxNumSeqs || e.blocksFor(n) > e.freeBlocks() {
 		if !e.k.PriorityScheduling || len(e.running) == 0 {
 			return false
@@ -455,7 +463,7 @@ func (e *engine) makeRoom(s *seq, n int) bool {
 
 // complete ends the step planned by schedule at time end: sequences whose
 // scheduled tokens reach their length emit one token.
-func (e *engine) complete(end int64) {
+func (e *Engine) Complete(end int64) {
 	e.steps++
 	rec := e.met.begin()
 	stepTokens, prefill := 0, false
@@ -474,28 +482,15 @@ func (e *engine) complete(end int64) {
 		s.lastToken = end
 		fin := s.generated >= s.target
 		if s.out != nil {
-			st := s.out
-			st.mu.Lock()
-			st.tokens = s.generated
-			st.lastEmit = end
-			if st.gt {
-				st.emits = append(st.emits, end)
-			}
-			if s.generated == 1 {
-				st.queueNs = s.firstSched - s.arrival
-				st.prefillNs = end - s.firstSched
-			}
+			finish := ""
 			if fin {
-				st.done = true
-				st.finish = finishReason(s)
+				finish = finishReason(s)
 			}
-			if st.direct != nil {
-				e.ready = append(e.ready, st.news())
-				st.mu.Unlock()
-			} else {
-				st.mu.Unlock()
-				st.signal()
+			var queueNs, prefillNs int64
+			if s.generated == 1 {
+				queueNs, prefillNs = s.firstSched-s.arrival, end-s.firstSched
 			}
+			s.out.Token(s.generated, end, queueNs, prefillNs, finish)
 		}
 		if fin {
 			s.state = stateFinished
@@ -504,7 +499,7 @@ func (e *engine) complete(end int64) {
 	}
 	rec.step(stepTokens, len(e.batch), prefill, end)
 	if len(e.finished) > 0 {
-		e.running = slices.DeleteFunc(e.running, func(s *seq) bool { return s.state == stateFinished })
+		e.running = slices.DeleteFunc(e.running, func(s *Seq) bool { return s.state == stateFinished })
 		for _, s := range e.finished {
 			e.usedBlocks -= s.blocks
 			s.blocks = 0
@@ -521,7 +516,7 @@ func (e *engine) complete(end int64) {
 	e.batch = e.batch[:0]
 }
 
-func finishReason(s *seq) string {
+func finishReason(s *Seq) string {
 	if s.generated >= s.maxTokens {
 		return "length"
 	}
@@ -531,12 +526,12 @@ func finishReason(s *seq) string {
 // warmup runs the background load alone, in virtual time, from from to to,
 // so that a server starts in the steady state of its scenario rather than
 // in the transient of every batch worker arriving at once.
-func (e *engine) warmup(from, to int64) {
+func (e *Engine) Warmup(from, to int64) {
 	now := from
 	for now < to {
-		dur := e.schedule(now)
+		dur := e.Schedule(now)
 		if dur == 0 {
-			next := e.nextArrival()
+			next := e.NextArrival()
 			if next == 0 || next >= to {
 				return
 			}
@@ -544,28 +539,25 @@ func (e *engine) warmup(from, to int64) {
 			continue
 		}
 		now += int64(dur)
-		e.complete(now)
+		e.Complete(now)
 	}
 }
 
 // abortAll ends every open stream (shutdown).
-func (e *engine) abortAll() {
-	for _, list := range [][]*seq{e.running, e.waiting} {
+func (e *Engine) AbortAll() {
+	for _, list := range [][]*Seq{e.running, e.waiting} {
 		for _, s := range list {
 			if s.out == nil {
 				continue
 			}
-			s.out.mu.Lock()
-			s.out.aborted = true
-			s.out.mu.Unlock()
-			s.out.signal()
+			s.out.Abort()
 		}
 	}
 	e.running, e.waiting = nil, nil
 	e.usedBlocks = 0
 }
 
-func (e *engine) state() EngineState {
+func (e *Engine) State() EngineState {
 	return EngineState{
 		Waiting:       len(e.waiting),
 		Running:       len(e.running),

@@ -1,4 +1,4 @@
-package sim
+package engine
 
 import (
 	"errors"
@@ -13,11 +13,11 @@ import (
 // they see. The engine's own background load (the Background* knobs) runs
 // too, warmed up as Server warms it up.
 type Virtual struct {
-	e     *engine
-	met   *engineMetrics
+	e     *Engine
+	met   *Metrics
 	now   int64
-	reqs  map[uint64]*seq
-	batch []*seq // the step in flight, copied before complete clears it
+	reqs  map[uint64]*Seq
+	batch []*Seq // the step in flight, copied before complete clears it
 	gen   []int  // generated counts of batch before the step
 	// OnToken, when set, sees every token of a submitted request: its id
 	// (Submit's), how many tokens it has generated so far (1 is the first
@@ -40,12 +40,10 @@ func NewVirtual(k Knobs, start time.Time) (*Virtual, error) {
 	}
 	now := start.UnixNano()
 	warm := int64(k.WarmupS * 1e9)
-	met := newEngineMetrics(k.MaxModelLen, float64(now-warm)/1e9)
-	e := newEngine(k, met)
-	e.burstOrigin = now
-	e.warmup(now-warm, now)
-	v := &Virtual{e: e, met: met, now: now, reqs: map[uint64]*seq{}}
-	met.setState(e.state())
+	met := NewMetrics(k.MaxModelLen, float64(now-warm)/1e9)
+	e := NewEngine(k, met, now)
+	v := &Virtual{e: e, met: met, now: now, reqs: map[uint64]*Seq{}}
+	met.SetState(e.State())
 	return v, nil
 }
 
@@ -64,7 +62,7 @@ func (v *Virtual) SetKnobs(k Knobs) error {
 	if k.MaxModelLen != v.e.k.MaxModelLen || k.BlockSize != v.e.k.BlockSize {
 		return errors.New("max-model-len and block-size cannot change on a running engine")
 	}
-	v.e.setKnobs(k)
+	v.e.SetKnobs(k)
 	return nil
 }
 
@@ -74,13 +72,13 @@ func (v *Virtual) SetKnobs(k Knobs) error {
 func (v *Virtual) Submit(r VirtualRequest) (id uint64, ok bool) {
 	k := v.e.k
 	if k.MaxWaiting > 0 && len(v.e.waiting) >= k.MaxWaiting {
-		v.met.refused("queue_full")
+		v.met.Refused("queue_full")
 		return 0, false
 	}
 	out := min(max(r.Output, 1), k.MaxModelLen-1)
 	prompt := min(max(r.Prompt, 1), k.MaxModelLen-out)
-	s := &seq{origin: originInteractive, prompt: prompt, target: out, maxTokens: out, priority: r.Priority, arrival: v.now}
-	v.e.enqueue(s)
+	s := &Seq{origin: originInteractive, prompt: prompt, target: out, maxTokens: out, priority: r.Priority, arrival: v.now}
+	v.e.Enqueue(s)
 	v.reqs[s.id] = s
 	return s.id, true
 }
@@ -90,14 +88,14 @@ func (v *Virtual) Submit(r VirtualRequest) (id uint64, ok bool) {
 // until, whichever comes first (never past until while idle). It returns
 // the new instant.
 func (v *Virtual) Step(until time.Time) time.Time {
-	dur := v.e.schedule(v.now)
+	dur := v.e.Schedule(v.now)
 	if dur == 0 {
 		next := until.UnixNano()
-		if a := v.e.nextArrival(); a > 0 && a < next {
+		if a := v.e.NextArrival(); a > 0 && a < next {
 			next = a
 		}
 		v.now = max(next, v.now)
-		v.met.setState(v.e.state())
+		v.met.SetState(v.e.State())
 		return v.Now()
 	}
 	v.batch = append(v.batch[:0], v.e.batch...)
@@ -106,7 +104,7 @@ func (v *Virtual) Step(until time.Time) time.Time {
 		v.gen = append(v.gen, s.generated)
 	}
 	v.now += int64(dur)
-	v.e.complete(v.now)
+	v.e.Complete(v.now)
 	at := v.Now()
 	for i, s := range v.batch {
 		if s.generated == v.gen[i] {
@@ -124,13 +122,13 @@ func (v *Virtual) Step(until time.Time) time.Time {
 		}
 	}
 	clear(v.batch)
-	v.met.setState(v.e.state())
+	v.met.SetState(v.e.State())
 	return at
 }
 
 // State is the engine's true state now.
-func (v *Virtual) State() EngineState { return v.e.state() }
+func (v *Virtual) State() EngineState { return v.e.State() }
 
 // Metrics renders the engine's /metrics page now, in the knobs' flavor, as
 // Server serves it.
-func (v *Virtual) Metrics() []byte { return v.met.render(v.e.k) }
+func (v *Virtual) Metrics() []byte { return v.met.Render(v.e.k) }

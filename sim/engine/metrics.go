@@ -1,4 +1,4 @@
-package sim
+package engine
 
 import (
 	"math"
@@ -88,9 +88,9 @@ func (h *hist) observe(v float64) {
 	h.n++
 }
 
-// engineMetrics holds everything /metrics reports. The engine updates it
+// Metrics holds everything /metrics reports. The engine updates it
 // once per step under mu; the exposition reads it under mu.
-type engineMetrics struct {
+type Metrics struct {
 	mu sync.Mutex
 
 	startUnix float64
@@ -155,9 +155,9 @@ func tgiLinearBuckets(limit int) []float64 {
 	return out
 }
 
-func newEngineMetrics(maxModelLen int, startUnix float64) *engineMetrics {
+func NewMetrics(maxModelLen int, startUnix float64) *Metrics {
 	lens := buckets125(maxModelLen)
-	return &engineMetrics{
+	return &Metrics{
 		startUnix: startUnix,
 		ttft:      newHist(bucketsTTFT()),
 		itl:       newHist(bucketsITL()),
@@ -184,10 +184,10 @@ func newEngineMetrics(maxModelLen int, startUnix float64) *engineMetrics {
 	}
 }
 
-// recorder is engineMetrics locked for the duration of one step.
-type recorder struct{ m *engineMetrics }
+// recorder is Metrics locked for the duration of one step.
+type recorder struct{ m *Metrics }
 
-func (m *engineMetrics) begin() recorder {
+func (m *Metrics) begin() recorder {
 	m.mu.Lock()
 	return recorder{m}
 }
@@ -196,7 +196,7 @@ func (r recorder) end() { r.m.mu.Unlock() }
 
 func seconds(ns int64) float64 { return float64(ns) / 1e9 }
 
-func (r recorder) token(s *seq, at int64) {
+func (r recorder) token(s *Seq, at int64) {
 	m := r.m
 	m.genTokens++
 	m.winGen++
@@ -238,13 +238,13 @@ func (r recorder) enqueued() { r.m.requests++ }
 
 // refused counts a request answered with an error before the engine, under
 // TGI's err label.
-func (m *engineMetrics) refused(reason string) {
+func (m *Metrics) Refused(reason string) {
 	m.mu.Lock()
 	m.failures[reason]++
 	m.mu.Unlock()
 }
 
-func (r recorder) finish(s *seq, at int64) {
+func (r recorder) finish(s *Seq, at int64) {
 	m := r.m
 	m.e2e.observe(seconds(at - s.arrival))
 	m.queue.observe(seconds(s.firstSched - s.arrival))
@@ -271,7 +271,7 @@ func (r recorder) finish(s *seq, at int64) {
 	}
 }
 
-func (m *engineMetrics) setState(st EngineState) {
+func (m *Metrics) SetState(st EngineState) {
 	m.mu.Lock()
 	m.state = st
 	m.mu.Unlock()

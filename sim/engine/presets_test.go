@@ -1,4 +1,4 @@
-package sim
+package engine
 
 import (
 	"math/rand/v2"
@@ -38,10 +38,10 @@ func simulatePreset(t *testing.T, hw, scenario string, mod func(*Knobs), d time.
 	s := min(LoadScale(hw), 1)
 	rate, batchPrompt := 2*s, int(1500*s)
 
-	met := newEngineMetrics(k.MaxModelLen, float64(virtualStart)/1e9)
+	met := NewMetrics(k.MaxModelLen, float64(virtualStart)/1e9)
 	e := newEngine(k, met)
-	e.warmup(virtualStart-int64(k.WarmupS*1e9), virtualStart)
-	*met = *newEngineMetrics(k.MaxModelLen, 0)
+	e.Warmup(virtualStart-int64(k.WarmupS*1e9), virtualStart)
+	*met = *NewMetrics(k.MaxModelLen, 0)
 	rng := rand.New(rand.NewPCG(uint64(k.Seed), 7))
 	now, end := virtualStart, virtualStart+int64(d)
 	nextProbe := now + int64(rng.ExpFloat64()/rate*1e9)
@@ -53,7 +53,7 @@ func simulatePreset(t *testing.T, hw, scenario string, mod func(*Knobs), d time.
 	for now < end {
 		for nextProbe <= now {
 			st := newStream(true)
-			e.enqueue(&seq{origin: originAPI, prompt: 700, maxTokens: 256, ignoreEOS: true, arrival: nextProbe, priority: 0, out: st})
+			e.Enqueue(&Seq{origin: originAPI, prompt: 700, maxTokens: 256, ignoreEOS: true, arrival: nextProbe, priority: 0, out: st})
 			inter = append(inter, vprobe{arrival: nextProbe, st: st})
 			nextProbe += int64(rng.ExpFloat64() / rate * 1e9)
 		}
@@ -67,7 +67,7 @@ func simulatePreset(t *testing.T, hw, scenario string, mod func(*Knobs), d time.
 				}
 			}
 			st := newStream(true)
-			e.enqueue(&seq{origin: originAPI, prompt: batchPrompt, maxTokens: 120, ignoreEOS: true, arrival: now, priority: 10, out: st})
+			e.Enqueue(&Seq{origin: originAPI, prompt: batchPrompt, maxTokens: 120, ignoreEOS: true, arrival: now, priority: 10, out: st})
 			batch = append(batch, vprobe{arrival: now, st: st})
 			workers[i] = &batch[len(batch)-1]
 		}
@@ -80,7 +80,7 @@ func simulatePreset(t *testing.T, hw, scenario string, mod func(*Knobs), d time.
 			if c.prefillMs > 0 {
 				prefillSteps++
 			}
-			st := e.state()
+			st := e.State()
 			if st.Running >= k.MaxNumSeqs {
 				atCap++
 			}
@@ -113,7 +113,7 @@ func simulatePreset(t *testing.T, hw, scenario string, mod func(*Knobs), d time.
 		r.atCapShare = float64(atCap) / float64(steps)
 	}
 	r.runningP50, r.waitingP50, r.kvP95 = quantile(runningXs, 0.5), quantile(waitingXs, 0.5), quantile(kvXs, 0.95)
-	r.preemptionsPerS = float64(e.state().Preemptions) / d.Seconds()
+	r.preemptionsPerS = float64(e.State().Preemptions) / d.Seconds()
 	t.Logf("%-8s %-20s itl gap p50/p95/p99 %5.0f/%5.0f/%5.0f ms, ttft p50/p95 %5.0f/%5.0f ms | step %5.1f ms: base %2.0f%% batch %2.0f%% prefill %2.0f%% (prefill in %2.0f%% of steps) | running %3.0f (at cap %3.0f%%) waiting %3.0f kv p95 %3.0f%% preempt %.2f/s | batch probe ttft p50 %5.0f",
 		hw, scenario, r.interactive.gapP50, r.gapP95, r.interactive.gapP99, r.interactive.ttftP50, r.ttftP95,
 		r.meanStepMs, 100*r.baseShare, 100*r.batchShare, 100*r.prefillShare, 100*r.prefillStepsShare,
