@@ -17,23 +17,18 @@ var spans = []time.Duration{time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * 
 
 const defaultSpan = 5 * time.Minute
 
-// spanOf is the span the UI state asks for, one of spans.
-func spanOf(st *UIState) time.Duration {
-	if st.Span <= 0 {
-		return defaultSpan
-	}
-	return st.Span
-}
-
 // span is the span the charts show.
-func (r *renderer) span() time.Duration { return shownSpan(&r.st, r.s) }
+func (r *renderer) span() time.Duration { return shownSpan(r.st.Span, r.s) }
 
-// shownSpan is the span asked for with +/-, else the default, shortened
-// while the run is younger so its first minutes fill the charts instead
-// of their right edge.
-func shownSpan(st *UIState, s *metrics.Snapshot) time.Duration {
-	if st.Span > 0 || s == nil {
-		return spanOf(st)
+// shownSpan is the span asked for with +/- (asked), else the default,
+// shortened while the run is younger so its first minutes fill the charts
+// instead of their right edge.
+func shownSpan(asked time.Duration, s *metrics.Snapshot) time.Duration {
+	if asked > 0 {
+		return asked
+	}
+	if s == nil {
+		return defaultSpan
 	}
 	age := s.At.Sub(s.Started)
 	for _, sp := range spans {

@@ -1,14 +1,100 @@
 package tui
 
 import (
-	"math"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+
 	"github.com/tokentop/tokentop/metrics"
 	"github.com/tokentop/tokentop/observe"
 )
+
+// Drill-down views, each with its key.
+const (
+	DrillSlowest = "slowest" // s
+	DrillBuckets = "buckets" // b
+	DrillServer  = "server"  // m
+	DrillGPU     = "gpu"     // g
+)
+
+// drillView is the drill-down shown instead of the main view, about the
+// focused class: the slowest requests (slowest.go), the buckets, the
+// server, the GPUs, or the what-if view (twin.go).
+type drillView struct {
+	// Drill is the drill-down view shown ("" for none; DrillSlowest,
+	// DrillBuckets, DrillServer, DrillGPU, DrillTwin).
+	Drill string
+	// Cursor is the selected row of the slowest list, the GPUs or the
+	// what-if view's changes.
+	Cursor int
+	// Filter narrows the slowest list (ID, path or error substring);
+	// Filtering is true while it is being typed.
+	Filter    string
+	Filtering bool
+}
+
+// drillKeys is each drill-down's key in km.
+func drillKeys(km *keyMap) map[string]key.Binding {
+	return map[string]key.Binding{DrillSlowest: km.Slowest, DrillBuckets: km.Buckets, DrillServer: km.Server, DrillGPU: km.GPU, DrillTwin: km.Twin}
+}
+
+// open is a drill-down's key: it opens that view, or closes it when it is
+// the one shown. It reports false for any other key.
+func (d *drillView) open(msg tea.KeyMsg, km *keyMap) bool {
+	for name, b := range drillKeys(km) {
+		if key.Matches(msg, b) {
+			if d.Drill == name {
+				name = ""
+			}
+			d.Drill, d.Cursor = name, 0
+			return true
+		}
+	}
+	return false
+}
+
+// key takes ↑ and ↓, the selection among rows rows (-1: the view has
+// none to select).
+func (d *drillView) key(msg tea.KeyMsg, km *keyMap, rows int) bool {
+	switch {
+	case key.Matches(msg, km.Up):
+		d.Cursor = max(d.Cursor-1, 0)
+	case key.Matches(msg, km.Down):
+		if rows >= 0 {
+			d.Cursor = min(d.Cursor+1, max(rows-1, 0))
+		}
+	default:
+		return false
+	}
+	return true
+}
+
+// rows is how many rows ↑/↓ select among in the drill-down st shows of s,
+// -1 where it has none to select.
+func (st *UIState) rows(s *metrics.Snapshot) int {
+	switch st.Drill {
+	case DrillTwin:
+		return len(twinChoices(st.Twin, st.WhatIf.Pending))
+	case "", DrillBuckets, DrillServer:
+		return -1
+	}
+	if s == nil {
+		return 0
+	}
+	v := st.view(s)
+	if st.Drill == DrillGPU {
+		return len(v.GPU.Devices)
+	}
+	n := len(v.Classes)
+	if n == 0 {
+		return 0
+	}
+	c := &v.Classes[((st.Focus%n)+n)%n]
+	return len(filterSlowest(c.Slowest, st.Filter))
+}
 
 // drill draws the drill-down view the UI state names, in exactly bodyH
 // lines.
@@ -38,214 +124,6 @@ func (r *renderer) focused() *metrics.ClassStats {
 		return cls[0]
 	}
 	return nil
-}
-
-// filterSlowest keeps the requests whose ID, path or error contains f.
-func filterSlowest(rs []metrics.RequestTiming, f string) []metrics.RequestTiming {
-	if f == "" {
-		return rs
-	}
-	f = strings.ToLower(f)
-	var out []metrics.RequestTiming
-	for _, q := range rs {
-		if strings.Contains(strings.ToLower(q.ID), f) || strings.Contains(q.Path, f) || (q.Err != "" && strings.Contains(q.Err, f)) ||
-			(f == "err" && q.Err != "") {
-			out = append(out, q)
-		}
-	}
-	return out
-}
-
-func offMs(v float64) string {
-	if v < 0 {
-		return dash
-	}
-	return fmtMs(v)
-}
-
-func maxGap(q *metrics.RequestTiming) string {
-	if q.Gaps == 0 {
-		return dash
-	}
-	return fmtMs(q.MaxGapMs)
-}
-
-// slowRow is one request of the slowest list in w cells.
-func slowRow(q *metrics.RequestTiming, w int) string {
-	id := q.ID
-	if len(id) > 8 {
-		id = id[:8]
-	}
-	end := offMs(q.EndMs)
-	if q.Censored {
-		end = "≥" + end
-	}
-	s := pad(id, 9) + pad(q.Sent.Format("15:04:05"), 9) + pad(offMs(q.IntendedMs), 7) + pad(offMs(q.HeadersMs), 8) +
-		pad(offMs(q.FirstTokenMs), 8) + pad(end, 8) + pad(strconv.Itoa(q.Gaps), 6) + pad(maxGap(q), 8) +
-		pad(strconv.Itoa(q.PromptTokens)+"/"+strconv.Itoa(q.OutputTokens), 11)
-	if q.Err != "" {
-		s += q.Err
-		if q.Status != 0 {
-			s += " " + strconv.Itoa(q.Status)
-		}
-	}
-	return fit(s, w)
-}
-
-// slowHeader heads the columns of slowRow (after the two-cell mark).
-const slowHeader = "  id       sent     queued headers  1st tok  end     gaps  max gap in/out tok"
-
-// slowestView lists the focused class's slowest requests (direct and
-// gateway side by side when both exist) and the selected one's timeline.
-func (r *renderer) slowestView(bodyH int) []string {
-	c := r.focused()
-	if c == nil {
-		return []string{rule(r.t, "slowest requests", r.w), r.t.dim("no traffic classes in this view")}
-	}
-	title := "slowest requests · " + c.Name + " (1-9/tab class · ↑/↓ select · / filter · e expand · esc back)"
-	out := []string{rule(r.t, title, r.w)}
-	rs := filterSlowest(c.Slowest, r.st.Filter)
-	if r.st.Filtering || r.st.Filter != "" {
-		cursor := ""
-		if r.st.Filtering {
-			cursor = "▏"
-		}
-		out = append(out, fit("filter: "+r.st.Filter+cursor+r.t.dim("  ("+strconv.Itoa(len(rs))+" of "+strconv.Itoa(len(c.Slowest))+"; enter done, esc clear)"), r.w))
-	}
-	if len(rs) == 0 {
-		msg := "no finished request in this view yet"
-		if len(c.Slowest) > 0 {
-			msg = "no request matches the filter"
-		}
-		return append(out, r.t.dim(msg))
-	}
-	sel := min(max(r.st.Cursor, 0), len(rs)-1)
-	byPath := map[string][]int{}
-	var paths []string
-	for i, q := range rs {
-		if _, ok := byPath[q.Path]; !ok {
-			paths = append(paths, q.Path)
-		}
-		byPath[q.Path] = append(byPath[q.Path], i)
-	}
-	// The list takes the rows it needs, the timeline the rest (at least
-	// six); expanded, the list keeps its header and a few rows.
-	side := len(paths) > 1 && r.w >= 2*len(slowHeader)+3
-	need := len(rs) + 1
-	if side {
-		need = 2
-		for _, p := range paths[:2] {
-			need = max(need, len(byPath[p])+2)
-		}
-	}
-	room := bodyH - len(out) - 1 - 6
-	if r.st.Expanded {
-		room = 5
-	}
-	listH := max(min(need, room), 3)
-	if side {
-		// Direct and gateway side by side: the same traffic over the two
-		// routes.
-		cw := (r.w - 3) / 2
-		var cols [][]string
-		for _, p := range paths[:2] {
-			col := []string{r.t.label(fit(p, cw)), r.t.dim(fit(slowHeader, cw))}
-			for _, i := range byPath[p] {
-				col = append(col, r.slowLine(&rs[i], i == sel, cw))
-			}
-			cols = append(cols, pad2(col, listH))
-		}
-		out = append(out, sideBySide(cols, []int{cw, cw}, 3)...)
-	} else {
-		list := []string{r.t.dim(fit("  path    "+slowHeader[2:], r.w))}
-		start := max(0, sel-(listH-2))
-		for i := start; i < len(rs) && len(list) < listH; i++ {
-			list = append(list, r.slowLine(&rs[i], i == sel, r.w, rs[i].Path))
-		}
-		out = append(out, pad2(list, listH)...)
-	}
-	tl := "timeline · " + rs[sel].Path + " " + rs[sel].ID
-	if r.st.Expanded {
-		tl += " (expanded · e collapse)"
-	}
-	out = append(out, rule(r.t, tl, r.w))
-	return append(out, r.timeline(&rs[sel], r.w, bodyH-len(out))...)
-}
-
-func (r *renderer) slowLine(q *metrics.RequestTiming, selected bool, w int, path ...string) string {
-	mark := "  "
-	if selected {
-		mark = "▸ "
-	}
-	prefix := mark
-	if len(path) > 0 {
-		prefix += pad(path[0], 8)
-	}
-	line := prefix + slowRow(q, w-cells(prefix))
-	if selected {
-		return r.t.title(fit(line, w))
-	}
-	return fit(line, w)
-}
-
-// timeline draws one request: its moments on a scale from intended send to
-// end, then every chunk gap as bars.
-func (r *renderer) timeline(q *metrics.RequestTiming, w, h int) []string {
-	if h <= 0 {
-		return nil
-	}
-	total := q.IntendedMs + math.Max(q.EndMs, 0)
-	moments := []struct {
-		glyph, name string
-		off         float64 // ms after sent; -1 when it did not happen
-	}{
-		{"s", "sent", 0},
-		{"h", "headers", q.HeadersMs},
-		{"b", "first byte", q.FirstByteMs},
-		{"t", "first token", q.FirstTokenMs},
-		{"e", "end", q.EndMs},
-	}
-	scale := []rune(strings.Repeat("─", max(w-2, 1)))
-	place := func(glyph string, at float64) {
-		col := 0
-		if total > 0 {
-			col = int(math.Round(at / total * float64(len(scale)-1)))
-		}
-		scale[min(max(col, 0), len(scale)-1)] = []rune(glyph)[0]
-	}
-	place("i", 0)
-	legend := []string{"i intended −" + fmtMs(q.IntendedMs)}
-	for _, m := range moments {
-		if m.off < 0 {
-			continue
-		}
-		place(m.glyph, q.IntendedMs+m.off)
-		legend = append(legend, m.glyph+" "+m.name+" +"+fmtMs(m.off))
-	}
-	out := []string{fit(r.t.info(string(scale)), w), fit(r.t.dim(strings.Join(legend, " · ")), w)}
-	detail := "tokens " + strconv.Itoa(q.PromptTokens) + " in / " + strconv.Itoa(q.OutputTokens) + " out · attempt " + strconv.Itoa(q.Attempt)
-	if q.Err != "" {
-		detail += " · " + r.t.bad("error "+q.Err)
-	}
-	if q.Censored {
-		detail += " · " + r.t.warn("cut short while waiting: figures are lower bounds (≥)")
-	}
-	out = append(out, fit(detail, w))
-	if len(q.GapsMs) == 0 || h-len(out) < 2 {
-		return pad2(out, h)
-	}
-	gapRows := max(h-len(out)-2, 1)
-	head := "chunk gaps: " + strconv.Itoa(q.Gaps) + " · max " + fmtMs(q.MaxGapMs)
-	if q.Gaps > len(q.GapsMs) {
-		head += " · " + strconv.Itoa(q.Gaps) + " folded into " + strconv.Itoa(len(q.GapsMs)) + " (largest of each run)"
-	}
-	out = append(out, fit(r.t.label(head), w))
-	vals := fold(q.GapsMs, w-2)
-	for _, row := range barRows(vals, maxOf(vals), gapRows) {
-		out = append(out, "  "+r.t.info(row))
-	}
-	out = append(out, fit(r.t.dim("  first gap → last gap, each column one gap or the largest of its run"), w))
-	return pad2(out, h)
 }
 
 // bucketsView is the focused class by prompt length and by output length.

@@ -119,7 +119,7 @@ func TestTimeSeriesMarks(t *testing.T) {
 		}
 	}
 	// A mark older than the span is not drawn.
-	out = Render(drillSnap(), failingDiag(), 160, 48, UIState{NoColor: true, Held: heldFailing(), Span: time.Minute})
+	out = Render(drillSnap(), failingDiag(), 160, 48, UIState{NoColor: true, Held: heldFailing(), mainView: mainView{Span: time.Minute}})
 	if strings.Contains(out, "max-num-seqs=64") || !strings.Contains(out, "last 1m") {
 		t.Errorf("1-minute span:\n%s", out)
 	}
@@ -174,7 +174,7 @@ func TestSpanFollowsAYoungRun(t *testing.T) {
 		{10 * time.Second, 10 * time.Minute, 10 * time.Minute},
 	} {
 		s.At = s.Started.Add(tc.age)
-		if got := shownSpan(&UIState{Span: tc.asked}, s); got != tc.want {
+		if got := shownSpan(tc.asked, s); got != tc.want {
 			t.Errorf("age %v, asked %v: span %v, want %v", tc.age, tc.asked, got, tc.want)
 		}
 	}

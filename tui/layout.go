@@ -1,7 +1,6 @@
 package tui
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -245,82 +244,4 @@ func (r *renderer) compact(bodyH int) []string {
 	}
 	out = append(out, rule(r.t, r.findingsTitle(), w))
 	return append(out, r.findingLines(w, bodyH-len(out))...)
-}
-
-// helpLines is the help's text: the key map's keys, then a glossary.
-func helpLines(knobs, whatIf bool) []string {
-	return append(newKeyMap(knobs, whatIf).keyLines(), "",
-		"TTFT        send → first content token, with its histogram",
-		"ITL         gaps between tokens (basis token) or between chunks (basis chunk)",
-		"chunk gap   gaps between stream events as the client received them",
-		"goodput     useful work within the SLO: numerator/denominator = ratio",
-		"SLO         PASS, FAIL with the objectives that failed, or NO DATA",
-		"time series one point a second: ╌ the SLO target, k a knob turned, ! a finding raised",
-		"server      queue depth, running, KV-cache occupancy and token rates from /metrics",
-		"GPU         per-device utilisation, memory, power and clock events",
-		"probe       tokentop's own scheduling lag; UNRELIABLE when it is the bottleneck",
-		"findings    likely causes, most likely first, with evidence value vs threshold",
-	)
-}
-
-// help draws the help in bodyH rows. Where it does not fit (80×24 holds
-// the keys but not the glossary), ↓ shows its end and ↑ its start, and
-// the last row says so.
-func (r *renderer) help(bodyH int) []string {
-	text := helpLines(r.st.KnobsAvailable, r.st.WhatIfAvailable)
-	rows := bodyH - 1 // below the title
-	if len(text) <= rows {
-		out := []string{rule(r.t, "help (? or esc to close)", r.w)}
-		for _, l := range text {
-			out = append(out, fit(l, r.w))
-		}
-		return out
-	}
-	rows = max(rows-1, 1) // and above the "more" line
-	top := 0
-	if r.st.HelpEnd {
-		top = len(text) - rows
-	}
-	out := []string{rule(r.t, "help (? or esc to close · ↑/↓ scroll)", r.w)}
-	for _, l := range text[top : top+rows] {
-		out = append(out, fit(l, r.w))
-	}
-	more := fmt.Sprintf("lines %d–%d of %d", top+1, top+rows, len(text))
-	switch {
-	case top+rows < len(text):
-		more = "↓ more · " + more
-	default:
-		more = "↑ back · " + more
-	}
-	return append(out, fit(r.t.dim(more), r.w))
-}
-
-func (r *renderer) knobPanel(bodyH int) []string {
-	out := []string{rule(r.t, "simulator knobs (↑/↓ select · ←/→ or -/+ adjust · space toggle · k close)", r.w)}
-	if r.st.Message != "" {
-		out = append(out, fit(r.t.warn(r.st.Message), r.w))
-	}
-	ks := r.st.Knobs
-	if len(ks) == 0 {
-		return append(out, r.t.dim("no knobs"))
-	}
-	rows := max(bodyH-len(out), 1)
-	cur := min(max(r.st.KnobCursor, 0), len(ks)-1)
-	start := min(max(cur-rows/2, 0), max(len(ks)-rows, 0))
-	nw := 0
-	for _, k := range ks {
-		nw = max(nw, cells(k.Name))
-	}
-	nw = min(nw, r.w/3)
-	for i := start; i < len(ks) && i < start+rows; i++ {
-		k := ks[i]
-		mark := "  "
-		name := pad(k.Name, nw)
-		if i == cur {
-			mark = "▸ "
-			name = r.t.title(name)
-		}
-		out = append(out, fit(mark+name+"  "+pad(k.Value, 12)+"  "+r.t.dim(k.Help), r.w))
-	}
-	return out
 }

@@ -3,7 +3,6 @@ package tui
 import (
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/charmbracelet/lipgloss"
 
@@ -25,59 +24,46 @@ const (
 )
 
 // UIState is everything the console's picture depends on besides the data
-// and the terminal size.
+// and the terminal size: the options, then each view's own state (a view
+// keeps its state, the keys it takes and what it draws together in its
+// file; Model routes keys and messages between them).
 type UIState struct {
 	Title   string
 	NoColor bool
 	// ASCII draws with ASCII characters only.
 	ASCII bool
+	// KnobsAvailable is true when the console can adjust a simulator.
+	KnobsAvailable bool
+	// WhatIfAvailable: the host predicts changes typed in the what-if
+	// view (Options.OnWhatIf).
+	WhatIfAvailable bool
+
 	// Paused: the screen shows the data as it was when the user pressed
 	// p; newer data is still gathered.
 	Paused bool
-	// Drill is the drill-down view shown instead of the main one ("" for
-	// none; DrillSlowest, DrillBuckets, DrillServer, DrillGPU).
-	Drill string
-	// Expanded gives the focused panel the whole body: the time series on
-	// the main view, the selected request in the slowest list.
-	Expanded bool
-	// Filter narrows the slowest list (ID, path or error substring);
-	// Filtering is true while it is being typed.
-	Filter    string
-	Filtering bool
-	// Cursor is the selected row of the slowest list.
-	Cursor int
-	// Focus indexes the class shown first (the only one in detail on small
-	// terminals); it wraps over the view's classes.
-	Focus int
-	// RunView shows the whole session (Snapshot.Run) instead of the trailing
-	// window (Snapshot.Live).
-	// Span is how far back the time series reach (0: five minutes).
-	Span     time.Duration
-	RunView  bool
-	ShowHelp bool
-	// HelpEnd shows the end of the help instead of its start, when it
-	// does not fit.
-	HelpEnd   bool
-	ShowKnobs bool
-	// KnobsAvailable is true when the console can adjust a simulator.
-	KnobsAvailable bool
-	Knobs          []Knob
-	KnobCursor     int
-	// Message is a one-line notice, e.g. the last knob adjustment error.
-	Message string
 	// Held is each live finding's history, by rule: how long it has held,
 	// and whether it is fading (no longer raised, still listed a while so
 	// it does not blink).
 	Held map[string]Held
+
+	mainView  // the class panels and the time series (mainview.go)
+	drillView // the drill-downs (drill.go, slowest.go)
+	helpView  // the help screen (help.go)
+	knobPanel // the simulator's knobs (knobs.go)
 	// Twin is the latest what-if twin (tui/twin.go), nil before the first.
 	Twin *twinState
-	// WhatIfAvailable: the host predicts changes typed in the what-if
-	// view (Options.OnWhatIf); WhatIf is that view's edit line.
-	WhatIfAvailable bool
-	WhatIf          WhatIfEdit
+	// WhatIf is the what-if view's edit line (tui/whatif.go).
+	WhatIf WhatIfEdit
 
 	// renderer overrides lipgloss's default renderer (tests force colour).
 	renderer *lipgloss.Renderer
+}
+
+// sameState is a cheap check that a key changed nothing on screen: every
+// view's state but the data's.
+func sameState(a, b *UIState) bool {
+	return a.Paused == b.Paused && a.mainView == b.mainView && a.drillView == b.drillView && a.helpView == b.helpView &&
+		a.knobPanel.equal(&b.knobPanel) && a.Twin == b.Twin && a.WhatIf.equal(&b.WhatIf)
 }
 
 // Render draws the console: never wider than width cells, never more than
@@ -139,7 +125,7 @@ func (r *renderer) render() []string {
 	case r.st.ShowKnobs:
 		// The knobs take the bottom of the screen so a presenter sees the
 		// distributions move while turning them.
-		knobs := r.knobPanel(min(len(r.st.Knobs)+2, bodyH/2))
+		knobs := r.knobsView(min(len(r.st.Knobs)+2, bodyH/2))
 		body = append(r.main(bodyH-len(knobs)), knobs...)
 	default:
 		body = r.main(bodyH)
@@ -152,25 +138,6 @@ func (r *renderer) render() []string {
 	}
 	lines = append(lines, body...)
 	return append(lines, r.footer())
-}
-
-// main is the console's body: the wide framed layout when it fits, else the
-// compact one.
-func (r *renderer) main(bodyH int) []string {
-	if r.s == nil {
-		return []string{"", "  waiting for the first snapshot…"}
-	}
-	body := r.wide(bodyH)
-	if body == nil {
-		body = r.compact(bodyH)
-	}
-	if len(body) > bodyH {
-		body = body[:bodyH]
-	}
-	for len(body) < bodyH {
-		body = append(body, "")
-	}
-	return body
 }
 
 func (r *renderer) header() []string {

@@ -82,11 +82,12 @@ func TestRenderOverlaysGolden(t *testing.T) {
 		{Name: "chunked-prefill", Value: "off", Help: "split long prefills across steps"},
 	}
 	cases := map[string]UIState{
-		"help":     {Title: "tokentop demo", NoColor: true, ShowHelp: true, KnobsAvailable: true},
-		"knobs":    {Title: "tokentop demo", NoColor: true, ShowKnobs: true, KnobsAvailable: true, Knobs: knobs, KnobCursor: 1, Message: "knob max-batched-tokens: at its maximum"},
-		"run":      {Title: "tokentop watch", NoColor: true, RunView: true, Focus: 1},
+		"help": {Title: "tokentop demo", NoColor: true, helpView: helpView{ShowHelp: true}, KnobsAvailable: true},
+		"knobs": {Title: "tokentop demo", NoColor: true, KnobsAvailable: true,
+			knobPanel: knobPanel{ShowKnobs: true, Knobs: knobs, KnobCursor: 1, Message: "knob max-batched-tokens: at its maximum"}},
+		"run":      {Title: "tokentop watch", NoColor: true, mainView: mainView{RunView: true, Focus: 1}},
 		"nosnap":   {Title: "tokentop watch", NoColor: true},
-		"focusbat": {Title: "tokentop watch", NoColor: true, Focus: 1},
+		"focusbat": {Title: "tokentop watch", NoColor: true, mainView: mainView{Focus: 1}},
 	}
 	for name, st := range cases {
 		for _, sz := range sizes[:2] {
@@ -169,7 +170,7 @@ func TestRenderContent(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out := Render(tt.f.snap, tt.f.diag, tt.w, tt.h, UIState{NoColor: true, RunView: strings.HasPrefix(tt.name, "run")})
+			out := Render(tt.f.snap, tt.f.diag, tt.w, tt.h, UIState{NoColor: true, mainView: mainView{RunView: strings.HasPrefix(tt.name, "run")}})
 			for _, w := range tt.want {
 				if !strings.Contains(out, w) {
 					t.Errorf("missing %q in:\n%s", w, out)
@@ -222,10 +223,10 @@ func TestRenderBounds(t *testing.T) {
 	knobs := []Knob{{Name: "background-batch-concurrency-with-a-name-far-too-long", Value: "16 sequences in flight at once", Help: strings.Repeat("help text ", 30)}}
 	states := []UIState{
 		{NoColor: true, Title: strings.Repeat("tokentop demo · target http://a-very-long-hostname.example.internal:8000/v1 ", 4)},
-		{Title: "colour", renderer: colorRenderer(), Focus: 2},
-		{NoColor: true, RunView: true, Focus: -3},
-		{NoColor: true, ShowHelp: true, KnobsAvailable: true},
-		{ShowKnobs: true, KnobsAvailable: true, Knobs: knobs, renderer: colorRenderer(), Message: strings.Repeat("an error ", 20)},
+		{Title: "colour", renderer: colorRenderer(), mainView: mainView{Focus: 2}},
+		{NoColor: true, mainView: mainView{RunView: true, Focus: -3}},
+		{NoColor: true, helpView: helpView{ShowHelp: true}, KnobsAvailable: true},
+		{KnobsAvailable: true, renderer: colorRenderer(), knobPanel: knobPanel{ShowKnobs: true, Knobs: knobs, Message: strings.Repeat("an error ", 20)}},
 	}
 	for _, f := range fs {
 		for si, st := range states {
