@@ -72,11 +72,17 @@ func (r *rule) evaluate(in *ruleInput) (Finding, bool) {
 	if r.eval != nil {
 		return r.eval(in)
 	}
+	// The class whose objectives the cause puts most at stake speaks for
+	// it: a cause critical for one class and idle for another is critical.
 	var best Finding
 	found := false
 	for i := range in.view.Classes {
 		f, ok := r.perClass(in, &in.view.Classes[i])
-		if ok && (!found || f.Confidence > best.Confidence) {
+		if !ok {
+			continue
+		}
+		if !found || severityRank(f.Severity) < severityRank(best.Severity) ||
+			(f.Severity == best.Severity && f.Confidence > best.Confidence) {
 			best, found = f, true
 		}
 	}
@@ -129,7 +135,7 @@ var rules = []rule{
 	{id: RuleProbeOverload, eval: probeOverload},
 	{id: RuleProbeFootprint, caveat: true, eval: probeFootprint},
 	{id: RuleServerRestart, eval: serverRestart},
-	{id: RuleErrorBurst, perClass: errorBurst},
+	{id: RuleErrorBurst, eval: errorBurst},
 	{id: RuleProxyBuffering, perClass: proxyBuffering},
 	{id: RulePrefillContention, perClass: prefillContention},
 	{id: RuleDecodePressure, perClass: decodePressure},
@@ -143,6 +149,17 @@ var rules = []rule{
 	{id: RuleUnexplained, symptom: true},
 }
 
+// severityRank orders severities, most severe first.
+func severityRank(s string) int {
+	switch s {
+	case SeverityCritical:
+		return 0
+	case SeverityWarning:
+		return 1
+	}
+	return 2
+}
+
 func sortFindings(fs []Finding) {
 	group := map[string]int{} // causes 0, caveats 1, symptoms 2
 	for _, r := range rules {
@@ -153,16 +170,18 @@ func sortFindings(fs []Finding) {
 			group[r.id] = 1
 		}
 	}
-	sevRank := map[string]int{SeverityCritical: 0, SeverityWarning: 1, SeverityInfo: 2}
 	sort.SliceStable(fs, func(i, j int) bool {
 		a, b := fs[i], fs[j]
 		if group[a.Rule] != group[b.Rule] {
 			return group[a.Rule] < group[b.Rule]
 		}
-		if a.Confidence != b.Confidence {
-			return a.Confidence > b.Confidence
+		// A cause that explains a failing objective (critical) comes
+		// before one that only puts an objective at risk, whatever their
+		// confidences.
+		if a.Severity != b.Severity {
+			return severityRank(a.Severity) < severityRank(b.Severity)
 		}
-		return sevRank[a.Severity] < sevRank[b.Severity]
+		return a.Confidence > b.Confidence
 	})
 }
 

@@ -52,25 +52,46 @@ func (in *ruleInput) stepClaim(c *metrics.ClassStats) (metrics.Dist, risk, *Evid
 		return srv, r, ev, true
 	}
 	r, ev := in.itlRisk(c, g)
-	return g, max(r, in.throughputRisk()), ev, true
+	// The objective the cause fails is the evidence its severity rests on.
+	if tr, tev := in.throughputRisk(c); tr > r {
+		r, ev = tr, tev
+	}
+	return g, r, ev, true
 }
 
 // throughputRisk: slower steps make every stream slower, so a step-time
 // cause also explains a failing E2E, throughput or deadline objective of
-// any class.
-func (in *ruleInput) throughputRisk() risk {
-	for _, v := range in.verdicts {
-		for _, o := range v.Objectives {
-			if !o.Missed() {
-				continue
-			}
-			switch {
-			case strings.HasPrefix(o.Name, "e2e_"), o.Name == ObjOutputTokensPerS, o.Name == ObjDeadlineCompletion:
-				return riskFailing
-			}
+// the class it is about, unless the class's failed requests account for
+// the miss (a request answered 500 delivers no tokens, however fast the
+// steps are).
+func (in *ruleInput) throughputRisk(c *metrics.ClassStats) (risk, *Evidence) {
+	v := in.verdict(c.Name)
+	if v == nil {
+		return riskNone, nil
+	}
+	for _, o := range v.Objectives {
+		if !o.Missed() {
+			continue
+		}
+		if strings.HasPrefix(o.Name, "e2e_") ||
+			((o.Name == ObjOutputTokensPerS || o.Name == ObjDeadlineCompletion) && !errorsAccountFor(&o, c)) {
+			return riskFailing, &Evidence{Signal: c.Name + "." + o.Name, Value: *o.Actual, Threshold: o.Target, Unit: objectiveUnit(o.Name)}
 		}
 	}
-	return riskNone
+	return riskNone, nil
+}
+
+// errorsAccountFor reports whether a missed share or rate objective would
+// hold over the class's valid requests alone: the failures, not the pace,
+// are what it missed by.
+func errorsAccountFor(o *Objective, c *metrics.ClassStats) bool {
+	if c.Errors == 0 || o.Actual == nil {
+		return false
+	}
+	if c.Valid == 0 {
+		return true
+	}
+	return *o.Actual*float64(c.Judged)/float64(c.Valid) >= o.Target
 }
 
 // prefillContention: prompts prefilled in the same steps as running

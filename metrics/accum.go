@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/DataDog/sketches-go/ddsketch/mapping"
@@ -12,6 +13,9 @@ import (
 type classAccum struct {
 	requests, completed, errors, cancelled, valid, retries int64
 	errorsByKind                                           map[string]int64
+	// errorsByStatus counts the HTTP statuses of failed requests ("500"):
+	// what a finding about errors names.
+	errorsByStatus map[string]int64
 
 	ttft, ttftIntended, tokenGap, chunkGap, e2e, e2ePerToken *sketch
 	headers, firstAny                                        *sketch
@@ -50,21 +54,22 @@ type pathAccum struct {
 
 func newClassAccum(m mapping.IndexMapping) *classAccum {
 	c := &classAccum{
-		errorsByKind: map[string]int64{},
-		ttft:         newSketch(m),
-		ttftIntended: newSketch(m),
-		tokenGap:     newSketch(m),
-		chunkGap:     newSketch(m),
-		e2e:          newSketch(m),
-		e2ePerToken:  newSketch(m),
-		headers:      newSketch(m),
-		firstAny:     newSketch(m),
-		outTokens:    newSketch(m),
-		inTokens:     newSketch(m),
-		ttftCens:     newSketch(m),
-		e2eCens:      newSketch(m),
-		paths:        map[string]*pathAccum{},
-		slow:         slowest{},
+		errorsByKind:   map[string]int64{},
+		errorsByStatus: map[string]int64{},
+		ttft:           newSketch(m),
+		ttftIntended:   newSketch(m),
+		tokenGap:       newSketch(m),
+		chunkGap:       newSketch(m),
+		e2e:            newSketch(m),
+		e2ePerToken:    newSketch(m),
+		headers:        newSketch(m),
+		firstAny:       newSketch(m),
+		outTokens:      newSketch(m),
+		inTokens:       newSketch(m),
+		ttftCens:       newSketch(m),
+		e2eCens:        newSketch(m),
+		paths:          map[string]*pathAccum{},
+		slow:           slowest{},
 	}
 	for i := range c.buckets {
 		c.buckets[i] = newBucketAccum(m)
@@ -156,6 +161,9 @@ func (c *classAccum) add(m mapping.IndexMapping, t *observe.Trace, rm *requestMe
 			c.errors++
 		}
 		c.errorsByKind[string(t.Err.Kind)]++
+		if t.Err.Kind == observe.ErrHTTP && t.Err.Status > 0 {
+			c.errorsByStatus[strconv.Itoa(t.Err.Status)]++
+		}
 	}
 	if rm.completed {
 		c.completed++
@@ -312,6 +320,9 @@ func (c *classAccum) merge(o *classAccum) {
 	for k, v := range o.errorsByKind {
 		c.errorsByKind[k] += v
 	}
+	for k, v := range o.errorsByStatus {
+		c.errorsByStatus[k] += v
+	}
 	c.ttft.merge(o.ttft)
 	c.ttftIntended.merge(o.ttftIntended)
 	c.tokenGap.merge(o.tokenGap)
@@ -381,6 +392,7 @@ func (c *classAccum) stats(name, kind string, span time.Duration, pathOrder []st
 		Valid:             c.valid,
 		Retries:           c.retries,
 		ErrorsByKind:      copyCounts(c.errorsByKind),
+		ErrorsByStatus:    copyCounts(c.errorsByStatus),
 		Throttled:         c.throttled,
 		StaleConnRetries:  c.staleRetries,
 		TTFT:              censoredDist(c.ttft, c.ttftCens, inFlight.ttft),

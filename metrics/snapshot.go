@@ -162,6 +162,9 @@ type ClassStats struct {
 	Judged int64
 
 	ErrorsByKind map[string]int64
+	// ErrorsByStatus counts failed requests by the HTTP status the server
+	// answered ("500"); nil when none failed with a status.
+	ErrorsByStatus map[string]int64
 
 	TTFT             Dist // send → first non-empty content delta
 	TTFTFromIntended Dist // intended send → first content delta (shows client queueing)

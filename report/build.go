@@ -1,6 +1,7 @@
 package report
 
 import (
+	"maps"
 	"math"
 	"time"
 
@@ -140,12 +141,8 @@ func buildClass(cs *metrics.ClassStats, v *diagnose.Verdict, gateway bool) Class
 	}
 	c.FirstTokenMs = dist(&cs.FirstToken)
 	c.TTFTFromIntendedMs = dist(&cs.TTFTFromIntended)
-	if len(cs.ErrorsByKind) > 0 {
-		c.ErrorsByKind = make(map[string]int64, len(cs.ErrorsByKind))
-		for k, n := range cs.ErrorsByKind {
-			c.ErrorsByKind[k] = n
-		}
-	}
+	c.ErrorsByKind = maps.Clone(cs.ErrorsByKind)
+	c.ErrorsByStatus = maps.Clone(cs.ErrorsByStatus)
 	if cs.Retries > 0 || cs.StaleConnRetries > 0 {
 		c.RetriesByKind = map[string]int64{}
 		if cs.Retries > 0 {

@@ -97,6 +97,8 @@ type Class struct {
 	// metrics.MaxSlowest per path, each path slowest first.
 	Slowest      []Slow           `json:"slowest,omitempty"`
 	ErrorsByKind map[string]int64 `json:"errors_by_kind,omitempty"`
+	// ErrorsByStatus splits http_status errors by the status answered.
+	ErrorsByStatus map[string]int64 `json:"errors_by_status,omitempty"`
 	// RetriesByKind splits retries: "job" (a batch request attempted
 	// again) and "stale_connection" (resent once on a fresh connection
 	// because the server had closed the pooled one before answering; not
