@@ -3,22 +3,26 @@ package fleet
 import (
 	"github.com/charmbracelet/bubbles/help"
 	"github.com/charmbracelet/bubbles/key"
+
+	"github.com/tokentop/tokentop/tui/vocab"
 )
 
 // keyMap is the fleet console's keys, the one list Update matches key
 // presses against (key.Matches) and the footer draws (ShortHelp, through
 // bubbles/help), as the single server console (tui) does with its own.
+// Every key but enter is the shared vocabulary's (tui/vocab): it means
+// what it means there.
 type keyMap struct {
 	Quit, Up, Down, Drill, Back key.Binding
 }
 
 func newKeyMap() keyMap {
 	return keyMap{
-		Quit:  key.NewBinding(key.WithKeys("q", "ctrl+c"), key.WithHelp("q", "quit")),
-		Up:    key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑/k", "previous row")),
-		Down:  key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("↓/j", "next row")),
+		Quit:  vocab.Quit(key.WithHelp("q", "quit")),
+		Up:    vocab.Up(key.WithHelp("↑", "previous row")),
+		Down:  vocab.Down(key.WithHelp("↓", "next row")),
 		Drill: key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "drill in")),
-		Back:  key.NewBinding(key.WithKeys("esc", "backspace"), key.WithHelp("esc", "back")),
+		Back:  vocab.Back(key.WithHelp("esc", "back")),
 	}
 }
 

@@ -6,12 +6,16 @@ import (
 	"github.com/charmbracelet/bubbles/help"
 	"github.com/charmbracelet/bubbles/key"
 	"github.com/charmbracelet/lipgloss"
+
+	"github.com/tokentop/tokentop/tui/vocab"
 )
 
 // keyMap is the console's keys, the one list that three things read, as
 // in bubbletea's own examples: Update matches a key press against its
 // bindings (key.Matches), the help screen (?) draws FullHelp, one line a
-// binding, and the footer draws ShortHelp through bubbles/help.
+// binding, and the footer draws ShortHelp through bubbles/help. The keys
+// the fleet console binds too (q, ↑/↓, esc) come from tui/vocab, so that
+// they mean one thing in both.
 //
 // A binding's Help is its line on the help screen; ShortHelp gives the
 // footer's shorter words for the bindings the footer shows.
@@ -40,7 +44,7 @@ var _ help.KeyMap = keyMap{}
 // the host predicts what-ifs typed in the console (Options.OnWhatIf).
 func newKeyMap(knobs, whatIf bool) keyMap {
 	m := keyMap{
-		Quit:       key.NewBinding(key.WithKeys("q", "ctrl+c"), key.WithHelp("q, ctrl+c", "quit (a one-screen summary stays on the terminal)")),
+		Quit:       vocab.Quit(key.WithHelp("q, ctrl+c", "quit (a one-screen summary stays on the terminal)")),
 		NextClass:  key.NewBinding(key.WithKeys("tab"), key.WithHelp("tab, 1-9", "next class (shift+tab: previous), or jump to class 1-9")),
 		Pause:      key.NewBinding(key.WithKeys("p"), key.WithHelp("p", "pause: freeze the screen while data keeps being gathered")),
 		SpanUp:     key.NewBinding(key.WithKeys("+", "="), key.WithHelp("+/-", "time-series span: 1m 2m 5m 10m 15m")),
@@ -51,7 +55,7 @@ func newKeyMap(knobs, whatIf bool) keyMap {
 		GPU:        key.NewBinding(key.WithKeys("g"), key.WithHelp("g", "GPUs: every field tokentop reads")),
 		Twin:       key.NewBinding(key.WithKeys("w"), key.WithHelp("w", "what-if: the twin's predicted effect of each remedy, side by side against now")),
 		WhatIfEdit: key.NewBinding(key.WithKeys("c"), key.WithHelp("c", "edit the selected what-if (n a new one), enter predicts, esc cancels")),
-		Back:       key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "back: clear the filter, collapse, leave the view")),
+		Back:       vocab.Back(key.WithHelp("esc", "back: clear the filter, collapse, leave the view")),
 		RunView:    key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "toggle the live window and the whole run")),
 		Help:       key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "this help")),
 		Knobs:      key.NewBinding(key.WithKeys("k"), key.WithHelp("k", "simulator knobs: ↑/↓ select, ←/→ or -/+ adjust, space/enter toggle")),
@@ -59,8 +63,8 @@ func newKeyMap(knobs, whatIf bool) keyMap {
 		PrevClass:  key.NewBinding(key.WithKeys("shift+tab")),
 		JumpClass:  key.NewBinding(key.WithKeys("1", "2", "3", "4", "5", "6", "7", "8", "9")),
 		SpanDown:   key.NewBinding(key.WithKeys("-", "_")),
-		Up:         key.NewBinding(key.WithKeys("up")),
-		Down:       key.NewBinding(key.WithKeys("down")),
+		Up:         vocab.Up(),
+		Down:       vocab.Down(),
 		Filter:     key.NewBinding(key.WithKeys("/")),
 		KnobLess:   key.NewBinding(key.WithKeys("left", "-")),
 		KnobMore:   key.NewBinding(key.WithKeys("right", "+", "=")),
