@@ -2,8 +2,11 @@ package report
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
+
+	"github.com/tokentop/tokentop/twin"
 )
 
 // Twin is the report's twin section (docs/reference.md): the server fitted from
@@ -224,4 +227,88 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(ks)
 	return ks
+}
+
+// TwinSection is the report's view of a built twin; nil for none.
+func TwinSection(r *twin.Result) *Twin {
+	if r == nil {
+		return nil
+	}
+	t := &Twin{Reliable: r.Reliable && r.Declined == "", SelfCheckBound: r.SelfCheckBound, Runs: r.Runs,
+		SelfCheck: map[string]TwinSelfCheck{}, Measured: map[string]TwinFigures{}, Replayed: map[string]TwinFigures{},
+		Candidates: []TwinCandidate{}}
+	if r.Declined != "" {
+		t.Declined = &r.Declined
+	}
+	f := &r.Fit
+	t.Fit = TwinFit{WindowS: f.WindowS, CannotFit: append([]string{}, f.CannotFit...),
+		Step: TwinStep{BaseMs: f.Step.BaseMs, PerPrefillTokenMs: f.Step.PerPrefillTokenMs, PerSequenceMs: f.Step.PerSequenceMs,
+			R2: f.Step.R2, Intervals: f.Step.Intervals, BatchFlat: f.Step.BatchFlat, Source: f.Step.Source},
+		MaxNumSeqs: twinParam(f.SeqCap), KVTokens: twinParam(f.KVTokens), TokenBudget: twinParam(f.TokenBudget), Chunked: twinParam(f.Chunked), Priority: twinParam(f.Priority),
+		Load: []TwinLoad{}}
+	for _, s := range f.Load {
+		l := TwinLoad{Name: s.Name, Kind: s.Kind, Probe: s.Probe, Process: s.Process, PromptTokensMedian: s.Prompt.Median,
+			OutputTokensMedian: s.Output.Median, LengthSigma: s.Output.Sigma, Priority: s.Priority, Source: s.Origin}
+		if s.Process == twin.ProcClosed {
+			l.Concurrency = &s.N
+		} else {
+			l.RatePerS = &s.Rate
+		}
+		t.Fit.Load = append(t.Fit.Load, l)
+	}
+	for name, sc := range r.SelfCheck {
+		t.SelfCheck[name] = TwinSelfCheck{TTFTP95Err: sc.TTFTP95Err, ITLP95Err: sc.ITLP95Err, OutputTokensPerSErr: sc.OutputTokensPerSErr}
+	}
+	for name, m := range r.Measured {
+		t.Measured[name] = twinFigures(m, name == twin.OtherName)
+	}
+	for name, m := range r.Baseline {
+		t.Replayed[name] = twinFigures(m, false)
+	}
+	for _, c := range r.Candidates {
+		rc := TwinCandidate{Change: c.Change.String(), Source: c.Source, Reliable: c.Reliable && t.Reliable, Predicted: map[string]TwinFigures{}}
+		if c.Rule != "" {
+			rc.Rule = &c.Rule
+		}
+		if c.Note != "" {
+			rc.Note = &c.Note
+		}
+		if c.Declined != "" {
+			rc.Declined = &c.Declined
+		}
+		for name, p := range c.Predicted {
+			rc.Predicted[name] = twinFigures(p, false)
+		}
+		t.Candidates = append(t.Candidates, rc)
+	}
+	t.Capacity = TwinCapacity{CurrentInteractiveRPS: r.Capacity.CurrentRPS, Candidates: map[string]*float64{}, Note: r.Capacity.Note}
+	if r.Capacity.Class != "" {
+		t.Capacity.Class = &r.Capacity.Class
+	}
+	for k, v := range r.Capacity.Candidates {
+		t.Capacity.Candidates[k] = v
+	}
+	return t
+}
+
+func twinParam(p twin.Param) TwinParam { return TwinParam{Value: p.Value, Source: p.Source} }
+
+// twinFigures is one class's twin figures for the report; latencies null
+// without data (and for the other traffic's measured figures, which only
+// the server's counters give: its output rate).
+func twinFigures(f twin.Figures, rateOnly bool) TwinFigures {
+	msPtr := func(v float64) *float64 {
+		if rateOnly || !(v > 0) || math.IsInf(v, 0) {
+			return nil
+		}
+		return &v
+	}
+	return TwinFigures{
+		TTFTMs:           TwinPcts{P50: msPtr(f.TTFT.P50), P95: msPtr(f.TTFT.P95), P99: msPtr(f.TTFT.P99)},
+		ITLMs:            TwinPcts{P50: msPtr(f.ITL.P50), P95: msPtr(f.ITL.P95), P99: msPtr(f.ITL.P99)},
+		E2EMs:            TwinP95{P95: msPtr(f.E2EP95)},
+		OutputTokensPerS: f.OutputTokensPerS,
+		GoodputRatio:     f.GoodputRatio,
+		SLOPass:          f.SLOPass,
+	}
 }

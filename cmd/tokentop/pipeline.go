@@ -20,9 +20,10 @@ func (s *session) pipeline(ctx context.Context, agg *metrics.Aggregator, prog *t
 	defer ticker.Stop()
 	var last *metrics.Snapshot
 	if s.twin != nil {
-		// The console's what-if twin, built off this goroutine; it ends
-		// with the pipeline.
-		go s.twin.run(ctx, prog.Send)
+		// The console's what-if twin, built off this goroutine; the
+		// pipeline ends it and waits for it.
+		s.twin.Start(ctx, twinToConsole(prog))
+		defer s.twin.Close()
 	}
 	// The recording is a tee of the aggregator's stream (s.rec is nil
 	// without --record: its Write is a no-op then).
@@ -38,7 +39,7 @@ func (s *session) pipeline(ctx context.Context, agg *metrics.Aggregator, prog *t
 		if prog != nil {
 			run := diagnose.Evaluate(&snap.Run, s.cfg.Classes)
 			prog.Send(tui.SnapshotMsg{Snap: snap, Diag: live, RunDiag: &run})
-			s.twin.offer(snap, run)
+			s.twin.Offer(snap, run)
 		}
 	})
 	if errors.Is(err, context.Canceled) {

@@ -133,10 +133,11 @@ func replayConsole(ctx context.Context, e env, rd *record.Reader, f replayFlags)
 	h := rd.Header()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	tw := newTwinRunner(replayTwinSetup(h, f.whatIf))
-	prog := tea.NewProgram(tui.New(tui.Options{Title: "replay · " + h.Title, NoColor: f.noColor, ASCII: f.ascii, OnWhatIf: tw.submit}),
+	tw := twin.NewRunner(replayTwinSetup(h, f.whatIf))
+	prog := tea.NewProgram(tui.New(tui.Options{Title: "replay · " + h.Title, NoColor: f.noColor, ASCII: f.ascii, OnWhatIf: tw.Submit}),
 		tea.WithAltScreen(), tea.WithContext(ctx), tea.WithInput(e.Stdin), tea.WithOutput(e.Stdout))
-	go tw.run(ctx, prog.Send) // ends with ctx, when the console does
+	tw.Start(ctx, twinToConsole(prog))
+	defer tw.Close() // ends the runner and waits for it
 	var last *metrics.Snapshot
 	done := make(chan error, 1)
 	go func() {
@@ -164,12 +165,12 @@ func replayConsole(ctx context.Context, e env, rd *record.Reader, f replayFlags)
 			live := diagnose.Evaluate(&s.Live, h.Classes)
 			run := diagnose.Evaluate(&s.Run, h.Classes)
 			prog.Send(tui.SnapshotMsg{Snap: s, Diag: live, RunDiag: &run})
-			tw.offer(s, run)
+			tw.Offer(s, run)
 			lastRun = run
 			return nil
 		})
 		if ctx.Err() == nil {
-			tw.end(last, lastRun) // the recording shown to its end (or to where it was cut)
+			tw.End(last, lastRun) // the recording shown to its end (or to where it was cut)
 		}
 		done <- err
 	}()

@@ -55,7 +55,7 @@ type session struct {
 	exp      *promexport.Exporter
 	expLn    net.Listener
 	otlp     *otlp.Exporter // --otlp-endpoint; nil without
-	twin     *twinRunner    // the console's what-if twin; nil without a console
+	twin     *twin.Runner   // the console's what-if twin; nil without a console
 	// published are the limits capacity discovery found, for the twin.
 	published twin.Published
 
@@ -75,8 +75,8 @@ type session struct {
 type notice struct{ source, text string }
 
 // twinSetup is what the session's twins are built with.
-func (s *session) twinSetup() twinSetup {
-	return twinSetup{classes: s.cfg.Classes, whatIf: s.spec.common.whatIf, published: s.published}
+func (s *session) twinSetup() twin.Setup {
+	return twin.Setup{Classes: s.cfg.Classes, WhatIf: s.spec.common.whatIf, Published: s.published}
 }
 
 // Time limits of the preparation and of the end of a run. With --duration
@@ -137,9 +137,9 @@ func runSession(ctx context.Context, e env, spec sessionSpec) (int, error) {
 
 	var prog *tea.Program
 	if !spec.common.headless {
-		s.twin = newTwinRunner(s.twinSetup())
+		s.twin = twin.NewRunner(s.twinSetup())
 		prog = tea.NewProgram(tui.New(tui.Options{Title: spec.title, NoColor: spec.common.noColor, ASCII: spec.common.ascii, Knobs: spec.knobs,
-			OnWhatIf: s.twin.submit}),
+			OnWhatIf: s.twin.Submit}),
 			tea.WithAltScreen(), tea.WithContext(ctx), tea.WithInput(e.Stdin), tea.WithOutput(e.Stdout))
 	}
 	final := make(chan *metrics.Snapshot, 1)

@@ -1,0 +1,103 @@
+package twin
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/tokentop/tokentop/diagnose"
+	"github.com/tokentop/tokentop/sim"
+)
+
+// TestRunnerPredictsSubmittedChange: a change submitted from the console
+// is predicted at once, from the last snapshot offered, with no periodic
+// refit due; the twin delivered has it as the user's candidate; and Close
+// returns only once the runner's goroutine has ended.
+func TestRunnerPredictsSubmittedChange(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a virtual session and a twin build")
+	}
+	k, err := sim.Scenario("batch-interference")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := sim.NewVirtual(k, sessionStart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	classes := demoClasses()
+	snap := session(t, simEngine{v}, classes, 90*time.Second, 1)
+	r := NewRunner(Setup{Classes: classes})
+	r.After = 0
+	r.last = snap.At // no periodic build due: only the submission builds
+	r.Offer(snap, diagnose.Evaluate(&snap.Run, classes))
+	if len(r.due) != 0 {
+		t.Fatal("a periodic build is due; the test would not tell the submission's")
+	}
+	got := make(chan Built, 4)
+	r.Start(context.Background(), func(b Built) { got <- b })
+
+	change, err := ParseChange("max-num-seqs=48,priority=on")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Submit(change)
+	var b Built
+	select {
+	case b = <-got:
+	case <-time.After(time.Minute):
+		t.Fatal("no twin after the submission")
+	}
+	r.Close()
+	select {
+	case extra := <-got:
+		t.Errorf("a twin delivered after Close: %+v", extra)
+	default:
+	}
+	if b.Result == nil || b.Result.Declined != "" || !b.At.Equal(snap.At) {
+		t.Fatalf("twin %+v at %v; want one built from the snapshot at %v", b.Result, b.At, snap.At)
+	}
+	i := slices.IndexFunc(b.Result.Candidates, func(c Candidate) bool { return c.Change.String() == change.String() })
+	if i < 0 {
+		t.Fatalf("the submitted change is not among the candidates: %+v", b.Result.Candidates)
+	}
+	if c := b.Result.Candidates[i]; c.Source != "user" || c.Declined != "" || len(c.Predicted) == 0 {
+		t.Errorf("the submitted change: source %q, declined %q, %d classes predicted", c.Source, c.Declined, len(c.Predicted))
+	}
+}
+
+// TestRunnerBoundsUserChanges: the user's changes are kept at most
+// MaxUserChanges, the oldest dropped; one already there (typed or from
+// --what-if) is not added again, and makes no build due.
+func TestRunnerBoundsUserChanges(t *testing.T) {
+	flagged, _ := ParseChange("priority=on")
+	r := NewRunner(Setup{WhatIf: []Change{flagged}})
+	defer r.Close() // never started: Close returns at once
+	for n := 1; n <= MaxUserChanges+2; n++ {
+		c, err := ParseChange("max-num-seqs=" + strconv.Itoa(n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Submit(c)
+	}
+	<-r.due
+	dup, _ := ParseChange("max-num-seqs=10")
+	r.Submit(dup)
+	r.Submit(flagged)
+	if len(r.due) != 0 {
+		t.Error("a change already there made a build due")
+	}
+	var got []string
+	for _, c := range r.user {
+		got = append(got, c.String())
+	}
+	var want []string
+	for n := 3; n <= MaxUserChanges+2; n++ {
+		want = append(want, "max-num-seqs="+strconv.Itoa(n))
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("the user's changes %v, want %v", got, want)
+	}
+}
