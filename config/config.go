@@ -273,8 +273,6 @@ const DefaultStallGap = 250 * time.Millisecond
 // with long prompts.
 const DefaultTokensPerMinute = 10_000_000
 
-func ptr[T any](v T) *T { return &v }
-
 func dur(d time.Duration) *Duration { return &Duration{d} }
 
 // The default classes' load is their floor: the least that still gives a
@@ -336,9 +334,9 @@ func Default() Config {
 				Arrival:      Arrival{Process: ArrivalPoisson, Rate: DefaultInteractiveRate},
 				PromptTokens: Tokens{Median: 128, P95: 384},
 				MaxTokens:    64,
-				Priority:     ptr(0),
+				Priority:     new(0),
 				SLO: SLO{
-					ValidStreams: ptr(Ratio(0.999)),
+					ValidStreams: new(Ratio(0.999)),
 					TTFT:         Percentiles{P95: dur(800 * time.Millisecond), P99: dur(2 * time.Second)},
 					ITL:          Percentiles{P95: dur(150 * time.Millisecond), P99: dur(300 * time.Millisecond)},
 					E2E:          Percentiles{P95: dur(20 * time.Second)},
@@ -353,10 +351,10 @@ func Default() Config {
 				Arrival:      Arrival{Process: ArrivalConstant, Rate: DefaultBatchRate},
 				PromptTokens: Tokens{Median: 128, P95: 384},
 				MaxTokens:    128,
-				Priority:     ptr(10),
+				Priority:     new(10),
 				SLO: SLO{
-					DeadlineCompletion: ptr(Ratio(0.99)),
-					Validity:           ptr(Ratio(0.995)),
+					DeadlineCompletion: new(Ratio(0.99)),
+					Validity:           new(Ratio(0.995)),
 					// Time per output token of each stream: a batch
 					// stream may be slower than a reader needs, not
 					// stalled. Twice the interactive p95 (the interactive

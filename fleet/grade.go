@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/tokentop/tokentop/config"
@@ -97,20 +98,10 @@ func grade(fs []diagnose.Finding, misses []Miss) []diagnose.Finding {
 
 // missesTTFT reports whether one of the misses is a TTFT objective.
 func missesTTFT(misses []Miss) bool {
-	for _, m := range misses {
-		if strings.HasPrefix(m.Objective, "ttft_") {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(misses, func(m Miss) bool { return strings.HasPrefix(m.Objective, "ttft_") })
 }
 
 // preempts reports whether a KV finding's evidence has preemptions.
 func preempts(f *diagnose.Finding) bool {
-	for _, e := range f.Evidence {
-		if strings.Contains(e.Signal, "preemptions") && e.Value > 0 {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(f.Evidence, func(e diagnose.Evidence) bool { return strings.Contains(e.Signal, "preemptions") && e.Value > 0 })
 }

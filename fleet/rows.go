@@ -6,7 +6,6 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -98,12 +97,7 @@ func (f *Fleet) readSeries(ctx context.Context, now time.Time, res *Result) ([]*
 	var groups []*group
 	byKey := map[groupKey]*group{}
 	capped := false // a row was left out for MaxInstances
-	ids := make([]string, 0, len(byInstance))
-	for id := range byInstance {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(byInstance)) {
 		in := byInstance[id]
 		// The engine families of a worker carry no role label where its
 		// own (dynamo_component_*) do: one role on the instance is its
@@ -114,12 +108,7 @@ func (f *Fleet) readSeries(ctx context.Context, now time.Time, res *Result) ([]*
 				soleRole = r
 			}
 		}
-		ts := make([]int64, 0, len(in.steps))
-		for t := range in.steps {
-			ts = append(ts, t)
-		}
-		sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
-		for _, t := range ts {
+		for _, t := range slices.Sorted(maps.Keys(in.steps)) {
 			byRole := map[string]*prom.Exposition{}
 			var starts []prom.Series // the instance's process start times
 			for _, ss := range in.steps[t] {

@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -132,13 +133,8 @@ func ParseDCGM(r io.Reader) ([]observe.GPUDevice, error) {
 	if len(acc) == 0 {
 		return nil, errors.New("no DCGM_FI_ series carries a gpu label")
 	}
-	idxs := make([]int, 0, len(acc))
-	for idx := range acc {
-		idxs = append(idxs, idx)
-	}
-	sort.Ints(idxs)
-	devs := make([]observe.GPUDevice, 0, len(idxs))
-	for _, idx := range idxs {
+	devs := make([]observe.GPUDevice, 0, len(acc))
+	for _, idx := range slices.Sorted(maps.Keys(acc)) {
 		devs = append(devs, acc[idx].device(idx))
 	}
 	return devs, nil
@@ -170,7 +166,7 @@ func dcgmValid(v float64) bool {
 func (d *dcgmDevice) get(names ...string) *float64 {
 	for _, n := range names {
 		if v, ok := d.values[n]; ok {
-			return ptr(v)
+			return new(v)
 		}
 	}
 	return nil
@@ -181,21 +177,21 @@ func percent(v *float64) *float64 {
 	if v == nil {
 		return nil
 	}
-	return ptr(*v / 100)
+	return new(*v / 100)
 }
 
 func mibToBytes(v *float64) *uint64 {
 	if v == nil {
 		return nil
 	}
-	return ptr(uint64(math.Round(*v * mib)))
+	return new(uint64(math.Round(*v * mib)))
 }
 
 func toUint32(v *float64) *uint32 {
 	if v == nil || *v > math.MaxUint32 {
 		return nil
 	}
-	return ptr(uint32(math.Round(*v)))
+	return new(uint32(math.Round(*v)))
 }
 
 func (d *dcgmDevice) device(idx int) observe.GPUDevice {
@@ -236,7 +232,7 @@ func (d *dcgmDevice) device(idx int) observe.GPUDevice {
 	out.TempC = toUint32(d.get("DCGM_FI_DEV_GPU_TEMP"))
 	if v := d.get("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"); v != nil {
 		mask := uint64(*v)
-		out.ClockEventReasons = ptr(mask)
+		out.ClockEventReasons = new(mask)
 		out.ClockEventWords = DecodeClockEventReasons(mask)
 	}
 	return out

@@ -23,13 +23,13 @@ func TestParseDCGM(t *testing.T) {
 			file: "dcgm-exporter-2.x-datadog-T4-block1.txt",
 			want: []observe.GPUDevice{{
 				Index: 0, Name: "Tesla T4", UUID: "GPU-20c56d28-0da5-6d26-a36a-e7af1ce2586e",
-				Util:          ptr(0.0),
-				MemUsedBytes:  ptr(uint64(0)),
-				MemTotalBytes: ptr(uint64(t4MiB * 1024 * 1024)), // used 0 + free 15109, no reserved field
-				MemBWUtil:     ptr(0.0),                         // MEM_COPY_UTIL 0; no DRAM_ACTIVE
-				SMClockMHz:    ptr(uint32(300)),
-				PowerW:        ptr(8.969),
-				TempC:         ptr(uint32(25)),
+				Util:          new(0.0),
+				MemUsedBytes:  new(uint64(0)),
+				MemTotalBytes: new(uint64(t4MiB * 1024 * 1024)), // used 0 + free 15109, no reserved field
+				MemBWUtil:     new(0.0),                         // MEM_COPY_UTIL 0; no DRAM_ACTIVE
+				SMClockMHz:    new(uint32(300)),
+				PowerW:        new(8.969),
+				TempC:         new(uint32(25)),
 			}},
 		},
 		{
@@ -37,8 +37,8 @@ func TestParseDCGM(t *testing.T) {
 			want: []observe.GPUDevice{{
 				// modelName and DCGM_FI_DEV_NAME labels agree; modelName wins.
 				Index: 0, Name: "Tesla T4", UUID: "GPU-9ef1b6d0-3643-5dd7-b823-c0ec20dcf2d5",
-				MemTotalBytes: ptr(uint64(t4MiB * 1024 * 1024)), // FB_TOTAL
-				PowerLimitW:   ptr(70.0),                        // POWER_MGMT_LIMIT
+				MemTotalBytes: new(uint64(t4MiB * 1024 * 1024)), // FB_TOTAL
+				PowerLimitW:   new(70.0),                        // POWER_MGMT_LIMIT
 			}},
 		},
 		{
@@ -46,7 +46,7 @@ func TestParseDCGM(t *testing.T) {
 			file: "dcgm-exporter-README-PARTIAL.txt",
 			want: []observe.GPUDevice{{
 				Index: 0, UUID: "GPU-604ac76c-d9cf-fef3-62e9-d92044ab6e52",
-				SMClockMHz: ptr(uint32(139)),
+				SMClockMHz: new(uint32(139)),
 			}},
 		},
 		{
@@ -54,25 +54,25 @@ func TestParseDCGM(t *testing.T) {
 			want: []observe.GPUDevice{
 				{
 					Index: 0, Name: "NVIDIA H100 80GB HBM3", UUID: "GPU-3f0c9a12-5b7e-4c1d-9e2a-7d41c0b8a001",
-					Util:              ptr(0.97),
-					MemUsedBytes:      ptr(uint64(75776 * 1024 * 1024)),
-					MemTotalBytes:     ptr(uint64((75776 + 5263 + 520) * 1024 * 1024)), // 81559 MiB
-					MemBWUtil:         ptr(0.632451),                                   // DRAM_ACTIVE over COPY_UTIL's 41%
-					SMActivity:        ptr(0.825),
-					SMClockMHz:        ptr(uint32(1755)),
-					PowerW:            ptr(688.412),
-					TempC:             ptr(uint32(71)),
-					ClockEventReasons: ptr(uint64(12)),
+					Util:              new(0.97),
+					MemUsedBytes:      new(uint64(75776 * 1024 * 1024)),
+					MemTotalBytes:     new(uint64((75776 + 5263 + 520) * 1024 * 1024)), // 81559 MiB
+					MemBWUtil:         new(0.632451),                                   // DRAM_ACTIVE over COPY_UTIL's 41%
+					SMActivity:        new(0.825),
+					SMClockMHz:        new(uint32(1755)),
+					PowerW:            new(688.412),
+					TempC:             new(uint32(71)),
+					ClockEventReasons: new(uint64(12)),
 					ClockEventWords:   []string{"sw_power_cap", "hw_slowdown"},
 				},
 				{
 					// MIG: instance series only mark the device; COPY_UTIL is blank.
 					Index: 1, Name: "NVIDIA H100 80GB HBM3", UUID: "GPU-3f0c9a12-5b7e-4c1d-9e2a-7d41c0b8a002",
 					MIG:               true,
-					SMClockMHz:        ptr(uint32(1980)),
-					PowerW:            ptr(120.5),
-					TempC:             ptr(uint32(40)),
-					ClockEventReasons: ptr(uint64(1)),
+					SMClockMHz:        new(uint32(1980)),
+					PowerW:            new(120.5),
+					TempC:             new(uint32(40)),
+					ClockEventReasons: new(uint64(1)),
 					ClockEventWords:   []string{"gpu_idle"},
 				},
 			},

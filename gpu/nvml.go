@@ -288,10 +288,10 @@ func (s *NVMLSampler) readDevice(i int, h nvml.Device) observe.GPUDevice {
 		}
 	}
 	if u, ret := lib.DeviceGetUtilizationRates(h); r.ok("utilization", ret) {
-		d.Util = ptr(float64(u.Gpu) / 100)
+		d.Util = new(float64(u.Gpu) / 100)
 		// Memory-controller busy time: the coarse bandwidth signal every
 		// driver has; GPM's DRAM bandwidth replaces it where available.
-		d.MemBWUtil = ptr(float64(u.Memory) / 100)
+		d.MemBWUtil = new(float64(u.Memory) / 100)
 	}
 	s.readMemory(h, &d, &r)
 	if !d.MIG {
@@ -300,19 +300,19 @@ func (s *NVMLSampler) readDevice(i int, h nvml.Device) observe.GPUDevice {
 		s.readGPM(i, h, &d, &r)
 	}
 	if mhz, ret := lib.DeviceGetClockInfo(h, nvml.CLOCK_SM); r.ok("sm clock", ret) {
-		d.SMClockMHz = ptr(mhz)
+		d.SMClockMHz = new(mhz)
 	}
 	if mhz, ret := lib.DeviceGetMaxClockInfo(h, nvml.CLOCK_SM); r.ok("max sm clock", ret) {
-		d.SMClockMaxMHz = ptr(mhz)
+		d.SMClockMaxMHz = new(mhz)
 	}
 	if mw, ret := lib.DeviceGetPowerUsage(h); r.ok("power", ret) {
-		d.PowerW = ptr(float64(mw) / 1000)
+		d.PowerW = new(float64(mw) / 1000)
 	}
 	if mw, ret := lib.DeviceGetEnforcedPowerLimit(h); r.ok("power limit", ret) {
-		d.PowerLimitW = ptr(float64(mw) / 1000)
+		d.PowerLimitW = new(float64(mw) / 1000)
 	}
 	if c, ret := lib.DeviceGetTemperature(h, nvml.TEMPERATURE_GPU); r.ok("temperature", ret) {
-		d.TempC = ptr(c)
+		d.TempC = new(c)
 	}
 	var reasons uint64
 	var ret nvml.Return
@@ -323,7 +323,7 @@ func (s *NVMLSampler) readDevice(i int, h nvml.Device) observe.GPUDevice {
 		reasons, ret = lib.DeviceGetCurrentClocksThrottleReasons(h)
 	}
 	if r.ok("clock event reasons", ret) {
-		d.ClockEventReasons = ptr(reasons)
+		d.ClockEventReasons = new(reasons)
 		d.ClockEventWords = DecodeClockEventReasons(reasons)
 	}
 	if procs, ret := lib.DeviceGetComputeRunningProcesses(h); r.ok("processes", ret) {
@@ -349,7 +349,7 @@ func (s *NVMLSampler) readMemory(h nvml.Device, d *observe.GPUDevice, r *fieldRe
 	if s.hasMemoryV2 {
 		m, ret := s.lib.DeviceGetMemoryInfo_v2(h)
 		if ret == nvml.SUCCESS {
-			d.MemUsedBytes, d.MemTotalBytes = ptr(m.Used), ptr(m.Total)
+			d.MemUsedBytes, d.MemTotalBytes = new(m.Used), new(m.Total)
 			return
 		}
 		if !notSupported(ret) && ret != nvml.ERROR_ARGUMENT_VERSION_MISMATCH {
@@ -358,7 +358,7 @@ func (s *NVMLSampler) readMemory(h nvml.Device, d *observe.GPUDevice, r *fieldRe
 		}
 	}
 	if m, ret := s.lib.DeviceGetMemoryInfo(h); r.ok("memory", ret) {
-		d.MemUsedBytes, d.MemTotalBytes = ptr(m.Used), ptr(m.Total)
+		d.MemUsedBytes, d.MemTotalBytes = new(m.Used), new(m.Total)
 	}
 }
 
@@ -391,9 +391,9 @@ func (s *NVMLSampler) readGPM(i int, h nvml.Device, d *observe.GPUDevice, r *fie
 	}
 	// GPM values are percentages.
 	if m := mg.Metrics[0]; r.ok("gpm sm activity", nvml.Return(m.NvmlReturn)) {
-		d.SMActivity = ptr(m.Value / 100)
+		d.SMActivity = new(m.Value / 100)
 	}
 	if m := mg.Metrics[1]; r.ok("gpm dram bandwidth", nvml.Return(m.NvmlReturn)) {
-		d.MemBWUtil = ptr(m.Value / 100)
+		d.MemBWUtil = new(m.Value / 100)
 	}
 }

@@ -88,8 +88,6 @@ func Run(ctx context.Context, s Sampler, interval time.Duration, sink func(Sampl
 	}
 }
 
-func ptr[T any](v T) *T { return &v }
-
 // Source is the GPU source of the pipeline: Sampler read every Every, each
 // reading emitted as an observe.GPUSample; Done, when set, is called once
 // the last reading has returned (NVML is shut down only after its last

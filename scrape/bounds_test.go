@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/metrics"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -349,12 +350,7 @@ func TestAbsurdExposition(t *testing.T) {
 }
 
 func hasWarning(ws []string, sub string) bool {
-	for _, w := range ws {
-		if strings.Contains(w, sub) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(ws, func(w string) bool { return strings.Contains(w, sub) })
 }
 
 // TestLoginPage: a gateway's login page instead of the metrics, with the

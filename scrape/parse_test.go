@@ -668,11 +668,7 @@ nv_inference_first_response_histogram_ms_sum{model="tensorrt_llm",version="1"} 3
 				t.Errorf("profile = %s/%s, want %s/%s", s.Profile, s.Variant, tc.profile, tc.variant)
 			}
 			checkSignals(t, s, tc.signals)
-			var got []string
-			for n := range s.Histograms {
-				got = append(got, n)
-			}
-			slices.Sort(got)
+			got := slices.Sorted(maps.Keys(s.Histograms))
 			want := slices.Clone(tc.hists)
 			slices.Sort(want)
 			if !slices.Equal(got, want) {

@@ -2,11 +2,11 @@ package scrape
 
 import (
 	"bufio"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 
@@ -278,13 +278,8 @@ func TestDetectNameInventories(t *testing.T) {
 			if s.Profile != tc.profile || s.Variant != tc.variant {
 				t.Errorf("profile = %q/%q, want %q/%q", s.Profile, s.Variant, tc.profile, tc.variant)
 			}
-			var got []string
-			for name := range s.Histograms {
-				got = append(got, name)
-			}
-			sort.Strings(got)
-			want := append([]string(nil), tc.wantHists...)
-			sort.Strings(want)
+			got := slices.Sorted(maps.Keys(s.Histograms))
+			want := slices.Sorted(slices.Values(tc.wantHists))
 			if !slices.Equal(got, want) {
 				t.Errorf("histograms = %v, want %v", got, want)
 			}
