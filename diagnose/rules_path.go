@@ -23,6 +23,11 @@ func directEventsPerRead(c *metrics.ClassStats) float64 {
 // several events per read, near-zero gaps between them and long gaps between
 // bursts — and delays the first token. With a direct path to compare, the
 // difference between the two paths is the proxy's doing.
+//
+// Its evidence is streams and the reads that delivered them: every read is
+// a sample of how the path delivers, and a stream that arrives in a few
+// large reads says more than many gaps would (a buffered stream has few
+// gaps worth the name). Each path compared needs minPathStreams streams.
 func proxyBuffering(in *ruleInput, c *metrics.ClassStats) (Finding, bool) {
 	var direct, gw *metrics.PathStats
 	for j := range c.Paths {
@@ -35,7 +40,7 @@ func proxyBuffering(in *ruleInput, c *metrics.ClassStats) (Finding, bool) {
 	}
 	var f Finding
 	switch {
-	case gw != nil && gw.ChunkGap.Count >= minGapsForRule && direct != nil && direct.ChunkGap.Count >= minGapsForRule:
+	case pathSampled(gw) && pathSampled(direct):
 		if gw.EventsPerRead < bufferedEventsPerRead || direct.EventsPerRead > smoothEventsPerRead {
 			return Finding{}, false
 		}
@@ -60,7 +65,7 @@ func proxyBuffering(in *ruleInput, c *metrics.ClassStats) (Finding, bool) {
 			f.Evidence = append(f.Evidence, Evidence{Signal: c.Name + ".gateway.gap_p50_ms", Value: gw.ChunkGap.P50, Threshold: burstGapP50Ms, Unit: "ms"})
 			f.Confidence += 0.1
 		}
-	case c.ChunkGap.Count >= minGapsForRule:
+	case gw == nil && c.Completed >= minPathStreams && c.ChunkGap.Count > 0:
 		// One path only: bursts alone point at something between us and
 		// the server holding bytes.
 		if c.EventsPerRead < bufferedEventsPerRead || c.ChunkGap.P50 >= burstGapP50Ms {
@@ -84,4 +89,15 @@ func proxyBuffering(in *ruleInput, c *metrics.ClassStats) (Finding, bool) {
 	}
 	f.Advice = "Turn off response buffering for the streaming route (nginx: proxy_buffering off, or the X-Accel-Buffering: no response header; gzip off for text/event-stream), and check load balancers for idle/flush settings."
 	return f, true
+}
+
+// minPathStreams is the fewest streams a path's delivery is judged from:
+// one stream could have met one slow flush; two that arrive the same way
+// show how the path delivers.
+const minPathStreams = 2
+
+// pathSampled: the path carried enough streams, with reads that held
+// events, to say how it delivers them.
+func pathSampled(p *metrics.PathStats) bool {
+	return p != nil && p.Requests >= minPathStreams && p.Reads >= minPathStreams
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/tokentop/tokentop/metrics"
+	"github.com/tokentop/tokentop/observe"
 )
 
 // kvCachePressure: a full KV cache stops admission and preempts running
@@ -249,14 +250,18 @@ func batchInterference(in *ruleInput) (Finding, bool) {
 	}
 	for i := range in.view.Classes {
 		c := &in.view.Classes[i]
-		if c.Kind != "interactive" || !in.failing[c.Name] || c.TTFT.Count < minRequestsToCompare {
+		ttft := directTTFT(c)
+		if c.Kind != "interactive" || !in.failing[c.Name] || ttft.Count < minRequestsToCompare {
 			continue
 		}
 		v := in.verdict(c.Name)
 		if v == nil || !failsObjective(v, "ttft_") {
 			continue
 		}
-		ratio := c.TTFT.P95 / batch.TTFT.P95
+		if len(c.Paths) > 1 && !missesTTFT(v, ttft) {
+			continue // the gateway path's delay, not the server's queue: proxy_buffering's to name
+		}
+		ratio := ttft.P95 / batch.TTFT.P95
 		if ratio < interferenceTTFT {
 			continue
 		}
@@ -264,7 +269,7 @@ func batchInterference(in *ruleInput) (Finding, bool) {
 			Severity:   SeverityWarning,
 			Confidence: 0.35 + 0.2*math.Min(ratio, 1),
 			Summary: fmt.Sprintf("%s misses its SLO while waiting like batch work: TTFT p95 %.0f ms vs %.0f ms for %s",
-				c.Name, c.TTFT.P95, batch.TTFT.P95, batch.Name),
+				c.Name, ttft.P95, batch.TTFT.P95, batch.Name),
 			Evidence: []Evidence{
 				{Signal: c.Name + ".ttft_p95_over_" + batch.Name, Value: ratio, Threshold: interferenceTTFT, Unit: "x"},
 			},
@@ -375,4 +380,35 @@ func ttftObjective(v *Verdict) *Objective {
 		}
 	}
 	return nil
+}
+
+// directTTFT is the TTFT a class's comparison with another class should
+// read: the direct path's when the class was also probed through a gateway
+// (whose delay is the path's, not the class's), else the class's.
+func directTTFT(c *metrics.ClassStats) metrics.Dist {
+	if len(c.Paths) > 1 {
+		for _, p := range c.Paths {
+			if p.Path == observe.PathDirect {
+				return p.TTFT
+			}
+		}
+	}
+	return c.TTFT
+}
+
+// missesTTFT reports whether d misses any of the TTFT objectives the
+// verdict failed.
+func missesTTFT(v *Verdict, d metrics.Dist) bool {
+	for _, o := range v.Objectives {
+		if !o.Missed() {
+			continue
+		}
+		switch {
+		case o.Name == ObjTTFTP50 && d.P50 > o.Target,
+			o.Name == ObjTTFTP95 && d.P95 > o.Target,
+			o.Name == ObjTTFTP99 && d.P99 > o.Target:
+			return true
+		}
+	}
+	return false
 }

@@ -25,7 +25,7 @@ func healthyView() metrics.View {
 			E2E: dist(100, 4000, 5000, 5500), Gaps: 5000, StallGaps: 2, StallFraction: 0.0004, EventsPerRead: 1.0,
 			ValidOutputTokens: 100000, ExpectedTokens: 100000, DeadlineRequests: 100, DeadlineMet: 100,
 			Throughput: metrics.Throughput{OutputTokensPerS: 5000},
-			Paths:      []metrics.PathStats{{Path: "direct", Requests: 100, TTFT: dist(100, 120, 300, 400), ChunkGap: gaps, EventsPerRead: 1.0}},
+			Paths:      []metrics.PathStats{{Path: "direct", Requests: 100, TTFT: dist(100, 120, 300, 400), ChunkGap: gaps, EventsPerRead: 1.0, Reads: 5000}},
 		}
 	}
 	return metrics.View{
@@ -81,7 +81,7 @@ func TestRules(t *testing.T) {
 			name: "proxy buffering: gateway bursts, direct smooth",
 			mutate: func(v *metrics.View) {
 				v.Classes[0].Paths = append(v.Classes[0].Paths, metrics.PathStats{
-					Path: "gateway", Requests: 100, TTFT: dist(100, 300, 500, 600), ChunkGap: dist(5000, 0, 200, 250), EventsPerRead: 8,
+					Path: "gateway", Requests: 100, TTFT: dist(100, 300, 500, 600), ChunkGap: dist(5000, 0, 200, 250), EventsPerRead: 8, Reads: 625,
 				})
 			},
 			first:  RuleProxyBuffering,

@@ -457,7 +457,7 @@ func (c *classAccum) stats(name, kind string, span time.Duration, pathOrder []st
 				continue
 			}
 		}
-		ps := PathStats{Path: name, Requests: p.requests, TTFT: censoredDist(p.ttft, p.ttftCens, inFlight.ttftByPath[name]), ChunkGap: p.chunkGap.dist()}
+		ps := PathStats{Path: name, Requests: p.requests, TTFT: censoredDist(p.ttft, p.ttftCens, inFlight.ttftByPath[name]), ChunkGap: p.chunkGap.dist(), Reads: p.readsWithEvents}
 		if p.readsWithEvents > 0 {
 			ps.EventsPerRead = float64(p.eventsInReads) / float64(p.readsWithEvents)
 		}

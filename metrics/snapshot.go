@@ -252,6 +252,9 @@ type PathStats struct {
 	TTFT          Dist
 	ChunkGap      Dist
 	EventsPerRead float64 // mean SSE events per body read that held any
+	// Reads counts the body reads that held an event: each is a sample of
+	// how the path delivers (one event per read, or a burst).
+	Reads int64
 }
 
 // ServerStats come from the server's /metrics.

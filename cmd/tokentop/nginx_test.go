@@ -153,3 +153,63 @@ func TestRealNginxBuffering(t *testing.T) {
 		})
 	}
 }
+
+// TestRealNginxGzipBeforeAServerWithoutMetrics: the default classes, 20 s,
+// through a real nginx gzipping the event stream in front of a server
+// written here, with a known timing (first token after 250 ms, 20 chunks
+// 25 ms apart) and no /metrics. The few gateway
+// streams are delivered in bursts: proxy_buffering is named first, and the
+// gateway's delay is not blamed on batch work.
+func TestRealNginxGzipBeforeAServerWithoutMetrics(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("a 20 s live run")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	target := (&fakeLLM{stream: twentyChunks}).start(t)
+	gw := startNginx(t, target, nginxBuffered)
+	out := filepath.Join(t.TempDir(), "report.json")
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, testEnv(&stdout, &stderr), []string{"watch", "--target", target, "--gateway", gw, "--headless", "--duration", "20s", "--report", out})
+	if code != report.ExitOK && code != report.ExitSLOFailed {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r reportView
+	if err := json.Unmarshal(data, &r); err != nil {
+		t.Fatal(err)
+	}
+	if first := firstServerFinding(r); first != "proxy_buffering" {
+		t.Errorf("findings %v: want proxy_buffering first through a gzipping nginx", rules(r))
+	}
+	for _, f := range r.Findings {
+		if f.Rule == "batch_interference" {
+			t.Errorf("batch_interference for the gateway path's delay: %v", rules(r))
+		}
+	}
+}
+
+// twentyChunks answers every completion with its own SSE writer: the first
+// chunk after 250 ms, then 19 more 25 ms apart, whatever max_tokens asks.
+func twentyChunks(w http.ResponseWriter, r *http.Request, _ fakeRequest) bool {
+	w.Header().Set("Content-Type", "text/event-stream")
+	fl := w.(http.Flusher)
+	time.Sleep(250 * time.Millisecond)
+	for i := range 20 {
+		if i > 0 {
+			time.Sleep(25 * time.Millisecond)
+		}
+		if r.Context().Err() != nil {
+			return true
+		}
+		fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"w%d \"},\"text\":\"w%d \"}]}\n\n", i, i)
+		fl.Flush()
+	}
+	fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"length\"}]}\n\ndata: [DONE]\n\n")
+	fl.Flush()
+	return true
+}
