@@ -170,7 +170,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		m.st.Held = m.data.latest.held
 		if m.st.ShowKnobs {
-			m.st.refresh(m.knobs)
+			m.st.knobPanel.refresh(m.knobs)
 		}
 		m.gen++
 		return m, nil
@@ -207,14 +207,14 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 // then the keys that move between views; then the view in front.
 func (m Model) key(msg tea.KeyMsg) (Model, tea.Cmd) {
 	if m.st.Filtering {
-		m.st.filterKey(msg)
+		m.st.drillView.filterKey(msg)
 		return m, nil
 	}
 	if m.st.WhatIf.Editing {
 		return m.editKey(msg)
 	}
 	km, snap := &m.keys, m.data.shown().snap
-	if took, moved := m.st.classKey(msg, km, snap); took {
+	if took, moved := m.st.mainView.classKey(msg, km, snap); took {
 		if moved {
 			m.st.Cursor = 0
 		}
@@ -225,7 +225,7 @@ func (m Model) key(msg tea.KeyMsg) (Model, tea.Cmd) {
 		return m, tea.Quit
 	case key.Matches(msg, km.Pause):
 		m.st.Paused = m.data.togglePause()
-		m.st.Held = m.data.latest.held
+		m.st.Held = m.data.latest.held // on resume, the newest findings
 	case key.Matches(msg, km.Back):
 		m.st.back()
 	case key.Matches(msg, km.Expand):
@@ -238,17 +238,17 @@ func (m Model) key(msg tea.KeyMsg) (Model, tea.Cmd) {
 		if m.st.knobPanel.toggle(m.knobs) {
 			m.st.ShowHelp = false
 		}
-	case m.st.open(msg, km):
+	case m.st.drillView.open(msg, km):
 		m.st.Expanded, m.st.ShowHelp = false, false
 	case key.Matches(msg, km.Filter):
-		m.st.filterOpen()
+		m.st.drillView.filterOpen()
 	case key.Matches(msg, km.WhatIfEdit, km.WhatIfNew): // bound only with OnWhatIf
 		m = m.whatIfKey(msg)
 	// The view in front: the help or the knob panel, else a drill-down's
 	// selection, else the span.
 	case m.st.helpView.key(msg, km), m.st.knobPanel.key(msg, km, m.knobs), m.st.drillView.key(msg, km, m.st.rows(snap)):
 	default:
-		m.st.spanKey(msg, km, snap)
+		m.st.mainView.spanKey(msg, km, snap)
 	}
 	return m, nil
 }
