@@ -160,69 +160,8 @@ func (r *renderer) compact(bodyH int) []string {
 	evidence := nf > 0 && take(1)
 	serverTTFT := take(1)
 	roomy := take(2)
-	var out []string
-	if len(cls) == 0 {
-		out = append(out, rule(r.t, "classes", w), r.t.dim("no traffic classes in this view"))
-	} else {
-		c := cls[0]
-		v := r.verdict(c.Name)
-		name := classTitle(c)
-		if len(cls) > 1 {
-			name = "▸ " + name + " (" + strconv.Itoa(((r.st.Focus%len(cls))+len(cls))%len(cls)+1) + "/" + strconv.Itoa(len(cls)) + ", tab)"
-		}
-		out = append(out, rule(r.t, name, w))
-		out = append(out, fit(r.sloWord(v)+" · "+counts(c)+" · "+fmtNum(c.Throughput.OutputTokensPerS)+" tok/s", w))
-		out = append(out, r.compactHist("TTFT", c.TTFT, w))
-		out = append(out, r.compactHist(itlLabel(c), c.ITL, w))
-		out = append(out, r.compactHist("chunk gap", c.ChunkGap, w))
-		e2e := pad(r.t.label("E2E"), 12) + triple(c.E2E, " ")
-		if c.Gaps > 0 {
-			e2e = pad(e2e, 42) + "  stalls " + fmtPct(c.StallFraction)
-		}
-		out = append(out, fit(e2e, w))
-		fails := failing(v, true)
-		if sloLine {
-			out = append(out, fit(goodput(v), w))
-			// The counts line already says PASS or FAIL; this one says why.
-			slo := r.sloWord(v)
-			switch {
-			case len(fails) > 0:
-				slo = r.t.bad("✗") + " " + strings.Join(fails, "; ")
-			case v != nil && !v.NoData:
-				slo += " · " + strconv.Itoa(len(v.Objectives)) + " objectives held"
-			}
-			out = append(out, fit(slo, w))
-		} else {
-			g := goodput(v)
-			if len(fails) > 0 {
-				g += " · " + r.t.bad("FAIL") + " " + strings.Join(fails, "; ")
-			}
-			out = append(out, fit(g, w))
-		}
-		for i := range others {
-			line := "  " + r.summary(cls[i+1])
-			if i == others-1 && len(cls)-1 > others {
-				line = "  +" + strconv.Itoa(len(cls)-1-i) + " more classes (tab to cycle)"
-			}
-			out = append(out, fit(line, w))
-		}
-	}
-	var tail []string
-	sl := r.serverLines(w, 2, !roomy)
-	if roomy {
-		tail = append(tail, rule(r.t, "server · "+r.scrapeWord(), w), sl[0])
-	} else {
-		tail = append(tail, fit(sl[0]+r.t.dim(" · ")+r.scrapeWord(), w))
-	}
-	if serverTTFT {
-		tail = append(tail, sl[1])
-	}
-	gpu := r.gpuLines(2)
-	if roomy {
-		tail = append(tail, fit(r.probeLine(false), w), fit(gpu[0], w))
-	} else {
-		tail = append(tail, fit(r.probeLine(true)+r.t.dim(" │ ")+gpu[0], w))
-	}
+	out := r.compactClasses(cls, others, sloLine, w)
+	tail := r.compactServer(w, roomy, serverTTFT)
 	findH := 1
 	if nf > 0 {
 		findH = 1 + min(nf, 3)
@@ -244,4 +183,80 @@ func (r *renderer) compact(bodyH int) []string {
 	}
 	out = append(out, rule(r.t, r.findingsTitle(), w))
 	return append(out, r.findingLines(w, bodyH-len(out))...)
+}
+
+// compactClasses is the compact layout's classes: the focused one in
+// detail (its SLO on a line of its own when sloLine), then up to others
+// more in a line each.
+func (r *renderer) compactClasses(cls []*metrics.ClassStats, others int, sloLine bool, w int) []string {
+	if len(cls) == 0 {
+		return []string{rule(r.t, "classes", w), r.t.dim("no traffic classes in this view")}
+	}
+	var out []string
+	c := cls[0]
+	v := r.verdict(c.Name)
+	name := classTitle(c)
+	if len(cls) > 1 {
+		name = "▸ " + name + " (" + strconv.Itoa(((r.st.Focus%len(cls))+len(cls))%len(cls)+1) + "/" + strconv.Itoa(len(cls)) + ", tab)"
+	}
+	out = append(out, rule(r.t, name, w))
+	out = append(out, fit(r.sloWord(v)+" · "+counts(c)+" · "+fmtNum(c.Throughput.OutputTokensPerS)+" tok/s", w))
+	out = append(out, r.compactHist("TTFT", c.TTFT, w))
+	out = append(out, r.compactHist(itlLabel(c), c.ITL, w))
+	out = append(out, r.compactHist("chunk gap", c.ChunkGap, w))
+	e2e := pad(r.t.label("E2E"), 12) + triple(c.E2E, " ")
+	if c.Gaps > 0 {
+		e2e = pad(e2e, 42) + "  stalls " + fmtPct(c.StallFraction)
+	}
+	out = append(out, fit(e2e, w))
+	fails := failing(v, true)
+	if sloLine {
+		out = append(out, fit(goodput(v), w))
+		// The counts line already says PASS or FAIL; this one says why.
+		slo := r.sloWord(v)
+		switch {
+		case len(fails) > 0:
+			slo = r.t.bad("✗") + " " + strings.Join(fails, "; ")
+		case v != nil && !v.NoData:
+			slo += " · " + strconv.Itoa(len(v.Objectives)) + " objectives held"
+		}
+		out = append(out, fit(slo, w))
+	} else {
+		g := goodput(v)
+		if len(fails) > 0 {
+			g += " · " + r.t.bad("FAIL") + " " + strings.Join(fails, "; ")
+		}
+		out = append(out, fit(g, w))
+	}
+	for i := range others {
+		line := "  " + r.summary(cls[i+1])
+		if i == others-1 && len(cls)-1 > others {
+			line = "  +" + strconv.Itoa(len(cls)-1-i) + " more classes (tab to cycle)"
+		}
+		out = append(out, fit(line, w))
+	}
+	return out
+}
+
+// compactServer is the compact layout's server, probe and GPU lines: a
+// rule and a line each when roomy, else folded; the server's own TTFT in a
+// line when serverTTFT.
+func (r *renderer) compactServer(w int, roomy, serverTTFT bool) []string {
+	var tail []string
+	sl := r.serverLines(w, 2, !roomy)
+	if roomy {
+		tail = append(tail, rule(r.t, "server · "+r.scrapeWord(), w), sl[0])
+	} else {
+		tail = append(tail, fit(sl[0]+r.t.dim(" · ")+r.scrapeWord(), w))
+	}
+	if serverTTFT {
+		tail = append(tail, sl[1])
+	}
+	gpu := r.gpuLines(2)
+	if roomy {
+		tail = append(tail, fit(r.probeLine(false), w), fit(gpu[0], w))
+	} else {
+		tail = append(tail, fit(r.probeLine(true)+r.t.dim(" │ ")+gpu[0], w))
+	}
+	return tail
 }
