@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/tokentop/tokentop/sanitize"
 )
 
 // Getter fetches one URL. The caller's HTTP client implements it, so the
@@ -33,9 +35,10 @@ type HTTPGetter struct {
 
 // Get implements Getter.
 func (g HTTPGetter) Get(ctx context.Context, url string, maxBytes int64) (int, []byte, error) {
+	where := sanitize.URL(url) // what errors quote: no userinfo
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return 0, nil, fmt.Errorf("GET %s: %w", url, err)
+		return 0, nil, fmt.Errorf("GET %s: %w", where, sanitize.Error(err))
 	}
 	for k, vs := range g.Header {
 		for _, v := range vs {
@@ -51,18 +54,18 @@ func (g HTTPGetter) Get(ctx context.Context, url string, maxBytes int64) (int, [
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		// A *url.Error already names the method and URL.
-		return 0, nil, err
+		// A *url.Error already names the method and URL, with its user.
+		return 0, nil, sanitize.Error(err)
 	}
 	defer resp.Body.Close()
 	// One byte past the cap tells a body of exactly maxBytes from a longer
 	// one without reading the rest of a huge answer.
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBytes+1))
 	if err != nil {
-		return resp.StatusCode, nil, fmt.Errorf("GET %s: reading body: %w", url, err)
+		return resp.StatusCode, nil, fmt.Errorf("GET %s: reading body: %w", where, err)
 	}
 	if int64(len(body)) > maxBytes {
-		return resp.StatusCode, nil, fmt.Errorf("GET %s: over %d bytes: %w", url, maxBytes, ErrBodyTooLarge)
+		return resp.StatusCode, nil, fmt.Errorf("GET %s: over %d bytes: %w", where, maxBytes, ErrBodyTooLarge)
 	}
 	return resp.StatusCode, body, nil
 }

@@ -1,6 +1,8 @@
 package probe
 
 import (
+	"github.com/tokentop/tokentop/sanitize"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -66,6 +68,7 @@ func Calibrate(ctx context.Context, c *Client, baseURL, model string) (Calibrati
 		samples[i] = MakePrompt(rand.New(rand.NewPCG(7, uint64(n))), n, "tt0123456789abcdef")
 	}
 	url := strings.TrimSuffix(strings.TrimRight(baseURL, "/"), "/v1") + "/tokenize"
+	where := sanitize.URL(url) // what messages quote: no userinfo
 	shapes := []func(sample string) map[string]any{
 		func(p string) map[string]any { return map[string]any{"model": model, "prompt": p} },
 		func(p string) map[string]any { return map[string]any{"inputs": p} },
@@ -77,7 +80,7 @@ func Calibrate(ctx context.Context, c *Client, baseURL, model string) (Calibrati
 		counts := make([]int, len(samples))
 		var err error
 		for j, sample := range samples {
-			if counts[j], err = tokenizeCount(ctx, c, url, shape(sample)); err != nil {
+			if counts[j], err = tokenizeCount(ctx, c, url, where, shape(sample)); err != nil {
 				break
 			}
 		}
@@ -96,7 +99,7 @@ func Calibrate(ctx context.Context, c *Client, baseURL, model string) (Calibrati
 		}
 		ratio, overhead, why := fit.solve()
 		if why != "" {
-			return Calibration{}, fmt.Errorf("calibrating prompts: %s counted %v tokens for %v words: %s", url, counts, calibrationSizes, why)
+			return Calibration{}, fmt.Errorf("calibrating prompts: %s counted %v tokens for %v words: %s", where, counts, calibrationSizes, why)
 		}
 		cal := Calibration{TokensPerWord: ratio, Source: "tokenize"}
 		if i == 0 {
@@ -105,7 +108,7 @@ func Calibrate(ctx context.Context, c *Client, baseURL, model string) (Calibrati
 			last := samples[len(samples)-1]
 			msg := map[string]any{"model": model, "messages": []map[string]string{{"role": "user", "content": last}}, "add_generation_prompt": true}
 			n := counts[len(counts)-1]
-			if m, err := tokenizeCount(ctx, c, url, msg); err == nil && m >= n && m-n <= maxChatOverhead {
+			if m, err := tokenizeCount(ctx, c, url, where, msg); err == nil && m >= n && m-n <= maxChatOverhead {
 				cal.ChatOverhead = m - n
 			}
 		}
@@ -131,7 +134,9 @@ func (e errNotFound) Error() string { return e.status }
 // token ids, well under this.
 const tokenizeBodyCap = 1 << 20
 
-func tokenizeCount(ctx context.Context, c *Client, url string, body any) (int, error) {
+// tokenizeCount asks url for body's token count; where is url as messages
+// quote it (sanitize.URL).
+func tokenizeCount(ctx context.Context, c *Client, url, where string, body any) (int, error) {
 	b, err := json.Marshal(body)
 	if err != nil {
 		return 0, fmt.Errorf("encoding tokenize request: %w", err)
@@ -143,34 +148,34 @@ func tokenizeCount(ctx context.Context, c *Client, url string, body any) (int, e
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
 	if err != nil {
-		return 0, fmt.Errorf("tokenize: %w", err)
+		return 0, fmt.Errorf("tokenize: %w", c.redact(err))
 	}
 	c.setCommonHeaders(req.Header)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("tokenize: %w", err)
+		return 0, fmt.Errorf("tokenize: %w", c.redact(err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed {
-		return 0, fmt.Errorf("POST %s: %w", url, errNotFound{resp.Status})
+		return 0, fmt.Errorf("POST %s: %w", where, errNotFound{c.clean(resp.Status)})
 	}
 	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("POST %s: %s", url, resp.Status)
+		return 0, fmt.Errorf("POST %s: %s", where, c.clean(resp.Status))
 	}
 	if ct := resp.Header.Get("Content-Type"); strings.Contains(ct, "event-stream") {
-		return 0, fmt.Errorf("POST %s answered an event stream, not a token count: the server streams whatever it is sent", url)
+		return 0, fmt.Errorf("POST %s answered an event stream, not a token count: the server streams whatever it is sent", where)
 	}
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, tokenizeBodyCap+1))
 	if err != nil {
-		return 0, fmt.Errorf("POST %s: %w", url, err)
+		return 0, fmt.Errorf("POST %s: %w", where, err)
 	}
 	if len(raw) > tokenizeBodyCap {
-		return 0, fmt.Errorf("POST %s: answer longer than %d bytes", url, tokenizeBodyCap)
+		return 0, fmt.Errorf("POST %s: answer longer than %d bytes", where, tokenizeBodyCap)
 	}
 	n, err := tokenCountOf(raw)
 	if err != nil {
-		return 0, fmt.Errorf("POST %s: %w", url, err)
+		return 0, fmt.Errorf("POST %s: %w", where, err)
 	}
 	return n, nil
 }

@@ -179,12 +179,18 @@ func newTraceParent() (traceID, spanID, header string) {
 	return traceID, spanID, "00-" + traceID + "-" + spanID + "-01"
 }
 
-// clean makes text that came from the server safe to keep and show: the
-// API key (whole, or a piece of 8 bytes or more) redacted, then control
-// and bidirectional characters escaped.
+// clean makes text that came from the server, or quotes a URL, safe to keep
+// and show: the API key (whole, or a piece of 8 bytes or more) and any
+// URL's userinfo redacted, then control and bidirectional characters
+// escaped.
 func (c *Client) clean(s string) string {
-	return sanitize.Text(sanitize.Secret(s, c.o.APIKey))
+	return sanitize.Text(sanitize.Userinfo(sanitize.Secret(s, c.o.APIKey)))
 }
+
+// redact hides the API key and URL userinfo in an error from net/http
+// (its *url.Error quotes the request's URL with its user), keeping the
+// chain for errors.Is and errors.As.
+func (c *Client) redact(err error) error { return sanitize.Error(err, c.o.APIKey) }
 
 // cleanExcerpt is clean for a body cut to maxErrorExcerpt bytes: the key
 // is redacted before the cut (so the cut cannot leave it unrecognised) and
@@ -234,13 +240,13 @@ func DiscoverModel(ctx context.Context, c *Client, baseURL string) (string, erro
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint(baseURL, "/v1/models"), nil)
 	if err != nil {
-		return "", fmt.Errorf("discovering model: %w", err)
+		return "", fmt.Errorf("discovering model: %w", c.redact(err))
 	}
 	c.setCommonHeaders(req.Header)
 	req.Header.Set("Accept", "application/json")
 	resp, err := c.small.Do(req)
 	if err != nil {
-		return "", fmt.Errorf("discovering model: %w", err)
+		return "", fmt.Errorf("discovering model: %w", c.redact(err))
 	}
 	defer resp.Body.Close()
 	where := sanitize.URL(req.URL.String())
@@ -306,18 +312,18 @@ func (c *Client) Get(ctx context.Context, url string, maxBytes int64) (int, []by
 	where := sanitize.URL(url)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return 0, nil, fmt.Errorf("GET %s: %w", where, err)
+		return 0, nil, fmt.Errorf("GET %s: %w", where, c.redact(err))
 	}
 	c.setCommonHeaders(req.Header)
 	req.Header.Set("Accept", "application/json")
 	resp, err := c.small.Do(req)
 	if err != nil {
-		return 0, nil, err // net/http's error names the URL, without its password
+		return 0, nil, c.redact(err) // net/http's error names the URL, with its user
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBytes+1))
 	if err != nil {
-		return resp.StatusCode, nil, fmt.Errorf("GET %s: %w", where, err)
+		return resp.StatusCode, nil, fmt.Errorf("GET %s: %w", where, c.redact(err))
 	}
 	if int64(len(body)) > maxBytes {
 		return resp.StatusCode, nil, fmt.Errorf("GET %s: body longer than %d bytes", where, maxBytes)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"reflect"
 	"time"
 
 	"github.com/tokentop/tokentop/config"
@@ -28,7 +27,6 @@ type Reader struct {
 	r      *bufio.Reader
 	line   int
 	header Header
-	inert  inert // makes the recording's text safe to display
 }
 
 // NewReader reads and checks the header.
@@ -44,7 +42,7 @@ func NewReader(r io.Reader) (*Reader, error) {
 	if err := json.Unmarshal(b, &rr.header); err != nil {
 		return nil, fmt.Errorf("recording header: not a tokentop recording: %w", err)
 	}
-	rr.inert.walk(reflect.ValueOf(&rr.header))
+	inert(&rr.header)
 	// A recording made before URLs were redacted holds the target's
 	// userinfo (a password, a token) as given.
 	rr.header.Target, rr.header.Gateway = sanitize.URL(rr.header.Target), sanitize.URL(rr.header.Gateway)
@@ -130,7 +128,7 @@ func (r *Reader) decode(b []byte) (observe.Event, error) {
 	if err := json.Unmarshal(raw, ev); err != nil {
 		return nil, fmt.Errorf("%s: %w", kind, err)
 	}
-	r.inert.walk(reflect.ValueOf(ev))
+	inert(ev)
 	return ev, nil
 }
 

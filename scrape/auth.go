@@ -2,7 +2,6 @@ package scrape
 
 import (
 	"crypto/tls"
-	"errors"
 	"net"
 	"net/http"
 	"time"
@@ -48,29 +47,10 @@ func withAuth(c *http.Client, key, target string) *http.Client {
 
 const redacted = sanitize.Redacted
 
-// redactError hides key in err's message and makes what is left safe to
-// print (sanitize.Text: the message may quote a server through net/http).
-// errors.Is and errors.As still see the wrapped errors; there is no Unwrap,
-// so that no chain of wrapping by a caller (%w) prints the original message.
-func redactError(err error, key string) error {
-	if err == nil {
-		return err
-	}
-	msg := sanitize.Text(sanitize.Secret(err.Error(), key))
-	if msg == err.Error() {
-		return err
-	}
-	return &redactedError{msg: msg, err: err}
-}
-
-type redactedError struct {
-	msg string
-	err error
-}
-
-func (e *redactedError) Error() string        { return e.msg }
-func (e *redactedError) Is(target error) bool { return errors.Is(e.err, target) }
-func (e *redactedError) As(target any) bool   { return errors.As(e.err, target) }
+// redactError hides key and any URL's userinfo (net/http's *url.Error
+// quotes the user) in err's message and makes what is left safe to print;
+// errors.Is and errors.As still see the wrapped errors (sanitize.Error).
+func redactError(err error, key string) error { return sanitize.Error(err, key) }
 
 // redactSample hides key in what a server's text reaches: warnings quote
 // lines, and model names are label values.

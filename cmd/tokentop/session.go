@@ -70,6 +70,10 @@ type session struct {
 	// notices are what prepare decided from what the server said, handed
 	// to the aggregator once it runs.
 	notices []notice
+	// scrub hides the session's credentials (its URLs' userinfo, the API
+	// key) in every text that enters the event stream or reaches stderr,
+	// whichever code built it.
+	scrub *sanitize.Scrubber
 }
 
 type notice struct{ source, text string }
@@ -93,8 +97,23 @@ const (
 
 // runSession wires sources → aggregator → diagnosis → console or report.
 func runSession(ctx context.Context, e env, spec sessionSpec) (int, error) {
+	scrub := sessionScrubber(spec)
+	e.Stderr = scrub.Writer(e.Stderr)
+	code, err := runScrubbed(ctx, e, spec, scrub)
+	return code, scrub.Error(err)
+}
+
+// sessionScrubber knows every credential a session was given: the userinfo
+// of each URL it may quote and the API key.
+func sessionScrubber(spec sessionSpec) *sanitize.Scrubber {
+	c := spec.common
+	return sanitize.NewScrubber([]string{spec.cfg.Target, spec.cfg.Gateway, spec.cfg.Metrics, c.gpuMetrics, c.otlpEndpoint}, spec.apiKey)
+}
+
+// runScrubbed is runSession once its stderr is scrubbed.
+func runScrubbed(ctx context.Context, e env, spec sessionSpec, scrub *sanitize.Scrubber) (int, error) {
 	s := &session{e: e, spec: spec, cfg: spec.cfg, events: make(chan observe.Event, 1<<16), pipeDone: make(chan struct{}),
-		scraped: make(chan struct{})}
+		scraped: make(chan struct{}), scrub: scrub}
 	// The run's end is fixed now: everything from here, preparation
 	// included, happens within --duration.
 	runCtx := ctx

@@ -31,10 +31,12 @@ const (
 	lagEvery       = 50 * time.Millisecond
 )
 
-// emit is what every source hands its events to: a finished request also
-// goes to --trace-out and the OTLP exporter, from the request's goroutine,
-// then everything to the aggregator.
+// emit is what every source hands its events to: its text is scrubbed of
+// the session's credentials, a finished request also goes to --trace-out
+// and the OTLP exporter, from the request's goroutine, then everything to
+// the aggregator.
 func (s *session) emit(ev observe.Event) {
+	s.scrub.Value(ev)
 	s.timebase.Pin(ev)
 	if t, ok := ev.(*observe.Trace); ok {
 		if s.traces != nil {
@@ -48,6 +50,7 @@ func (s *session) emit(ev observe.Event) {
 // send hands an event that no source emitted (a notice, a knob change, the
 // GPU panel's status) to the aggregator's goroutine.
 func (s *session) send(ev observe.Event) {
+	s.scrub.Value(ev)
 	s.timebase.Pin(ev)
 	s.deliver(ev)
 }

@@ -81,7 +81,7 @@ type Exporter struct {
 func New(o Options) (*Exporter, error) {
 	u, err := url.Parse(o.Endpoint)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("--otlp-endpoint %q is not an http(s) URL", o.Endpoint)
+		return nil, fmt.Errorf("--otlp-endpoint %q is not an http(s) URL", sanitize.URL(o.Endpoint))
 	}
 	path := u.Path
 	if path == "" || path == "/" {
@@ -114,7 +114,7 @@ func New(o Options) (*Exporter, error) {
 	}
 	inner, err := otlptracehttp.New(context.Background(), opts...)
 	if err != nil {
-		return nil, fmt.Errorf("otlp exporter: %w", err)
+		return nil, fmt.Errorf("otlp exporter: %w", sanitize.Error(err))
 	}
 	e := &Exporter{}
 	exp := &countingExporter{SpanExporter: inner, e: e}
@@ -150,7 +150,7 @@ func (c *countingExporter) ExportSpans(ctx context.Context, spans []sdktrace.Rea
 	if err := c.SpanExporter.ExportSpans(ctx, spans); err != nil {
 		c.e.failedSpans.Add(int64(len(spans)))
 		// The collector's answer is in the message: made safe to print.
-		c.e.lastErr.Store(sanitize.Bounded(err.Error(), 300))
+		c.e.lastErr.Store(sanitize.Bounded(sanitize.Userinfo(err.Error()), 300))
 	}
 	return nil
 }
@@ -288,7 +288,7 @@ func (e *Exporter) Failed() (int64, string) {
 
 // Shutdown sends what is queued, within ctx, and stops the exporter.
 func (e *Exporter) Shutdown(ctx context.Context) error {
-	err := e.tp.Shutdown(ctx)
+	err := sanitize.Error(e.tp.Shutdown(ctx)) // it may quote the endpoint, with its user
 	if errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("otlp: spans still queued when the run ended were dropped: %w", err)
 	}
