@@ -23,13 +23,7 @@ func TestErrorsAProbeSawAreNamed(t *testing.T) {
 	v := healthyView()
 	failRequests(&v, 0, 6, 2, "500")
 	d := Evaluate(&v, config.Default().Classes)
-	if len(d.Findings) == 0 || d.Findings[0].Rule != RuleErrorBurst {
-		t.Fatalf("findings %v, want error_burst first", rulesOf(d.Findings))
-	}
-	f := d.Findings[0]
-	if f.Severity != SeverityCritical {
-		t.Errorf("severity %s: the errors fail valid_streams, so the cause is critical", f.Severity)
-	}
+	f := firstCritical(t, d, RuleErrorBurst)
 	for _, want := range []string{"2 of 6", "HTTP 500 ×2", "validity"} {
 		if !strings.Contains(f.Summary, want) {
 			t.Errorf("summary %q lacks %q", f.Summary, want)
@@ -107,4 +101,17 @@ func TestStepCauseSeverityFromItsOwnClass(t *testing.T) {
 	if f := findingOf(Evaluate(&w, config.Default().Classes), RuleDecodePressure); f == nil || f.Severity != SeverityCritical {
 		t.Errorf("a batch class missing its deadlines on slow steps: %+v", f)
 	}
+}
+
+// firstCritical fails unless rule's finding is the first, and critical: the
+// cause of a failing objective.
+func firstCritical(t *testing.T, d Diagnosis, rule string) Finding {
+	t.Helper()
+	if len(d.Findings) == 0 || d.Findings[0].Rule != rule {
+		t.Fatalf("findings %v, want %s first", rulesOf(d.Findings), rule)
+	}
+	if f := d.Findings[0]; f.Severity != SeverityCritical {
+		t.Errorf("%s is %s: it explains a failing objective", rule, f.Severity)
+	}
+	return d.Findings[0]
 }

@@ -102,7 +102,10 @@ func prefillContention(in *ruleInput, c *metrics.ClassStats) (Finding, bool) {
 	g, r, ev, ok := in.stepClaim(c)
 	at := &in.attr
 	if !ok || at.PrefillShare < causeShare || at.PrefillShare < at.BatchShare {
-		return Finding{}, false
+		// The mean step may be mostly fixed cost while a few steps that
+		// prefill a long prompt whole make the tail: that is read from
+		// the tail itself.
+		return in.prefillTail(c)
 	}
 	shape := "evenly (prefill chunks in every step)"
 	if g.P50 > 0 && g.P99/g.P50 >= prefillSpikeRatio {
@@ -194,6 +197,11 @@ func slowTokens(in *ruleInput, c *metrics.ClassStats) (Finding, bool) {
 	if r == riskNone || ev == nil {
 		return Finding{}, false
 	}
+	if _, _, spiky := spikyTail(in.verdict(c.Name), g); spiky {
+		// A tail many times the median is made of a few long steps: the
+		// typical step, however its cost splits, does not explain it.
+		return Finding{}, false
+	}
 	if in.attrOK && math.Max(in.attr.PrefillShare, in.attr.BatchShare) >= causeShare {
 		return Finding{}, false // a cause rule explains it
 	}
@@ -219,4 +227,114 @@ func slowTokens(in *ruleInput, c *metrics.ClassStats) (Finding, bool) {
 		f.Evidence = append(f.Evidence, stepEvidence(&in.attr)...)
 	}
 	return f, true
+}
+
+// spikyTail returns the class's tail ITL objective (p95 or p99) that its
+// gaps g fail or put at risk with a percentile at least prefillSpikeRatio
+// times their median, and that percentile: a tail of a few long steps, not
+// of a slow typical one.
+func spikyTail(v *Verdict, g metrics.Dist) (Objective, float64, bool) {
+	if v == nil || g.P50 <= 0 {
+		return Objective{}, 0, false
+	}
+	for _, o := range v.Objectives {
+		got, ok := itlPercentile(o.Name, g)
+		if !ok || o.Name == ObjITLP50 {
+			continue
+		}
+		if got >= atRiskShare*o.Target && got >= prefillSpikeRatio*g.P50 {
+			return o, got, true
+		}
+	}
+	return Objective{}, 0, false
+}
+
+// tailQuantile is the share of gaps at or below an ITL tail objective's
+// percentile.
+func tailQuantile(name string) float64 {
+	if name == ObjITLP95 {
+		return 0.95
+	}
+	return 0.99
+}
+
+// prefillTail: a tail of long gaps made by prompts prefilled whole. Every
+// step that prefills a long prompt without chunking stops every running
+// stream for as long as the prefill takes, so the tail is as long as the
+// server's longest prefills, and falls in the scrape intervals that
+// admitted the most prompt work. Its evidence: a tail objective failed or
+// at risk by gaps many times the median (at least two gaps in the tail),
+// and the server's own prefill times as long as the tail, or the intervals
+// holding the long gaps admitting clearly more prompt tokens than the
+// others; both raise the confidence.
+func (in *ruleInput) prefillTail(c *metrics.ClassStats) (Finding, bool) {
+	g := streamGaps(c)
+	if directEventsPerRead(c) > smoothEventsPerRead {
+		return Finding{}, false // bursts are a path's doing
+	}
+	o, got, ok := spikyTail(in.verdict(c.Name), g)
+	if !ok || float64(g.Count)*(1-tailQuantile(o.Name)) < 2 {
+		return Finding{}, false
+	}
+	var ev []Evidence
+	var why []string
+	conf := 0.45
+	srv := &in.view.Server
+	if srv.Prefill.Count >= 2 && srv.Prefill.P99 >= 0.5*got {
+		why = append(why, fmt.Sprintf("the server's prefills take up to %.0f ms (p99), as long as the stalls", srv.Prefill.P99))
+		ev = append(ev, Evidence{Signal: "server.prefill_p99_ms", Value: srv.Prefill.P99, Threshold: got, Unit: "ms"}) // against the stalls it explains
+		conf += 0.2
+	}
+	if ratio, long, ok := longGapPromptRatio(in.view.Intervals, o.Target); ok && ratio >= tailPromptRatio {
+		why = append(why, fmt.Sprintf("the %d scrape intervals holding gaps over %.0f ms admitted %.1f× the prompt tokens of the others", long, o.Target, ratio))
+		ev = append(ev, Evidence{Signal: "server.prompt_tokens_in_long_gap_intervals_over_others", Value: ratio, Threshold: tailPromptRatio, Unit: "x"})
+		conf += 0.2
+	}
+	if len(why) == 0 {
+		return Finding{}, false
+	}
+	r := riskAtRisk
+	if o.Missed() || got > o.Target {
+		r = riskFailing
+	}
+	ev = append([]Evidence{{Signal: gapSignal(c.Name, o.Name), Value: got, Threshold: o.Target, Unit: "ms"}}, ev...)
+	return Finding{
+		Severity:   r.severity(),
+		Confidence: conf,
+		Summary: fmt.Sprintf("%s's tail waits for prefill: gap %s %.0f ms against %.0f ms while the median is %.0f ms — a few long stalls, not a slow step: %s; prompts prefilled whole stop every stream while they run",
+			c.Name, strings.TrimSuffix(strings.TrimPrefix(o.Name, "itl_"), "_ms"), got, o.Target, g.P50, strings.Join(why, ", and ")),
+		Evidence: ev,
+		Advice:   "Enable chunked prefill (vLLM --enable-chunked-prefill) with a --max-num-batched-tokens small enough that one step's prompt work fits inside the ITL objective, cap prompt length for interactive traffic, or move long-prompt tenants to their own replicas (disaggregated prefill).",
+	}, true
+}
+
+// tailPromptRatio: intervals holding the long gaps admitted at least this
+// many times the prompt work of the others — more than the scrape-to-gap
+// smearing of one interval (a gap is counted when it is reported, up to a
+// second late) blurs away.
+const tailPromptRatio = 1.5
+
+// longGapPromptRatio compares the prompt tokens a second admitted in the
+// intervals whose gap p99 reaches target with those of the intervals whose
+// gaps stayed under it; ok needs two of each.
+func longGapPromptRatio(ivs []metrics.Interval, target float64) (ratio float64, long int, ok bool) {
+	var sumLong, sumCalm float64
+	var calm int
+	for _, iv := range ivs {
+		if iv.Gaps == 0 || iv.PromptTokensPerS == nil {
+			continue
+		}
+		if iv.GapP99Ms >= target {
+			sumLong += *iv.PromptTokensPerS
+			long++
+		} else {
+			sumCalm += *iv.PromptTokensPerS
+			calm++
+		}
+	}
+	if long < 2 || calm < 2 {
+		return 0, long, false
+	}
+	meanCalm := sumCalm / float64(calm)
+	return (sumLong / float64(long)) / math.Max(meanCalm, 1), long, true
 }

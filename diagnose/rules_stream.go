@@ -61,18 +61,11 @@ func (in *ruleInput) itlRisk(c *metrics.ClassStats, g metrics.Dist) (risk, *Evid
 	level := riskNone
 	var ev *Evidence
 	for _, o := range v.Objectives {
-		var got float64
-		switch o.Name {
-		case ObjITLP50:
-			got = g.P50
-		case ObjITLP95:
-			got = g.P95
-		case ObjITLP99:
-			got = g.P99
-		default:
+		got, ok := itlPercentile(o.Name, g)
+		if !ok {
 			continue
 		}
-		e := Evidence{Signal: c.Name + ".gap_" + strings.TrimSuffix(strings.TrimPrefix(o.Name, "itl_"), "_ms") + "_ms", Value: got, Threshold: o.Target, Unit: "ms"}
+		e := Evidence{Signal: gapSignal(c.Name, o.Name), Value: got, Threshold: o.Target, Unit: "ms"}
 		switch {
 		case (o.Actual != nil && !o.Pass) || got > o.Target:
 			if level < riskFailing {
@@ -87,6 +80,26 @@ func (in *ruleInput) itlRisk(c *metrics.ClassStats, g metrics.Dist) (risk, *Evid
 		}
 	}
 	return level, ev
+}
+
+// itlPercentile is the percentile of gaps g that the ITL objective name
+// bounds; ok is false for any other objective.
+func itlPercentile(name string, g metrics.Dist) (float64, bool) {
+	switch name {
+	case ObjITLP50:
+		return g.P50, true
+	case ObjITLP95:
+		return g.P95, true
+	case ObjITLP99:
+		return g.P99, true
+	}
+	return 0, false
+}
+
+// gapSignal names a class's gap percentile an ITL objective bounds:
+// "interactive.gap_p99_ms" for itl_p99_ms.
+func gapSignal(class, objective string) string {
+	return class + ".gap_" + strings.TrimPrefix(objective, "itl_")
 }
 
 // failsObjective reports whether a measured objective whose name starts

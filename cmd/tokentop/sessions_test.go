@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -106,12 +107,30 @@ var sessionCause = map[string]string{
 	"batch-interference": "batch_interference",
 	"overload":           "queue_saturation",
 	"copilot-incident":   "prefill_contention",
+	"server-errors":      "error_burst",
+	"prefill-tail":       "prefill_contention",
 }
 
-// sessionScenarios are the families recorded: each demo scenario, long
-// enough for its findings to settle.
-var sessionScenarios = []string{"healthy", "prefill-contention", "decode-pressure", "kv-pressure",
-	"proxy-buffering", "batch-interference", "overload", "copilot-incident"}
+// sessionRecipes are the families recorded: each demo scenario, long
+// enough for its findings to settle, and servers set up by their knobs: one
+// answering 500 to a fifth of requests, and one where a tenant's long
+// prompts, prefilled whole, stall every stream a few times a second.
+var sessionRecipes = []struct {
+	name string
+	args []string
+}{
+	{"healthy", []string{"--scenario", "healthy"}},
+	{"prefill-contention", []string{"--scenario", "prefill-contention"}},
+	{"decode-pressure", []string{"--scenario", "decode-pressure"}},
+	{"kv-pressure", []string{"--scenario", "kv-pressure"}},
+	{"proxy-buffering", []string{"--scenario", "proxy-buffering"}},
+	{"batch-interference", []string{"--scenario", "batch-interference"}},
+	{"overload", []string{"--scenario", "overload"}},
+	{"copilot-incident", []string{"--scenario", "copilot-incident"}},
+	{"server-errors", []string{"--scenario", "healthy", "--error-rate", "0.2"}},
+	{"prefill-tail", []string{"--scenario", "healthy", "--chunked-prefill=false", "--max-batched-tokens", "8192", "--background-interactive-rps", "2",
+		"--background-prompt-tokens", "6000", "--background-output-tokens", "1", "--background-batch-concurrency", "0", "--output-length-sigma", "0"}},
+}
 
 // TestRecordSessions records the sessions TestRecordedSessions replays,
 // by running each demo scenario live (in parallel, 20 s each):
@@ -119,10 +138,12 @@ var sessionScenarios = []string{"healthy", "prefill-contention", "decode-pressur
 //	TOKENTOP_RECORD_SESSIONS=1 go test ./cmd/tokentop -run TestRecordSessions -v -timeout 10m
 //	go test ./cmd/tokentop -run TestRecordedSessions -update
 //
-// It is skipped otherwise: a recording is a fixture, made again only when
-// the simulator or the events change.
+// TOKENTOP_RECORD_SESSIONS=name,name records only those. It is skipped
+// otherwise: a recording is a fixture, made again only when the simulator
+// or the events change.
 func TestRecordSessions(t *testing.T) {
-	if os.Getenv("TOKENTOP_RECORD_SESSIONS") == "" {
+	only := os.Getenv("TOKENTOP_RECORD_SESSIONS")
+	if only == "" {
 		t.Skip("set TOKENTOP_RECORD_SESSIONS=1 to record the sessions again")
 	}
 	d := 20 * time.Second
@@ -132,15 +153,20 @@ func TestRecordSessions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, sc := range sessionScenarios {
+	for _, rc := range sessionRecipes {
+		sc := rc.name
+		if only != "1" && !slices.Contains(strings.Split(only, ","), sc) {
+			continue
+		}
 		t.Run(sc, func(t *testing.T) {
 			t.Parallel()
 			plain := filepath.Join(t.TempDir(), sc+".jsonl")
 			var stdout, stderr bytes.Buffer
 			ctx, cancel := context.WithTimeout(context.Background(), d+time.Minute)
 			defer cancel()
-			code := run(ctx, testEnv(&stdout, &stderr), []string{"demo", "--scenario", sc, "--headless",
-				"--duration", d.String(), "--record", plain, "--report", filepath.Join(t.TempDir(), "r.json")})
+			args := append(append([]string{"demo"}, rc.args...), "--headless",
+				"--duration", d.String(), "--record", plain, "--report", filepath.Join(t.TempDir(), "r.json"))
+			code := run(ctx, testEnv(&stdout, &stderr), args)
 			if code != 0 && code != 1 {
 				t.Fatalf("demo %s: exit %d\n%s", sc, code, stderr.String())
 			}
