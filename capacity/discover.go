@@ -1,11 +1,13 @@
 package capacity
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"slices"
@@ -17,8 +19,9 @@ import (
 
 // Getter fetches one URL. The caller's HTTP client implements it, so the
 // questions asked here carry the same API key, TLS settings and proxy as the
-// probe's own requests. It returns the status and at most maxBytes (> 0) of
-// body, or an error wrapping ErrBodyTooLarge when the body is longer.
+// probe's own requests (probe.Client.Get). It returns the status and at
+// most maxBytes (> 0) of body, or an error wrapping ErrBodyTooLarge when the
+// body is longer: Get does both, and every Getter is Get on its client.
 type Getter interface {
 	Get(ctx context.Context, url string, maxBytes int64) (status int, body []byte, err error)
 }
@@ -26,32 +29,17 @@ type Getter interface {
 // ErrBodyTooLarge is returned by a Getter when a body exceeds its cap.
 var ErrBodyTooLarge = errors.New("response body too large")
 
-// HTTPGetter is a Getter on a plain *http.Client, for tests and for callers
-// without a client of their own.
-type HTTPGetter struct {
-	Client *http.Client // nil: http.DefaultClient
-	Header http.Header  // added to every request, e.g. Authorization
-}
-
-// Get implements Getter.
-func (g HTTPGetter) Get(ctx context.Context, url string, maxBytes int64) (int, []byte, error) {
-	where := sanitize.URL(url) // what errors quote: no userinfo
+// Get is the capped GET behind every Getter: it asks c for url with
+// header (its keys in canonical form) and reads at most maxBytes (> 0) of
+// the body; a longer body is an error wrapping ErrBodyTooLarge. Errors
+// quote url without its userinfo.
+func Get(ctx context.Context, c *http.Client, url string, header http.Header, maxBytes int64) (int, []byte, error) {
+	where := sanitize.URL(url)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return 0, nil, fmt.Errorf("GET %s: %w", where, sanitize.Error(err))
 	}
-	for k, vs := range g.Header {
-		for _, v := range vs {
-			req.Header.Add(k, v)
-		}
-	}
-	if req.Header.Get("Accept") == "" {
-		req.Header.Set("Accept", "application/json")
-	}
-	c := g.Client
-	if c == nil {
-		c = http.DefaultClient
-	}
+	maps.Copy(req.Header, header)
 	resp, err := c.Do(req)
 	if err != nil {
 		// A *url.Error already names the method and URL, with its user.
@@ -68,6 +56,27 @@ func (g HTTPGetter) Get(ctx context.Context, url string, maxBytes int64) (int, [
 		return resp.StatusCode, nil, fmt.Errorf("GET %s: over %d bytes: %w", where, maxBytes, ErrBodyTooLarge)
 	}
 	return resp.StatusCode, body, nil
+}
+
+// HTTPGetter is a Getter on a plain *http.Client, for tests and for callers
+// without a client of their own.
+type HTTPGetter struct {
+	Client *http.Client // nil: http.DefaultClient
+	Header http.Header  // added to every request, e.g. Authorization
+}
+
+// Get implements Getter: JSON is asked for unless Header says otherwise.
+func (g HTTPGetter) Get(ctx context.Context, url string, maxBytes int64) (int, []byte, error) {
+	h := http.Header{}
+	for k, vs := range g.Header {
+		for _, v := range vs {
+			h.Add(k, v) // in canonical form
+		}
+	}
+	if h.Get("Accept") == "" {
+		h.Set("Accept", "application/json")
+	}
+	return Get(ctx, cmp.Or(g.Client, http.DefaultClient), url, h, maxBytes)
 }
 
 const (

@@ -24,6 +24,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/tokentop/tokentop/capacity"
 	"github.com/tokentop/tokentop/safehttp"
 	"github.com/tokentop/tokentop/sanitize"
 )
@@ -306,27 +307,14 @@ func firstModelID(dec *json.Decoder) (string, error) {
 }
 
 // Get fetches url with the client's TLS settings and API key, reading at
-// most maxBytes of the body (a longer body is an error). It is for small
-// JSON answers (capacity, model lists), not streams.
+// most maxBytes of the body. It is for small JSON answers (capacity, model
+// lists), not streams, and is the capacity.Getter of a run: capacity.Get on
+// this client, so a longer body is an error wrapping
+// capacity.ErrBodyTooLarge.
 func (c *Client) Get(ctx context.Context, url string, maxBytes int64) (int, []byte, error) {
-	where := sanitize.URL(url)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, nil, fmt.Errorf("GET %s: %w", where, c.redact(err))
-	}
-	c.setCommonHeaders(req.Header)
-	req.Header.Set("Accept", "application/json")
-	resp, err := c.small.Do(req)
-	if err != nil {
-		return 0, nil, c.redact(err) // net/http's error names the URL, with its user
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBytes+1))
-	if err != nil {
-		return resp.StatusCode, nil, fmt.Errorf("GET %s: %w", where, c.redact(err))
-	}
-	if int64(len(body)) > maxBytes {
-		return resp.StatusCode, nil, fmt.Errorf("GET %s: body longer than %d bytes", where, maxBytes)
-	}
-	return resp.StatusCode, body, nil
+	h := http.Header{}
+	c.setCommonHeaders(h)
+	h.Set("Accept", "application/json")
+	status, body, err := capacity.Get(ctx, c.small, url, h, maxBytes)
+	return status, body, c.redact(err)
 }
