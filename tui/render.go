@@ -168,25 +168,9 @@ func (r *renderer) header() []string {
 		errs += c.Errors
 		inflight += c.InFlight
 	}
-	var b strings.Builder
-	b.WriteString("elapsed " + fmtDur(r.s.At.Sub(r.s.Started)) + " ·")
 	// Source health comes before the totals: a stale source changes how
 	// every number below should be read.
-	for _, src := range r.s.Sources {
-		b.WriteString(" " + src.Name + " ")
-		switch {
-		case src.LastSuccess.IsZero():
-			b.WriteString(r.t.warn("waiting"))
-		case src.Stale:
-			b.WriteString(r.t.bad("stale " + fmtDur(r.s.At.Sub(src.LastSuccess))))
-		default:
-			b.WriteString(r.t.ok("✓"))
-		}
-	}
-	if len(r.s.Sources) > 0 {
-		b.WriteString(" ·")
-	}
-	sources := b.String()
+	sources := "elapsed " + fmtDur(r.s.At.Sub(r.s.Started)) + " ·" + r.freshness()
 	totals := " reqs " + fmtInt(reqs) + " err "
 	if errs > 0 {
 		totals += r.t.bad(fmtInt(errs))
@@ -226,6 +210,27 @@ func (r *renderer) header() []string {
 		}
 	}
 	return lines
+}
+
+// freshness is each source's health: ✓, stale for how long, or waiting
+// for its first success.
+func (r *renderer) freshness() string {
+	var b strings.Builder
+	for _, src := range r.s.Sources {
+		b.WriteString(" " + src.Name + " ")
+		switch {
+		case src.LastSuccess.IsZero():
+			b.WriteString(r.t.warn("waiting"))
+		case src.Stale:
+			b.WriteString(r.t.bad("stale " + fmtDur(r.s.At.Sub(src.LastSuccess))))
+		default:
+			b.WriteString(r.t.ok("✓"))
+		}
+	}
+	if len(r.s.Sources) > 0 {
+		b.WriteString(" ·")
+	}
+	return b.String()
 }
 
 // footprint is tokentop's share of the server's work in the view, e.g.
