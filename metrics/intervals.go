@@ -42,6 +42,13 @@ type Interval struct {
 	ServerQueueMs   *float64
 	ServerPrefillMs *float64
 	ServerDecodeMs  *float64
+	// DecodesPerS and BusySlotsPerDecode are llama.cpp's steps: its
+	// llama_decode() calls a second over the interval, and the busy slots
+	// a call held on average over it (the server publishes the average
+	// since its start; weighted by the calls, two scrapes give the
+	// interval's). Nil where the server does not say.
+	DecodesPerS        *float64
+	BusySlotsPerDecode *float64
 	// ProbeInFlight is tokentop's own requests in flight at the interval's
 	// end, per class in config order (sent, not finished); nil where
 	// requests in flight were never reported (recordings without start
@@ -105,6 +112,15 @@ func (a *Aggregator) closeInterval(prev, cur *prom.Sample) {
 	iv.Running, iv.Waiting, iv.KVUsage = gauge(prom.SignalRunning), gauge(prom.SignalQueueDepth), gauge(prom.SignalKVUsage)
 	iv.ServerITLMs, iv.ServerTTFTMs, iv.ServerQueueMs = meanMs(prom.HistITL), meanMs(prom.HistTTFT), meanMs(prom.HistQueue)
 	iv.ServerPrefillMs, iv.ServerDecodeMs = meanMs(prom.HistPrefill), meanMs(prom.HistDecode)
+	iv.DecodesPerS = rate(prom.SignalDecodeCallsTotal)
+	if n0, ok1 := prev.Signal(prom.SignalDecodeCallsTotal); ok1 {
+		n1, _ := cur.Signal(prom.SignalDecodeCallsTotal)
+		a0, ok2 := prev.Signal(prom.SignalBusySlotsPerDecode)
+		a1, ok3 := cur.Signal(prom.SignalBusySlotsPerDecode)
+		if ok2 && ok3 && n1 > n0 {
+			iv.BusySlotsPerDecode = ptrf(max(a1*n1-a0*n0, 0) / (n1 - n0))
+		}
+	}
 	if a.sawStarted {
 		iv.ProbeInFlight = make([]int, len(a.opts.Classes))
 		for _, p := range a.pending {

@@ -188,13 +188,13 @@ const maxExactCount = 1 << 53
 // a name it does not know has no bounds.
 func SignalRange(name string) (lo, hi float64) {
 	switch name {
-	case SignalQueueDepth, SignalRunning, SignalWaitingCapacity, SignalWaitingDeferred, SignalDisconnectedClients:
+	case SignalQueueDepth, SignalRunning, SignalWaitingCapacity, SignalWaitingDeferred, SignalDisconnectedClients, SignalBusySlotsPerDecode:
 		return 0, 1e7
 	case SignalKVUsage, SignalPrefixCacheHitRate, SignalSpecAcceptRate:
 		return 0, 1
 	case SignalPreemptionsTotal, SignalPromptTokensTotal, SignalGenerationTokens, SignalRequestSuccessTotal,
 		SignalPrefixCacheQueries, SignalPrefixCacheHits, SignalPrefillComputed, SignalSpecDraftTokens,
-		SignalSpecAcceptedTokens, SignalSpecDrafts, SignalKVTransferFailures:
+		SignalSpecAcceptedTokens, SignalSpecDrafts, SignalKVTransferFailures, SignalDecodeCallsTotal:
 		return 0, maxExactCount
 	case SignalProcessStartTime:
 		// Unix seconds: after 1970 and before the year 10000.

@@ -336,6 +336,8 @@ func llamacppSpec() profileSpec {
 			{SignalKVUsage, maxOf("llamacpp:kv_cache_usage_ratio")},
 			{SignalPromptTokensTotal, sumOf("llamacpp:prompt_tokens_total")},
 			{SignalGenerationTokens, sumOf("llamacpp:tokens_predicted_total")},
+			{SignalDecodeCallsTotal, sumOf("llamacpp:n_decode_total")},
+			{SignalBusySlotsPerDecode, maxOf("llamacpp:n_busy_slots_per_decode")},
 		},
 	}
 }

@@ -61,6 +61,15 @@ const (
 	// process_start_time_seconds, the newest where several processes
 	// expose one). A change between scrapes is a restart.
 	SignalProcessStartTime = "process_start_time_seconds"
+
+	// llama.cpp's slot counters: llama_decode() calls (each one step of
+	// every busy slot, with prompt chunks), and the busy slots per call,
+	// averaged since the start. With the calls' count the average gives
+	// the busy slot-steps of any window, the batch a step held there (the
+	// twin's slot model). Not in SignalNames: written where a server has
+	// them, with the other signals a profile adds.
+	SignalDecodeCallsTotal   = "decode_calls_total"
+	SignalBusySlotsPerDecode = "busy_slots_per_decode"
 )
 
 // SignalNames lists the server signal names in the order `tokentop scrape`

@@ -55,6 +55,9 @@ type TwinStep struct {
 	Intervals         int     `json:"intervals"`
 	BatchFlat         bool    `json:"batch_flat"`
 	Source            string  `json:"source"`
+	// Unknown (added): each cost the run did not tell and which
+	// predictions that leaves unknown, in words; [] when all are told.
+	Unknown []string `json:"unknown"`
 }
 
 // TwinParam is one fitted value (null when it could not be fitted) and
@@ -146,6 +149,9 @@ func writeTwin(b *strings.Builder, r *Report) {
 	fmt.Fprintf(b, "Fitted over %s: step = %.2f ms + %.4f ms × prompt tokens in the step + %.3f ms × sequences (R² %.2f over %d intervals); max-num-seqs: %s; KV cache (tokens): %s; token budget: %s.\n\n",
 		seconds(f.WindowS), f.Step.BaseMs, f.Step.PerPrefillTokenMs, f.Step.PerSequenceMs, f.Step.R2, f.Step.Intervals,
 		paramCell(f.MaxNumSeqs), paramCell(f.KVTokens), paramCell(f.TokenBudget))
+	for _, u := range f.Step.Unknown {
+		fmt.Fprintf(b, "Not told: %s.\n\n", inline(u))
+	}
 	if t.Reliable {
 		fmt.Fprintf(b, "Self-check: the twin replays the measured configuration within %s of every measured figure it checks.\n\n", pct(t.SelfCheckBound))
 	} else {
@@ -243,7 +249,7 @@ func TwinSection(r *twin.Result) *Twin {
 	f := &r.Fit
 	t.Fit = TwinFit{WindowS: f.WindowS, CannotFit: append([]string{}, f.CannotFit...),
 		Step: TwinStep{BaseMs: f.Step.BaseMs, PerPrefillTokenMs: f.Step.PerPrefillTokenMs, PerSequenceMs: f.Step.PerSequenceMs,
-			R2: f.Step.R2, Intervals: f.Step.Intervals, BatchFlat: f.Step.BatchFlat, Source: f.Step.Source},
+			R2: f.Step.R2, Intervals: f.Step.Intervals, BatchFlat: f.Step.BatchFlat, Source: f.Step.Source, Unknown: append([]string{}, f.Step.Unknown...)},
 		MaxNumSeqs: twinParam(f.SeqCap), KVTokens: twinParam(f.KVTokens), TokenBudget: twinParam(f.TokenBudget), Chunked: twinParam(f.Chunked), Priority: twinParam(f.Priority),
 		Load: []TwinLoad{}}
 	for _, s := range f.Load {

@@ -48,6 +48,11 @@ func (r *renderer) twinView(bodyH int) []string {
 	out = append(out, fit(fmt.Sprintf("  fitted at %s in %s (%d virtual-time runs): step %.1f ms + %.4f ms/prompt token + %.3f ms/sequence, R² %.2f", tw.at.Format("15:04:05"), tw.took.Round(10*time.Millisecond), res.Runs,
 		f.Step.BaseMs, f.Step.PerPrefillTokenMs, f.Step.PerSequenceMs, f.Step.R2), r.w))
 	out = append(out, fit("  max-num-seqs "+paramText(f.SeqCap)+" · KV "+paramText(f.KVTokens)+" tokens · budget "+paramText(f.TokenBudget), r.w))
+	for _, u := range f.Step.Unknown {
+		// A cost the run did not tell: the twin stands, the predictions
+		// that rest on it are unknown.
+		out = append(out, r.t.dim(fit("  not told: "+u, r.w)))
+	}
 	verdict := r.t.ok(fmt.Sprintf("reliable: the replay of now is within %.0f%% of what was measured", 100*res.SelfCheckBound))
 	if !res.Reliable {
 		verdict = r.t.bad(fmt.Sprintf("UNRELIABLE: the replay of now is more than %.0f%% off what was measured", 100*res.SelfCheckBound))

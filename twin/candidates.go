@@ -125,6 +125,10 @@ func (b *builder) candidates() {
 			c.Declined = errs[i].Error()
 			continue
 		}
+		if unknown := b.unknownFor(c.Change, outs[i]); unknown != "" {
+			c.Declined = unknown
+			continue
+		}
 		c.Predicted = b.figures(outs[i])
 		c.Reliable = b.res.Reliable
 		if note := b.extrapolation(c.Change, outs[i]); note != "" {
@@ -137,36 +141,39 @@ func (b *builder) candidates() {
 	b.res.Candidates = cands
 }
 
+// unknownFor says why the run cannot tell what the change does, "" when
+// it can: the change runs a batch outside the range measured when the
+// step's fixed and per-sequence costs were not told apart, or changes the
+// token budget or chunking when the prefill cost was not told
+// (identify.go).
+func (b *builder) unknownFor(c Change, out *runOut) string {
+	costs := b.res.Fit.Step.costs
+	if !costs.told[1] && (c.MaxBatchedTokens != nil || c.ChunkedPrefill != nil) {
+		return "unknown: the change moves the prefill in a step, and the run did not tell what a prompt token costs"
+	}
+	if costs.splitTold() {
+		return ""
+	}
+	mean, _ := meanVar(out.running)
+	if mean < costs.minBatch*(1-toldShare) || mean > costs.maxBatch*(1+toldShare) {
+		return fmt.Sprintf("unknown: the twin runs a batch of %.0f sequences, outside the %.0f–%.0f measured, and the run did not tell a step's fixed cost from its per-sequence cost",
+			mean, costs.minBatch, costs.maxBatch)
+	}
+	return ""
+}
+
 // extrapolation says why a prediction goes beyond what the fit saw: a
-// batch larger than any measured with no cap seen, or a batch of another
-// size when its cost could not be told from the fixed cost.
+// batch larger than any measured with no cap seen.
 func (b *builder) extrapolation(c Change, out *runOut) string {
 	top := 0.0
 	for _, x := range out.running {
 		top = math.Max(top, x)
 	}
-	mean, _ := meanVar(out.running)
-	base, _ := meanVar(b.baselineRunning())
 	seen := math.Max(b.topRunning, b.baselineTop)
-	switch {
-	case b.res.Fit.SeqCap.Value == nil && c.MaxNumSeqs == nil && seen > 0 && top > 1.1*seen:
+	if b.res.Fit.SeqCap.Value == nil && c.MaxNumSeqs == nil && seen > 0 && top > 1.1*seen {
 		return fmt.Sprintf("extrapolated: the twin runs up to %.0f sequences, more than the %.0f measured or replayed, and the server's cap is unknown", top, seen)
-	case b.res.Fit.Step.BatchFlat && base > 0 && math.Abs(mean-base) > 0.25*base:
-		return fmt.Sprintf("extrapolated: the batch changes from %.0f to %.0f sequences and the measured batch never varied enough to tell its cost", base, mean)
 	}
 	return ""
-}
-
-// baselineRunning is the running batch the measurements showed, one value
-// a scrape.
-func (b *builder) baselineRunning() []float64 {
-	var xs []float64
-	for _, iv := range b.v.Intervals {
-		if iv.Running != nil {
-			xs = append(xs, *iv.Running)
-		}
-	}
-	return xs
 }
 
 // capacitySpan bounds one capacity trial's virtual time: the search runs

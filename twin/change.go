@@ -18,12 +18,19 @@ type Change struct {
 	KVBlocks         *int     // KV cache size in blocks of 16 tokens
 	BatchConcurrency *int     // the server's other batch streams (closed loop), in all
 	InteractiveRate  *float64 // tokentop's interactive classes' arrival rate, requests/s in all
+	// Parallel is llama.cpp's --parallel: its slots, the sequence cap of a
+	// slot server (written as given, applied as MaxNumSeqs is).
+	Parallel *int
+	// CtxSize is llama.cpp's --ctx-size: the context, split evenly between
+	// the slots; a prompt that does not fit its slot is refused, an output
+	// stops where the slot is full.
+	CtxSize *int
 }
 
 // Keys of a Change, in the order String writes them.
 var changeKeys = []string{
 	"max-num-seqs", "max-batched-tokens", "chunked-prefill", "priority", "max-waiting",
-	"kv-blocks", "batch-concurrency", "interactive-rate",
+	"kv-blocks", "batch-concurrency", "interactive-rate", "parallel", "ctx-size",
 }
 
 // ChangeKeys lists the knobs a what-if may set (for usage text).
@@ -78,6 +85,10 @@ func ParseChange(s string) (Change, error) {
 			c.KVBlocks, err = parseInt(k, v, 1, maxKVBlocks)
 		case "batch-concurrency":
 			c.BatchConcurrency, err = parseInt(k, v, 0, maxBatchStreams)
+		case "parallel":
+			c.Parallel, err = parseInt(k, v, 1, maxSeqCapChange)
+		case "ctx-size":
+			c.CtxSize, err = parseInt(k, v, 2, maxModelLen)
 		case "interactive-rate":
 			var f float64
 			f, err = strconv.ParseFloat(v, 64)
@@ -146,6 +157,12 @@ func (c Change) String() string {
 	if c.BatchConcurrency != nil {
 		add("batch-concurrency", strconv.Itoa(*c.BatchConcurrency))
 	}
+	if c.Parallel != nil {
+		add("parallel", strconv.Itoa(*c.Parallel))
+	}
+	if c.CtxSize != nil {
+		add("ctx-size", strconv.Itoa(*c.CtxSize))
+	}
 	if c.InteractiveRate != nil {
 		add("interactive-rate", strconv.FormatFloat(*c.InteractiveRate, 'g', 4, 64))
 	}
@@ -164,6 +181,12 @@ func (c Change) apply(srv Server, sources []Source) (Server, []Source) {
 	out := append([]Source(nil), sources...)
 	if c.MaxNumSeqs != nil {
 		srv.SeqCap = *c.MaxNumSeqs
+	}
+	if c.Parallel != nil {
+		srv.SeqCap = *c.Parallel
+	}
+	if c.CtxSize != nil {
+		srv.CtxSize = *c.CtxSize
 	}
 	if c.MaxBatchedTokens != nil {
 		srv.TokenBudget = *c.MaxBatchedTokens

@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/tokentop/tokentop/config"
-	"github.com/tokentop/tokentop/diagnose"
 	"github.com/tokentop/tokentop/metrics"
+	"github.com/tokentop/tokentop/prom"
 )
 
 // Param is one fitted figure and where it came from; Value is nil where
@@ -33,6 +34,11 @@ type StepFit struct {
 	// the base cost and a change of the batch size is an extrapolation.
 	BatchFlat bool   `json:"batch_flat"`
 	Source    string `json:"source"`
+	// Unknown says, in words, each cost the run did not tell and which
+	// predictions that leaves unknown (identify.go); empty when every
+	// cost is told.
+	Unknown []string `json:"unknown"`
+	costs   stepCosts
 }
 
 // Fit is everything the twin fitted, each with its source.
@@ -71,22 +77,49 @@ const (
 	maxSigma = 2.0
 )
 
-// fitStep is diagnose.Attribute's model, bounded.
+// fitStep identifies the step-time model from the scrape intervals
+// (identify.go), bounded: a model that explains too little of the step
+// time, or costs no server has, declines the twin; a cost the run does not
+// tell leaves only the predictions that depend on it unknown.
 func fitStep(v *metrics.View) (StepFit, error) {
-	at, ok := diagnose.Attribute(v.Intervals)
-	if !ok {
-		return StepFit{}, fmt.Errorf("the step-time model needs the server's prompt-token counter, its running gauge and a step time (its ITL histogram or the client's gaps) over at least 8 scrape intervals")
+	xs, basis := stepObservations(v.Intervals)
+	if len(xs) < minStepIntervals {
+		return StepFit{}, fmt.Errorf("the step-time model needs the server's prompt-token counter, its running gauge and a step time (its ITL histogram or the client's gaps) over at least %d scrape intervals", minStepIntervals)
 	}
-	s := StepFit{BaseMs: at.BaseMs, PerPrefillTokenMs: at.PerPrefillTokenMs, PerSequenceMs: at.PerSequenceMs,
-		R2: at.R2, Intervals: at.Intervals, Basis: at.Basis, BatchFlat: at.BatchFlat,
-		Source: fmt.Sprintf("least squares over %d scrape intervals (%s)", at.Intervals, at.Basis)}
+	c := fitStepCosts(xs)
+	s := StepFit{BaseMs: c.coef[0], PerPrefillTokenMs: c.coef[1], PerSequenceMs: c.coef[2],
+		R2: c.r2, Intervals: c.n, Basis: basis, BatchFlat: c.batchFlat, Unknown: c.unknown(), costs: c,
+		Source: fmt.Sprintf("least squares over %d scrape intervals (%s; each interval's batch the mean of the running gauge at its two ends), no cost negative; told: %s",
+			c.n, basis, toldText(c))}
 	switch {
-	case at.R2 < minR2:
-		return s, fmt.Errorf("the step-time model explains %.0f%% of the step time's variance over %d intervals, under %.0f%%", 100*at.R2, at.Intervals, 100*minR2)
-	case !(at.BaseMs > 0) || at.BaseMs > maxBaseMs || at.PerPrefillTokenMs > maxPerTokenMs || at.PerSequenceMs > maxPerSeqMs:
-		return s, fmt.Errorf("the fitted step costs (%.3g ms + %.3g ms/prompt token + %.3g ms/sequence) are outside what a server does", at.BaseMs, at.PerPrefillTokenMs, at.PerSequenceMs)
+	case c.r2 < minR2 && c.rms > toldShare*c.meanStep:
+		// Little of the variance explained matters only where there is
+		// variance to explain: steps that barely vary (a prefill budget
+		// full every step) leave R² low while the model misses each
+		// interval's step by little.
+		return s, fmt.Errorf("the step-time model explains %.0f%% of the step time's variance over %d intervals, under %.0f%%, and misses it by %.0f%% (root mean square), over %.0f%%",
+			100*c.r2, c.n, 100*minR2, 100*c.rms/c.meanStep, 100*toldShare)
+	case c.coef[0] > maxBaseMs || c.coef[1] > maxPerTokenMs || c.coef[2] > maxPerSeqMs:
+		return s, fmt.Errorf("the fitted step costs (%.3g ms + %.3g ms/prompt token + %.3g ms/sequence) are outside what a server does", c.coef[0], c.coef[1], c.coef[2])
+	case !(c.coef[0]+c.coef[1]*c.meanPrefill+c.coef[2]*c.meanBatch > 0):
+		return s, fmt.Errorf("the fitted step costs (%.3g ms + %.3g ms/prompt token + %.3g ms/sequence) give the measured steps no time", c.coef[0], c.coef[1], c.coef[2])
 	}
 	return s, nil
+}
+
+// toldText lists the costs the run tells, with their 95% intervals.
+func toldText(c stepCosts) string {
+	names := [3]string{"fixed %.3g ± %.2g ms", "%.3g ± %.2g ms a prompt token", "%.3g ± %.2g ms a sequence"}
+	var parts []string
+	for j := range 3 {
+		if c.told[j] {
+			parts = append(parts, fmt.Sprintf(names[j], c.coef[j], 2*c.se[j]))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // fitSeqCap finds a sequence cap: the running batch pinned at its largest
@@ -180,6 +213,107 @@ type otherLoad struct {
 	// shapes are the lengths from the server's length histograms: two
 	// shapes, or n 0 and why one (the counters' means) is used.
 	shapes shapes
+	// lengthsHow says where the mean lengths came from.
+	lengthsHow string
+	// slot: a slot server's (llama.cpp's) other traffic, closed loops only
+	// (inferSlotOther).
+	slot bool
+}
+
+// slotServer reports whether the server counts its steps as llama.cpp
+// does (decode calls and busy slots a call).
+func slotServer(v *metrics.View) bool {
+	for _, iv := range v.Intervals {
+		if iv.DecodesPerS != nil && iv.BusySlotsPerDecode != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// othersInServer are, scrape by scrape, the server's sequences (running
+// and waiting) less tokentop's own in flight, and tokentop's in flight of
+// the classes in tracer.
+func othersInServer(v *metrics.View, probes []Source, tracer map[int]bool) (others, tracers []float64) {
+	for _, iv := range v.Intervals {
+		if iv.Running == nil || iv.ProbeInFlight == nil || len(iv.ProbeInFlight) != len(probes) {
+			continue
+		}
+		x := *iv.Running
+		if iv.Waiting != nil {
+			x += *iv.Waiting
+		}
+		tr := 0.0
+		for i, n := range iv.ProbeInFlight {
+			x -= float64(n)
+			if tracer[i] {
+				tr += float64(n)
+			}
+		}
+		others = append(others, math.Max(x, 0))
+		tracers = append(tracers, tr)
+	}
+	return others, tracers
+}
+
+// slotOtherOutput is the output length the twin gives a slot server's
+// other requests: llama.cpp counts no requests, so how long each one is
+// cannot be told. Its other traffic is taken as closed-loop streams, one
+// for each slot it holds, whose throughput does not depend on the length;
+// the length sets only how often a stream reads a prompt, at the ratio of
+// prompt to output tokens the counters show.
+const slotOtherOutput = 256
+
+// inferSlotOther is a slot server's traffic beyond tokentop's: closed-loop
+// streams, as many as the slots and deferred requests the server holds
+// beyond tokentop's own in flight (scrape by scrape, mean), reading prompt
+// tokens in the proportion its counters less tokentop's show.
+func inferSlotOther(v *metrics.View, probes []Source) otherLoad {
+	o := otherLoad{slot: true, openShare: 0, sigma: 0.6,
+		sigmaSource: "assumed 0.6 (ShareGPT-like): llama.cpp publishes no length or latency histogram"}
+	var probePrompt, probeGen float64
+	for _, cs := range v.Classes {
+		probePrompt += cs.Throughput.InputTokensPerS
+		probeGen += cs.Throughput.OutputTokensPerS
+	}
+	gen := *v.Server.GenerationTokensPerS - probeGen
+	prompt := math.Max(*v.Server.PromptTokensPerS-probePrompt, 0)
+	others, _ := othersInServer(v, probes, nil)
+	m, va := meanVar(others)
+	if m < 0.5 || !(gen > 0) {
+		return otherLoad{}
+	}
+	o.inSystem, o.dispersion, o.dispersionBasis = m, va/m, len(others)
+	o.rate = gen / slotOtherOutput
+	o.output = Length{Median: slotOtherOutput / math.Exp(o.sigma*o.sigma/2), Sigma: o.sigma}
+	o.prompt = Length{Median: math.Max(slotOtherOutput*prompt/gen, 1) / math.Exp(o.sigma*o.sigma/2), Sigma: o.sigma}
+	o.lengthsHow = fmt.Sprintf("llama.cpp counts no requests: %.0f output tokens a request assumed, prompts at the counters' %.2f prompt tokens an output token", float64(slotOtherOutput), prompt/gen)
+	o.shapes = shapes{how: "one shape: llama.cpp publishes no request-length histograms"}
+	return o
+}
+
+// otherMean is the other traffic's mean length a request (prompt or
+// output): the server's length histogram's sum less tokentop's finished
+// requests' tokens, over its count less theirs, where the server publishes
+// one over enough requests; else its token rate less tokentop's over the
+// other traffic's request rate. A mean under one token is beyond what the
+// figures resolve (tokentop's own requests are nearly all the server's
+// tokens): it is taken as one token, said so, and the twin goes on, the
+// other traffic's tokens being a rounding error of the server's.
+func otherMean(h prom.Histogram, serverPerS, probePerS float64, v *metrics.View, otherRate float64) (float64, string) {
+	span := v.Span.Seconds()
+	var probeN float64
+	for _, cs := range v.Classes {
+		probeN += cs.Throughput.RequestsPerS * span
+	}
+	mean, how := math.Max(serverPerS-probePerS, 0)/otherRate, "from the server's token counter less tokentop's"
+	if n := h.Count - probeN; !h.NoSum && h.Count > 0 && n >= minSamples {
+		mean, how = math.Max(h.Sum-probePerS*span, 0)/n, fmt.Sprintf("from the server's length histogram less tokentop's requests (%.0f others finished)", n)
+	}
+	if mean < 1 {
+		return 1, how + fmt.Sprintf(": %.2f tokens a request, under what the figures resolve against tokentop's own, taken as 1", mean)
+	}
+	return mean, how
 }
 
 // Bounds of the open-stream tracer: tokentop's Poisson classes must keep
@@ -199,6 +333,9 @@ const (
 func inferOther(v *metrics.View, probes []Source) (otherLoad, error) {
 	var o otherLoad
 	srv := &v.Server
+	if srv.RequestsPerS == nil && srv.PromptTokensPerS != nil && srv.GenerationTokensPerS != nil && slotServer(v) {
+		return inferSlotOther(v, probes), nil
+	}
 	if srv.RequestsPerS == nil || srv.PromptTokensPerS == nil || srv.GenerationTokensPerS == nil {
 		return o, fmt.Errorf("the server's other traffic needs its request, prompt-token and generation-token counters")
 	}
@@ -213,11 +350,17 @@ func inferOther(v *metrics.View, probes []Source) (otherLoad, error) {
 		o.rate = 0
 		return o, nil
 	}
-	meanPrompt := math.Max(*srv.PromptTokensPerS-probePrompt, 0) / o.rate
-	meanOut := math.Max(*srv.GenerationTokensPerS-probeGen, 0) / o.rate
-	if meanPrompt < 1 || meanOut < 1 {
-		return o, fmt.Errorf("the server's other traffic has %.1f prompt and %.1f output tokens a request: its counters and tokentop's disagree", meanPrompt, meanOut)
-	}
+	// Mean lengths: from the server's request-length histograms where it
+	// publishes them, else from its token counters. A histogram counts a
+	// request's lengths when it finishes, as the request counter and
+	// tokentop's own totals do; the prompt-token counter counts a prompt
+	// at its first token. With a queue that grows or drains through the
+	// window, the counters less tokentop's finished requests can leave
+	// nothing, or less than nothing, for the other traffic (a server
+	// pinned at its cap of 24 gave it 0 prompt tokens a request).
+	meanPrompt, promptHow := otherMean(srv.PromptLengths, *srv.PromptTokensPerS, probePrompt, v, o.rate)
+	meanOut, outHow := otherMean(srv.OutputLengths, *srv.GenerationTokensPerS, probeGen, v, o.rate)
+	o.lengthsHow = fmt.Sprintf("prompts %s, outputs %s", promptHow, outHow)
 	// Spread: the server's decode times (output tokens × the step) give
 	// the output lengths' spread; prompts are taken to spread alike.
 	o.sigmaSource = "assumed 0.6 (ShareGPT-like): the server publishes no decode-time histogram"
@@ -246,25 +389,7 @@ func inferOther(v *metrics.View, probes []Source) (otherLoad, error) {
 			tracer[i] = true
 		}
 	}
-	var others, tracers []float64
-	for _, iv := range v.Intervals {
-		if iv.Running == nil || iv.ProbeInFlight == nil || len(iv.ProbeInFlight) != len(probes) {
-			continue
-		}
-		x := *iv.Running
-		if iv.Waiting != nil {
-			x += *iv.Waiting
-		}
-		tr := 0.0
-		for i, n := range iv.ProbeInFlight {
-			x -= float64(n)
-			if tracer[i] {
-				tr += float64(n)
-			}
-		}
-		others = append(others, math.Max(x, 0))
-		tracers = append(tracers, tr)
-	}
+	others, tracers := othersInServer(v, probes, tracer)
 	if len(others) < minKVIntervals {
 		return o, nil
 	}
@@ -371,7 +496,7 @@ func (o otherLoad) sources(batchPriority int) []Source {
 		}
 		return out
 	}
-	how := fmt.Sprintf("the server's counters minus tokentop's: %.2f requests/s of %.0f prompt and %.0f output tokens (mean); length spread %s; %s", o.rate, o.prompt.Mean(), o.output.Mean(), o.sigmaSource, o.shapes.how)
+	how := fmt.Sprintf("the server's counters minus tokentop's: %.2f requests/s of %.0f prompt and %.0f output tokens (mean; %s); length spread %s; %s", o.rate, o.prompt.Mean(), o.output.Mean(), o.lengthsHow, o.sigmaSource, o.shapes.how)
 	if openRate > 0 {
 		out = append(out, Source{Name: OtherOpen, Group: OtherName, Kind: kindInteractive, Process: ProcPoisson, Rate: openRate,
 			Prompt: o.prompt, Output: o.output,

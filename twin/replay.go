@@ -24,6 +24,9 @@ type Server struct {
 	ChunkedPrefill    bool    `json:"chunked_prefill"`
 	Priority          bool    `json:"priority"`
 	MaxWaiting        int     `json:"max_waiting"`
+	// CtxSize is a slot server's context (llama.cpp --ctx-size), split
+	// evenly between its SeqCap slots; 0 none.
+	CtxSize int `json:"ctx_size"`
 	// invalid says why a change cannot be made to this server ("" when
 	// it can).
 	invalid string
@@ -73,6 +76,15 @@ func (s Server) knobs() engine.Knobs {
 	k.PriorityScheduling = s.Priority
 	k.MaxWaiting = s.MaxWaiting
 	return k
+}
+
+// slotContext is the context a slot holds (CtxSize over the slots), 0
+// where the server has no context split.
+func (s Server) slotContext() int {
+	if s.CtxSize <= 0 || s.SeqCap <= 0 {
+		return 0
+	}
+	return max(s.CtxSize/s.SeqCap, 1)
 }
 
 // positiveOr is v where it is set (positive), else def.
@@ -153,7 +165,18 @@ func simulate(srv Server, sources []Source, classes map[string]*config.Class, wa
 		if measured {
 			g.offered++
 		}
-		id, ok := v.Submit(engine.VirtualRequest{Prompt: s.Prompt.draw(rng), Output: s.Output.draw(rng), Priority: s.Priority})
+		prompt, output := s.Prompt.draw(rng), s.Output.draw(rng)
+		ok := true
+		if slot := srv.slotContext(); slot > 0 {
+			// llama.cpp refuses a prompt its slot cannot hold and stops an
+			// output where the slot is full.
+			ok = prompt < slot
+			output = min(output, slot-prompt)
+		}
+		var id uint64
+		if ok {
+			id, ok = v.Submit(engine.VirtualRequest{Prompt: prompt, Output: output, Priority: s.Priority})
+		}
 		if !ok {
 			if measured {
 				g.refused++

@@ -39,7 +39,7 @@ func TestRunnerPredictsSubmittedChange(t *testing.T) {
 	got := make(chan Built, 4)
 	r.Start(context.Background(), func(b Built) { got <- b })
 
-	change, err := ParseChange("max-num-seqs=48,priority=on")
+	change, err := ParseChange("priority=on,max-waiting=200")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -370,7 +370,7 @@ func (b *builder) correctOpenRate(sources []Source, rate, inSystem float64, fixe
 		}
 		closed = float64(out.srcFinished[ci]) / out.seconds
 		open := math.Max(rate-closed, 0)
-		if oi < 0 && open >= 0.05*rate {
+		if oi < 0 && open >= 0.05*rate && !fixedOpen {
 			sources = append(sources, Source{Name: OtherOpen, Group: OtherName, Kind: kindInteractive, Process: ProcPoisson,
 				Prompt: sources[ci].Prompt, Output: sources[ci].Output, Origin: sources[ci].Origin + "; open loop: the requests the closed part does not account for"})
 			oi = len(sources) - 1
@@ -430,7 +430,9 @@ func (b *builder) fitOther(probes []Source, other otherLoad, batchPrio int) erro
 			bestRate, bestWant, 100*e, 100*SelfCheckBound)}
 		b.sources = append(slices.Clip(probes), other.sources(batchPrio)...)
 	}
-	srcs, _, err := b.correctOpenRate(b.sources, other.rate, other.inSystem, false)
+	// A slot server's other traffic is closed loops only (inferSlotOther):
+	// its streams are fitted, no open part added.
+	srcs, _, err := b.correctOpenRate(b.sources, other.rate, other.inSystem, other.slot)
 	b.sources = srcs
 	return err
 }
@@ -492,15 +494,25 @@ func (b *builder) calibrate() (*runOut, error) {
 	return outs[best], nil
 }
 
-// loss is the squared log error of a run against the measured figures the
-// self-check compares, plus the running batch's median.
+// loss is how far a run is from the measured figures: the largest squared
+// log error over the figures the self-check judges the twin by (each
+// class's TTFT p95 and ITL p95 where it has the samples, and output
+// tokens/s), plus the mean squared log error over them and the rest
+// (TTFT p50, ITL p99, the running batch's median). The largest comes
+// first because the self-check marks a twin unreliable by its worst
+// figure: a sum let one budget trade a batch class's ITL p95 off by 135%
+// against a few better fits elsewhere (a llama.cpp-like server, slots_test.go).
 func (b *builder) loss(out *runOut) float64 {
 	fs := b.figures(out)
-	l := 0.0
-	term := func(pred, meas float64) {
+	worst, sum, n := 0.0, 0.0, 0
+	term := func(pred, meas float64, judged bool) {
 		if pred > 0 && meas > 0 {
 			d := math.Log(pred / meas)
-			l += d * d
+			sum += d * d
+			n++
+			if judged {
+				worst = math.Max(worst, d*d)
+			}
 		}
 	}
 	for _, name := range b.res.Names {
@@ -511,19 +523,22 @@ func (b *builder) loss(out *runOut) float64 {
 				continue
 			}
 			if cs.TTFT.Count >= minSamples {
-				term(p.TTFT.P95, m.TTFT.P95)
-				term(p.TTFT.P50, m.TTFT.P50)
+				term(p.TTFT.P95, m.TTFT.P95, true)
+				term(p.TTFT.P50, m.TTFT.P50, false)
 			}
 			if cs.ITL.Count >= minSamples {
-				term(p.ITL.P95, m.ITL.P95)
-				term(p.ITL.P99, m.ITL.P99)
+				term(p.ITL.P95, m.ITL.P95, true)
+				term(p.ITL.P99, m.ITL.P99, false)
 			}
 		}
-		term(p.OutputTokensPerS, m.OutputTokensPerS)
+		term(p.OutputTokensPerS, m.OutputTokensPerS, true)
 	}
 	if g := b.v.Server.Running; g.Count > 0 && len(out.running) > 0 {
 		m, _ := meanVar(out.running)
-		term(m, g.P50)
+		term(m, g.P50, false)
 	}
-	return l
+	if n == 0 {
+		return 0
+	}
+	return worst + sum/float64(n)
 }

@@ -1,0 +1,316 @@
+package twin
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/tokentop/tokentop/metrics"
+)
+
+// The step-time model's identification: what the run tells of a step's
+// fixed cost (a), its cost per prompt token prefilled (b) and per sequence
+// in the step (c), and what it cannot tell.
+//
+// Each scrape interval gives one equation: the server's mean inter-token
+// latency over the interval (its ITL histogram's sum and count deltas; the
+// client's gaps where the server has none) against the prompt tokens a
+// step prefilled and the sequences a step held, on average over the
+// interval. The batch of the interval is the mean of the running gauge at
+// its two ends (the scrape before and this one), not the gauge at its end:
+// in a run whose batch fills and drains within a scrape interval (bursts)
+// the end's value belongs to the next interval as much as to this one, and
+// regressing on it biases the per-sequence cost up and the fixed cost
+// below zero (the copilot-incident scenario fitted 0 ms + 0.63 ms a
+// sequence against the simulator's 10 ms + 0.2 ms; the two ends' mean
+// gives 9.6 ms + 0.20 ms). Steps per second come from the server's own
+// counts (every step gives each running sequence one token), so the
+// prefill per step does not lean on the step time it explains.
+//
+// The costs are the least-squares fit with no cost negative (every subset
+// of the three solved, the best feasible kept). Which of them the run
+// tells is judged by their standard errors, in what they contribute to a
+// step: a cost is told when its 95% interval (±2 standard errors), times
+// the mean amount it is paid for (one step, the prompt tokens a step
+// prefilled, the sequences a step held), is within toldShare of the mean
+// step time. A cost not told leaves the predictions that depend on it
+// unknown (Candidate.Declined says so): the split between the fixed and
+// the per-sequence cost, any prediction at a batch outside the range
+// measured; the prefill cost, any change of the token budget or chunking.
+// The rest of the twin stands.
+
+// toldShare: a cost is told when its uncertainty moves the mean step by at
+// most this share. 10%: half the self-check bound, so that an untold cost
+// cannot by itself move a prediction at twice the batch beyond it.
+const toldShare = 0.10
+
+// minStepIntervals is the fewest scrape intervals the fit takes.
+const minStepIntervals = 8
+
+// stepObs is one scrape interval's step-time evidence.
+type stepObs struct {
+	step    float64 // ms, mean over the interval
+	prefill float64 // prompt tokens a step prefilled, mean
+	batch   float64 // sequences a step held, mean
+}
+
+// stepObservations are the intervals' evidence: a slot server's own
+// decode calls where it counts them (llama.cpp), else the server's ITL
+// histogram where it has one over enough intervals, else the client's
+// chunk gaps; basis says which.
+func stepObservations(ivs []metrics.Interval) ([]stepObs, string) {
+	if xs := slotObservations(ivs); len(xs) >= minStepIntervals {
+		return xs, "server_decode_calls"
+	}
+	for _, basis := range []string{"server_itl", "client_gap"} {
+		var xs []stepObs
+		for i := range ivs {
+			if x, ok := intervalStep(ivs, i, basis); ok {
+				xs = append(xs, x)
+			}
+		}
+		if len(xs) >= minStepIntervals {
+			return xs, basis
+		}
+	}
+	return nil, ""
+}
+
+// intervalStep is interval i's evidence on basis: its step time, the
+// server's mean ITL (server_itl) or the client's median chunk gap
+// (client_gap, at least 3 gaps), with the batch of the interval the mean
+// of the running gauge at its two ends.
+func intervalStep(ivs []metrics.Interval, i int, basis string) (stepObs, bool) {
+	iv := &ivs[i]
+	if iv.PromptTokensPerS == nil || iv.Running == nil || *iv.Running < 0 {
+		return stepObs{}, false
+	}
+	var step float64
+	switch {
+	case basis == "server_itl" && iv.ServerITLMs != nil:
+		step = *iv.ServerITLMs
+	case basis == "client_gap" && iv.Gaps >= 3:
+		step = iv.GapP50Ms
+	}
+	if !(step > 0) || math.IsInf(step, 0) {
+		return stepObs{}, false
+	}
+	batch := *iv.Running
+	if i > 0 && ivs[i-1].Running != nil && ivs[i-1].End.Equal(iv.Start) {
+		batch = (batch + *ivs[i-1].Running) / 2
+	}
+	// Steps a second from the server's own counts: every step gives each
+	// running sequence one token.
+	stepsPerS := 1000 / step
+	if iv.GenerationTokensPerS != nil && batch > 0 && *iv.GenerationTokensPerS > 0 {
+		stepsPerS = *iv.GenerationTokensPerS / batch
+	}
+	return stepObs{step: step, prefill: *iv.PromptTokensPerS / stepsPerS, batch: batch}, true
+}
+
+// slotObservations are a slot server's steps: llama.cpp counts its
+// llama_decode() calls and the busy slots each held (the batch of the
+// step), so an interval the server was busy throughout (slots busy at both
+// scrapes) gives its mean step exactly, the interval over its calls, and
+// the prompt tokens a call read. The server publishes no latency
+// histogram: this is its step time.
+func slotObservations(ivs []metrics.Interval) []stepObs {
+	var xs []stepObs
+	for i, iv := range ivs {
+		if i == 0 || iv.DecodesPerS == nil || iv.BusySlotsPerDecode == nil || iv.PromptTokensPerS == nil ||
+			iv.Running == nil || ivs[i-1].Running == nil || !ivs[i-1].End.Equal(iv.Start) {
+			continue
+		}
+		if *iv.Running <= 0 || *ivs[i-1].Running <= 0 || !(*iv.DecodesPerS > 0) {
+			continue // idle for part of the interval: its calls do not fill it
+		}
+		xs = append(xs, stepObs{step: 1000 / *iv.DecodesPerS, prefill: *iv.PromptTokensPerS / *iv.DecodesPerS, batch: *iv.BusySlotsPerDecode})
+	}
+	return xs
+}
+
+// stepCosts is the fitted step-time model and what of it is told.
+type stepCosts struct {
+	coef [3]float64 // fixed ms, ms per prompt token, ms per sequence
+	se   [3]float64 // standard errors of the unconstrained fit; +Inf where it has none
+	told [3]bool
+	r2   float64
+	// rms is the fit's residual, ms root mean square.
+	rms float64
+	n   int
+	// mean step, prefill per step and batch, and the batch's range.
+	meanStep, meanPrefill, meanBatch float64
+	minBatch, maxBatch               float64
+	batchFlat                        bool
+}
+
+// fitStepCosts fits the step-time model to the observations.
+func fitStepCosts(xs []stepObs) stepCosts {
+	var c stepCosts
+	c.n = len(xs)
+	row := func(x stepObs) [3]float64 { return [3]float64{1, x.prefill, x.batch} }
+	c.minBatch = math.Inf(1)
+	for _, x := range xs {
+		c.meanStep += x.step
+		c.meanPrefill += x.prefill
+		c.meanBatch += x.batch
+		c.minBatch = math.Min(c.minBatch, x.batch)
+		c.maxBatch = math.Max(c.maxBatch, x.batch)
+	}
+	n := float64(len(xs))
+	c.meanStep, c.meanPrefill, c.meanBatch = c.meanStep/n, c.meanPrefill/n, c.meanBatch/n
+	var sdBatch float64
+	for _, x := range xs {
+		sdBatch += (x.batch - c.meanBatch) * (x.batch - c.meanBatch)
+	}
+	c.batchFlat = math.Sqrt(sdBatch/n) < 0.02*c.meanBatch
+
+	// The unconstrained fit: its standard errors say what is told.
+	all := [3]bool{true, true, true}
+	full, fullSSE, inv, ok := leastSquares(xs, row, all)
+	c.se = [3]float64{math.Inf(1), math.Inf(1), math.Inf(1)}
+	if ok && len(xs) > 3 {
+		s2 := fullSSE / (n - 3)
+		for j := range 3 {
+			c.se[j] = math.Sqrt(math.Max(s2*inv[j][j], 0))
+		}
+	}
+	paid := [3]float64{1, c.meanPrefill, c.meanBatch}
+	for j := range 3 {
+		c.told[j] = ok && 2*c.se[j]*paid[j] <= toldShare*c.meanStep
+	}
+	_ = full
+
+	// The point estimate: the least squares with no cost negative.
+	best := math.Inf(1)
+	for mask := 1; mask < 8; mask++ {
+		free := [3]bool{mask&1 != 0, mask&2 != 0, mask&4 != 0}
+		coef, sse, _, ok := leastSquares(xs, row, free)
+		if !ok || coef[0] < 0 || coef[1] < 0 || coef[2] < 0 {
+			continue
+		}
+		if sse < best {
+			best, c.coef = sse, coef
+		}
+	}
+	var syy float64
+	for _, x := range xs {
+		syy += (x.step - c.meanStep) * (x.step - c.meanStep)
+	}
+	c.rms = math.Sqrt(best / n)
+	c.r2 = 1
+	if syy > 0 {
+		c.r2 = math.Max(0, 1-best/syy)
+	}
+	return c
+}
+
+// leastSquares fits step = Σ coef_j × row_j over the free columns (the
+// others held at 0) by the normal equations; inv is their inverse (for
+// the standard errors), ok false where they are singular.
+func leastSquares(xs []stepObs, row func(stepObs) [3]float64, free [3]bool) (coef [3]float64, sse float64, inv [3][3]float64, ok bool) {
+	var idx []int
+	for j, f := range free {
+		if f {
+			idx = append(idx, j)
+		}
+	}
+	k := len(idx)
+	var a [3][6]float64 // [XᵀX | I], then [I | (XᵀX)⁻¹]
+	var bvec [3]float64
+	for _, x := range xs {
+		r := row(x)
+		for p, i := range idx {
+			for q, j := range idx {
+				a[p][q] += r[i] * r[j]
+			}
+			bvec[p] += r[i] * x.step
+		}
+	}
+	scale := 0.0
+	for p := range k {
+		a[p][k+p] = 1
+		scale = math.Max(scale, math.Abs(a[p][p]))
+	}
+	// Gauss-Jordan with partial pivoting.
+	for p := range k {
+		piv := p
+		for q := p + 1; q < k; q++ {
+			if math.Abs(a[q][p]) > math.Abs(a[piv][p]) {
+				piv = q
+			}
+		}
+		if math.Abs(a[piv][p]) <= 1e-12*scale {
+			return coef, 0, inv, false
+		}
+		a[p], a[piv] = a[piv], a[p]
+		for q := range k {
+			if q == p {
+				continue
+			}
+			f := a[q][p] / a[p][p]
+			for j := range 2 * k {
+				a[q][j] -= f * a[p][j]
+			}
+		}
+	}
+	for p := range k {
+		d := a[p][p]
+		for j := range 2 * k {
+			a[p][j] /= d
+		}
+	}
+	for p, i := range idx {
+		for q, j := range idx {
+			inv[i][j] = a[p][k+q]
+			coef[i] += a[p][k+q] * bvec[q]
+		}
+	}
+	for _, x := range xs {
+		r := row(x)
+		e := x.step - (coef[0]*r[0] + coef[1]*r[1] + coef[2]*r[2])
+		sse += e * e
+	}
+	return coef, sse, inv, true
+}
+
+// unknown says, in words, each cost the run does not tell and the
+// predictions that leaves unknown; nil when every cost is told.
+func (c stepCosts) unknown() []string {
+	var out []string
+	if !c.told[0] || !c.told[2] {
+		what := "the fixed cost"
+		if !c.told[2] {
+			what = "a sequence's cost"
+		}
+		if !c.told[0] && !c.told[2] {
+			what = "the fixed and per-sequence costs"
+		}
+		how := fmt.Sprintf("the batch measured ran %.0f–%.0f sequences", c.minBatch, c.maxBatch)
+		if c.batchFlat {
+			how = fmt.Sprintf("the batch stayed at %.0f sequences", c.meanBatch)
+		}
+		out = append(out, fmt.Sprintf("%s not told apart (±%s ms a step): %s; predictions at a batch outside it are unknown",
+			what, fmtCI(c), how))
+	}
+	if !c.told[1] {
+		out = append(out, fmt.Sprintf("the prefill cost not told (±%.2g ms a prompt token over %.0f tokens a step): predictions that change the token budget or chunking are unknown",
+			2*c.se[1], c.meanPrefill))
+	}
+	return out
+}
+
+func fmtCI(c stepCosts) string {
+	var parts []string
+	if !c.told[0] {
+		parts = append(parts, fmt.Sprintf("%.2g fixed", 2*c.se[0]))
+	}
+	if !c.told[2] {
+		parts = append(parts, fmt.Sprintf("%.2g per sequence", 2*c.se[2]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// splitTold reports whether the fixed and per-sequence costs are told
+// apart: a prediction at another batch size rests on the split.
+func (c stepCosts) splitTold() bool { return c.told[0] && c.told[2] }
