@@ -17,8 +17,29 @@ type chunkFields struct {
 	hasUsage           bool
 	promptTokens       int
 	completionTokens   int
-	errRaw             []byte // the "error" value when present and not null
+	// usageBad says what made a usage object unusable ("" when it is not,
+	// or there is none): a kind below, for usageField ("" for usage
+	// itself), whose value as sent is usageRaw. hasUsage is then false.
+	usageBad   string
+	usageField string
+	usageRaw   []byte
+	errRaw     []byte // the "error" value when present and not null
 }
+
+// What a usage value can be instead of a token count. Usage is metadata:
+// a server that sends it in another shape has still streamed its tokens,
+// so these make the usage unusable, never the chunk malformed.
+const (
+	usageString       = "a string"
+	usageArray        = "an array"
+	usageObject       = "an object"
+	usageBool         = "true or false"
+	usageNumber       = "a number"
+	usageNotInteger   = "not a whole number"
+	usageTooLarge     = "beyond 2^53"
+	usageNotFinite    = "not a number (NaN or Infinity)"
+	maxUsageMagnitude = 1 << 53
+)
 
 // maxJSONDepth matches encoding/json's nesting limit.
 const maxJSONDepth = 10000
@@ -257,22 +278,116 @@ func decodedString(lit []byte) []byte {
 }
 
 func (s *jscan) usage(f *chunkFields) error {
+	f.hasUsage, f.usageBad, f.usageField, f.usageRaw = false, "", "", nil
+	f.promptTokens, f.completionTokens = 0, 0
 	if s.null() {
-		f.hasUsage = false
 		return nil
 	}
-	f.hasUsage = true
-	f.promptTokens, f.completionTokens = 0, 0
-	return s.object(func(key []byte) error {
+	if s.peek() != '{' {
+		start := s.i
+		kind := valueKind(s.peek())
+		if err := s.skip(0); err != nil {
+			return err
+		}
+		f.usageBad, f.usageRaw = kind, s.b[start:s.i]
+		return nil
+	}
+	err := s.object(func(key []byte) error {
 		switch string(key) {
 		case "prompt_tokens":
-			return s.optInt(&f.promptTokens)
+			return s.usageCount(&f.promptTokens, "prompt_tokens", f)
 		case "completion_tokens":
-			return s.optInt(&f.completionTokens)
+			return s.usageCount(&f.completionTokens, "completion_tokens", f)
 		default:
 			return s.skip(0)
 		}
 	})
+	if f.hasUsage = f.usageBad == ""; !f.hasUsage {
+		f.promptTokens, f.completionTokens = 0, 0
+	}
+	return err
+}
+
+// valueKind names the JSON value that starts with c, for usageBad.
+func valueKind(c byte) string {
+	switch c {
+	case '"':
+		return usageString
+	case '[':
+		return usageArray
+	case '{':
+		return usageObject
+	case 't', 'f':
+		return usageBool
+	}
+	return usageNumber
+}
+
+// usageCount reads one of usage's token counts into v: an integer of at
+// most 2^53 in magnitude, or null. Any other value (the first one of a
+// chunk) is noted in f.usageBad; NaN, Infinity and -Infinity, which
+// Python's json module writes and JSON has not, are read as values too.
+func (s *jscan) usageCount(v *int, field string, f *chunkFields) error {
+	if s.null() {
+		return nil
+	}
+	start := s.i
+	var kind string
+	switch c := s.peek(); {
+	case s.nonFinite():
+		kind = usageNotFinite
+	case c == '-' || (c >= '0' && c <= '9'):
+		if err := s.number(); err != nil {
+			return err
+		}
+		var n int
+		if n, kind = wholeNumber(s.b[start:s.i]); kind == "" {
+			*v = n
+			return nil
+		}
+	default:
+		kind = valueKind(c)
+		if err := s.skip(0); err != nil {
+			return err
+		}
+	}
+	if f.usageBad == "" {
+		f.usageBad, f.usageField, f.usageRaw = kind, field, s.b[start:s.i]
+	}
+	return nil
+}
+
+// nonFinite consumes NaN, Infinity or -Infinity.
+func (s *jscan) nonFinite() bool {
+	for _, lit := range [...]string{"NaN", "Infinity", "-Infinity"} {
+		if len(s.b)-s.i >= len(lit) && string(s.b[s.i:s.i+len(lit)]) == lit {
+			s.i += len(lit)
+			return true
+		}
+	}
+	return false
+}
+
+// wholeNumber reads a valid JSON number as an integer of at most 2^53 in
+// magnitude, or says why it is not one.
+func wholeNumber(lit []byte) (int, string) {
+	neg := lit[0] == '-'
+	if neg {
+		lit = lit[1:]
+	}
+	var x int64
+	for _, c := range lit {
+		if c < '0' || c > '9' {
+			return 0, usageNotInteger // a fraction or an exponent
+		}
+		if x = x*10 + int64(c-'0'); x > maxUsageMagnitude {
+			return 0, usageTooLarge
+		}
+	}
+	if neg {
+		x = -x
+	}
+	return int(x), ""
 }
 
 func (s *jscan) content(f *chunkFields) error {
@@ -298,37 +413,6 @@ func (s *jscan) optString(n *int) error {
 	l, err := s.str()
 	*n = l
 	return err
-}
-
-// optInt reads an integer or null.
-func (s *jscan) optInt(v *int) error {
-	if s.null() {
-		return nil
-	}
-	start := s.i
-	if err := s.number(); err != nil {
-		return err
-	}
-	neg := false
-	var x int64
-	for _, c := range s.b[start:s.i] {
-		switch {
-		case c == '-':
-			neg = true
-		case c >= '0' && c <= '9':
-			if x > (1<<53)/10 {
-				return s.errf("integer out of range")
-			}
-			x = x*10 + int64(c-'0')
-		default:
-			return s.errf("want an integer")
-		}
-	}
-	if neg {
-		x = -x
-	}
-	*v = int(x)
-	return nil
 }
 
 // str consumes a string starting at '"' and returns its decoded length in

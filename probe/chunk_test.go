@@ -18,11 +18,39 @@ type refChunk struct {
 		Text         *string `json:"text"`
 		FinishReason *string `json:"finish_reason"`
 	} `json:"choices"`
-	Usage *struct {
-		PromptTokens     int `json:"prompt_tokens"`
-		CompletionTokens int `json:"completion_tokens"`
-	} `json:"usage"`
+	Usage json.RawMessage `json:"usage"`
 	Error json.RawMessage `json:"error"`
+}
+
+// refUsage reads a usage value as parseChunk must: null or absent is no
+// usage; an object whose token counts are integers of at most 2^53 in
+// magnitude (or null) is usable; anything else is valid JSON that makes
+// the usage unusable (bad), not the chunk invalid.
+func refUsage(raw json.RawMessage) (has bool, prompt, completion int, bad bool) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return false, 0, 0, false
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(raw, &obj) != nil {
+		return false, 0, 0, true
+	}
+	count := func(key string) (int, bool) {
+		v, ok := obj[key]
+		if !ok || string(v) == "null" {
+			return 0, true
+		}
+		var n int64
+		if json.Unmarshal(v, &n) != nil || n > 1<<53 || n < -(1<<53) {
+			return 0, false
+		}
+		return int(n), true
+	}
+	p, okP := count("prompt_tokens")
+	c, okC := count("completion_tokens")
+	if !okP || !okC {
+		return false, 0, 0, true
+	}
+	return true, p, c, false
 }
 
 func refFields(t *testing.T, b []byte) (chunkFields, bool) {
@@ -51,8 +79,10 @@ func refFields(t *testing.T, b []byte) (chunkFields, bool) {
 			f.hasFinish, f.finish = true, []byte(*c.FinishReason)
 		}
 	}
-	if r.Usage != nil {
-		f.hasUsage, f.promptTokens, f.completionTokens = true, r.Usage.PromptTokens, r.Usage.CompletionTokens
+	var bad bool
+	f.hasUsage, f.promptTokens, f.completionTokens, bad = refUsage(r.Usage)
+	if bad {
+		f.usageBad = "unusable"
 	}
 	if len(r.Error) > 0 && string(r.Error) != "null" {
 		f.errRaw = r.Error
@@ -63,7 +93,8 @@ func refFields(t *testing.T, b []byte) (chunkFields, bool) {
 func sameFields(a, b chunkFields) bool {
 	return a.content == b.content && a.reasoning == b.reasoning && a.hasFinish == b.hasFinish &&
 		string(a.finish) == string(b.finish) && a.hasUsage == b.hasUsage && a.promptTokens == b.promptTokens &&
-		a.completionTokens == b.completionTokens && (a.errRaw == nil) == (b.errRaw == nil)
+		a.completionTokens == b.completionTokens && (a.errRaw == nil) == (b.errRaw == nil) &&
+		(a.usageBad == "") == (b.usageBad == "")
 }
 
 var chunkCases = []string{
@@ -87,11 +118,28 @@ var chunkCases = []string{
 	` null `,
 	`{"choices":[{"finish_reason":"` + "\xfd" + `"}]}`,
 	`{"choices":[{"finish_reason":"st\nop\u00e9"}]}`,
+	// Usage in shapes that are no token counts: valid chunks whose usage
+	// is unusable.
+	`{"usage":{"completion_tokens":1.5}}`,
+	`{"usage":{"completion_tokens":"3"}}`,
+	`{"choices":[],"usage":[1,2]}`,
+	`{"usage":"none"}`,
+	`{"usage":7}`,
+	`{"usage":true}`,
+	`{"usage":{"prompt_tokens":5,"completion_tokens":18446744073709551616}}`,
+	`{"usage":{"prompt_tokens":1e30,"completion_tokens":8}}`,
+	`{"usage":{"prompt_tokens":5,"completion_tokens":-9007199254740993}}`,
+	`{"usage":{"prompt_tokens":9007199254740992,"completion_tokens":-9007199254740992}}`,
+	`{"usage":{"prompt_tokens":[5],"completion_tokens":{"n":8}}}`,
+	`{"usage":{"prompt_tokens":false,"completion_tokens":8.0}}`,
+	`{"usage":{"prompt_tokens":-5,"completion_tokens":8}}`,
 	// Malformed or mistyped: both must reject.
 	`{"choices":[{"delta":{"content":5}}]}`,
 	`{"choices":{}}`,
-	`{"usage":{"completion_tokens":1.5}}`,
-	`{"usage":{"completion_tokens":"3"}}`,
+	`{"usage":{"completion_tokens":"3}}`,
+	`{"usage":[1,}`,
+	`{"usage":{"completion_tokens":NaNa}}`,
+	`{"usage":NaN}`,
 	`{"choices":[{"finish_reason":3}]}`,
 	`{"choices":[}`,
 	`{"a":1}x`,
@@ -136,10 +184,19 @@ func FuzzParseChunk(f *testing.F) {
 	for _, c := range chunkCases {
 		f.Add([]byte(c))
 	}
+	for _, c := range nonFiniteUsage {
+		f.Add([]byte(c))
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		got, err := parseChunk(b)
 		if err == nil && !json.Valid(b) {
-			t.Fatalf("accepted invalid JSON %q", b)
+			// The one extension: Python's NaN and Infinity as a usage
+			// count, read as an unusable usage. Written as a number, the
+			// chunk must be JSON.
+			if got.usageBad != usageNotFinite || !json.Valid([]byte(finite.Replace(string(b)))) {
+				t.Fatalf("accepted invalid JSON %q", b)
+			}
+			return
 		}
 		ref, refOK := refFields(t, b)
 		if err == nil && !refOK && exactKeys(b) {
@@ -149,12 +206,32 @@ func FuzzParseChunk(f *testing.F) {
 			t.Fatalf("%q:\n got %+v\nwant %+v", b, got, ref)
 		}
 		// And the other way: a chunk encoding/json reads must not be
-		// refused (a valid stream would end as malformed_event), except
-		// for token counts beyond 2^53, which parseChunk bounds.
-		if err != nil && refOK && exactKeys(b) && noDupKeys(b) && max(ref.promptTokens, ref.completionTokens, -ref.promptTokens, -ref.completionTokens) <= 1<<53/10 {
+		// refused (a valid stream would end as malformed_event), whatever
+		// its usage holds.
+		if err != nil && refOK && exactKeys(b) && noDupKeys(b) {
 			t.Fatalf("refused what encoding/json reads: %q: %v", b, err)
 		}
 	})
+}
+
+// nonFiniteUsage are chunks whose usage counts are Python's non-JSON
+// numbers.
+var nonFiniteUsage = []string{
+	`{"choices":[],"usage":{"prompt_tokens":NaN,"completion_tokens":8}}`,
+	`{"usage":{"prompt_tokens":5,"completion_tokens":Infinity}}`,
+	`{"usage":{"completion_tokens":-Infinity, "prompt_tokens":NaN}}`,
+}
+
+// finite writes Python's non-finite numbers as JSON numbers.
+var finite = strings.NewReplacer("-Infinity", "0", "Infinity", "0", "NaN", "0")
+
+func TestParseChunkReadsNonFiniteUsageAsUnusable(t *testing.T) {
+	for _, c := range nonFiniteUsage {
+		got, err := parseChunk([]byte(c))
+		if err != nil || got.hasUsage || got.usageBad != usageNotFinite {
+			t.Errorf("%s: %+v, %v; want an unusable usage", c, got, err)
+		}
+	}
 }
 
 // exactKeys reports whether every spelling of a field parseChunk reads is

@@ -211,6 +211,47 @@ func TestStreamIgnoresImpossibleUsage(t *testing.T) {
 	}
 }
 
+// oddUsage are final usage values that are no token counts, and what the
+// note about each must name.
+var oddUsage = []struct{ usage, names string }{
+	{`{"prompt_tokens":"12","completion_tokens":"8"}`, `usage.prompt_tokens is a string ("12")`},
+	{`[1,2]`, `usage is an array ([1,2])`},
+	{`{"prompt_tokens":12,"completion_tokens":18446744073709551616}`, "usage.completion_tokens is beyond 2^53 (18446744073709551616)"},
+	{`{"prompt_tokens":12,"completion_tokens":1e30}`, "usage.completion_tokens is not a whole number (1e30)"},
+	{`{"prompt_tokens":NaN,"completion_tokens":NaN}`, "usage.prompt_tokens is not a number (NaN or Infinity) (NaN)"},
+	{`{"prompt_tokens":12,"completion_tokens":-8}`, "negative tokens"},
+	{`{"prompt_tokens":12,"completion_tokens":4000000000}`, "usage.completion_tokens 4000000000 for max_tokens 8"},
+}
+
+// TestStreamIgnoresUsageThatIsNoCount: a stream whose final usage is no
+// token count (a string, an array, beyond 2^53, a fraction, NaN, negative,
+// absurd) is valid, counted from the stream, and says why once.
+func TestStreamIgnoresUsageThatIsNoCount(t *testing.T) {
+	for _, tc := range oddUsage {
+		t.Run(tc.usage, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "text/event-stream")
+				for i := range 8 {
+					fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"w%d \"}}]}\n\n", i)
+				}
+				fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"length\"}],\"usage\":%s}\n\ndata: [DONE]\n\n", tc.usage)
+			}))
+			defer srv.Close()
+			tr := NewClient(ClientOptions{}).Stream(context.Background(), Request{Target: Target{BaseURL: srv.URL}, API: "chat", Prompt: "hi", MaxTokens: 8})
+			if !tr.Valid || tr.Err != nil {
+				t.Fatalf("valid %v, err %v: usage made a good stream fail", tr.Valid, tr.Err)
+			}
+			if !strings.Contains(tr.UsageIgnored, tc.names) {
+				t.Errorf("usage ignored %q, want it to name %q", tr.UsageIgnored, tc.names)
+			}
+			if tr.Usage != nil || len(tr.Deltas) != 8 {
+				t.Errorf("usage %+v, %d deltas: want no usage and the 8 chunks", tr.Usage, len(tr.Deltas))
+			}
+		})
+	}
+}
+
 // A stream that never ends (a token every millisecond, forever) is cut at
 // its budget instead of growing the trace without limit.
 func TestEndlessStreamIsCutAtItsBudget(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tokentop/tokentop/observe"
+	"github.com/tokentop/tokentop/sanitize"
 )
 
 // drainAfterDone bounds how long we keep reading after [DONE] so the
@@ -189,6 +190,22 @@ func implausibleUsage(prompt, completion, maxTokens int) string {
 	return ""
 }
 
+// maxUsageQuote bounds the value an unusable usage is quoted with.
+const maxUsageQuote = 40
+
+// unusableUsage says what made a chunk's usage unusable (not an object, a
+// count that is not one), quoting the value as sent, or "" when it is not.
+func (s *streamState) unusableUsage(ch *chunkFields) string {
+	if ch.usageBad == "" {
+		return ""
+	}
+	quoted := s.clean(sanitize.Bounded(string(ch.usageRaw), maxUsageQuote))
+	if ch.usageField == "" {
+		return fmt.Sprintf("usage is %s (%s), not an object", ch.usageBad, quoted)
+	}
+	return fmt.Sprintf("usage.%s is %s (%s), not a token count", ch.usageField, ch.usageBad, quoted)
+}
+
 func (s *streamState) event(data []byte, at time.Time, read int) error {
 	s.events++
 	if s.events > s.maxEvents {
@@ -213,11 +230,16 @@ func (s *streamState) event(data []byte, at time.Time, read int) error {
 		return &observe.Error{Kind: observe.ErrHTTP, Status: s.tr.Status, Body: excerpt(ch.errRaw), Msg: "error event in stream"}
 	}
 	tokens := 0
-	if ch.hasUsage && s.tr.UsageIgnored == "" {
-		if why := implausibleUsage(ch.promptTokens, ch.completionTokens, s.tr.MaxTokens); why != "" {
+	if (ch.hasUsage || ch.usageBad != "") && s.tr.UsageIgnored == "" {
+		why := s.unusableUsage(&ch)
+		if why == "" {
+			why = implausibleUsage(ch.promptTokens, ch.completionTokens, s.tr.MaxTokens)
+		}
+		if why != "" {
 			// A server (or a gateway rewriting usage) that reports
-			// impossible counts is not trusted for the rest of the stream:
-			// token counts then come from the stream itself.
+			// impossible counts, or values that are no counts, is not
+			// trusted for the rest of the stream: token counts then come
+			// from the stream itself, and the stream stays valid.
 			s.tr.UsageIgnored = why
 			s.tr.Usage = nil
 			for i := range s.tr.Deltas {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -166,37 +165,8 @@ func TestTokensCountedWithoutUsage(t *testing.T) {
 		t.Skip("a 3 s run")
 	}
 	srv := &noUsageServer{}
-	ts := httptest.NewServer(srv)
-	t.Cleanup(func() {
-		ts.CloseClientConnections()
-		ts.Close()
-	})
 	dir := t.TempDir()
-	cfg := fmt.Sprintf(`
-target: %s
-classes:
-  - name: chat
-    kind: interactive
-    api: chat
-    arrival: {process: poisson, rate: 5}
-    prompt_tokens: {fixed: 40}
-    max_tokens: %d
-    slo: {ttft: {p95: 5s}}
-  - name: batch
-    kind: batch
-    api: completions
-    job: {requests: 100000, deadline: 10m}
-    arrival: {process: concurrency, n: 4}
-    prompt_tokens: {fixed: 60}
-    max_tokens: %d
-    slo:
-      output_tokens_per_s: 20
-      validity: 99%%
-`, ts.URL, noUsageChunks, noUsageChunks)
-	path := filepath.Join(dir, "tokentop.yaml")
-	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	path := chatBatchConfig(t, dir, serveTest(t, srv), noUsageChunks)
 	out, rec := filepath.Join(dir, "r.json"), filepath.Join(dir, "session.jsonl")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
