@@ -233,7 +233,10 @@ func (in *ruleInput) serverStrain() ([]string, []Evidence) {
 	}
 	if p := s.PreemptionsPerS; p != nil && *p > 0 {
 		words = append(words, fmt.Sprintf("%.1f preemptions/s", *p))
-		ev = append(ev, Evidence{Signal: "server.preemptions_per_s", Value: *p, Unit: "per_s"})
+		if s.Running.Count > 0 && s.Running.P50 > 0 {
+			// Against every running sequence evicted once a horizon.
+			ev = append(ev, Evidence{Signal: "server.preemptions_per_s", Value: *p, Threshold: s.Running.P50 / kvPreemptionHorizonS, Unit: "per_s"})
+		}
 	}
 	if s.KVUsage.Count > 0 && s.KVUsage.P95 >= kvHighUsage {
 		words = append(words, fmt.Sprintf("KV cache %.0f%% full", 100*s.KVUsage.P95))
@@ -241,7 +244,7 @@ func (in *ruleInput) serverStrain() ([]string, []Evidence) {
 	}
 	if in.attrOK {
 		if load := in.attr.PrefillShare + in.attr.BatchShare; load >= causeShare {
-			words = append(words, fmt.Sprintf("prefill and batch %.0f%% of each %.0f ms step", 100*load, in.attr.MeanStepMs))
+			words = append(words, fmt.Sprintf("prefill and batch %.0f%% of the mean %.0f ms step", 100*load, in.attr.MeanStepMs))
 			ev = append(ev, Evidence{Signal: "server.step_load_share", Value: load, Threshold: causeShare, Unit: "ratio"})
 		}
 	}

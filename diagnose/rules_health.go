@@ -49,7 +49,9 @@ func errorBurst(in *ruleInput) (Finding, bool) {
 		}
 		f.Summary = joinClause(f.Summary, clause)
 		f.Confidence = math.Max(f.Confidence, 0.5+0.45*(1-(hi-lo)))
-		f.Evidence = append(f.Evidence, Evidence{Signal: c.Name + ".error_share", Value: share, Threshold: errorShareWarn, Unit: "ratio"})
+		f.Evidence = append(f.Evidence,
+			Evidence{Signal: c.Name + ".error_share", Value: share, Threshold: errorShareWarn, Unit: "ratio"},
+			Evidence{Signal: c.Name + ".failed_of_judged_requests", Value: float64(c.Errors), Threshold: float64(c.Judged)})
 	}
 	if f.Summary == "" {
 		return Finding{}, false
@@ -143,8 +145,9 @@ func probeOverload(in *ruleInput) (Finding, bool) {
 		Evidence:   []Evidence{{Signal: "probe.self_lag_p99_ms", Value: p.SelfLagP99Ms, Threshold: p.ReliableP99Ms, Unit: "ms"}},
 		Advice:     "Lower probe rates or concurrency, run tokentop on a less busy host, or give it more CPU.",
 	}
-	if p.CPUCoresP95 != nil {
-		f.Evidence = append(f.Evidence, Evidence{Signal: "probe.cpu_cores_p95", Value: *p.CPUCoresP95})
+	if p.CPUCoresP95 != nil && p.Cores > 0 {
+		// Against the cores it may use: near them, tokentop was starved.
+		f.Evidence = append(f.Evidence, Evidence{Signal: "probe.cpu_cores_p95", Value: *p.CPUCoresP95, Threshold: float64(p.Cores)})
 	}
 	return f, true
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"time"
 
 	"github.com/tokentop/tokentop/metrics"
 	"github.com/tokentop/tokentop/observe"
@@ -71,16 +72,34 @@ func queueSaturation(in *ruleInput) (Finding, bool) {
 		Summary:    "requests queue before the server starts them",
 		Advice:     "Add capacity (replicas), shed or defer batch work, raise --max-num-seqs (or llama.cpp's --parallel) if the KV cache has room, or set an admission limit so clients fail fast instead of waiting.",
 	}
-	if s.QueueDepth.Count > 0 {
-		f.Summary += fmt.Sprintf(": %.0f waiting (median), up to %.0f", s.QueueDepth.P50, s.QueueDepth.Max)
+	if b, ok := queueBursts(in.view.Intervals); ok && s.QueueDepth.Count > 0 && s.QueueDepth.P50 < 1 {
+		// Waiting in fewer than half the scrapes, the median reads 0
+		// while the panel may show a deep queue: say it as bursts.
+		noun := "bursts"
+		if b.count == 1 {
+			noun = "burst"
+		}
+		f.Summary += fmt.Sprintf(": in %d %s over the last %s, about %.0f s each, requests waiting in %.0f%% of scrapes, up to %.0f",
+			b.count, noun, spanWords(in.view.Span), b.meanS, 100*b.share, s.QueueDepth.Max)
+		f.Evidence = append(f.Evidence, Evidence{Signal: "server.queue_waiting_share_of_scrapes", Value: b.share, Threshold: 0.5, Unit: "ratio"}) // under half, the median reads 0
+		if target > 0 {
+			// Against the tightest TTFT objective: a burst that outlasts
+			// it fails the requests that arrive at its start.
+			f.Evidence = append(f.Evidence, Evidence{Signal: "server.queue_burst_mean_ms", Value: 1000 * b.meanS, Threshold: target, Unit: "ms"})
+		}
+		if s.Running.Count > 0 {
+			f.Summary += fmt.Sprintf("; %.0f running (median)", s.Running.P50)
+		}
+	} else if s.QueueDepth.Count > 0 {
+		f.Summary += fmt.Sprintf(": %.0f waiting (median over the last %s), up to %.0f", s.QueueDepth.P50, spanWords(in.view.Span), s.QueueDepth.Max)
 		if s.Running.Count > 0 {
 			f.Evidence = append(f.Evidence, Evidence{Signal: "server.queue_depth_p50", Value: s.QueueDepth.P50, Threshold: math.Max(1, s.Running.P50)}) // against the running batch
 			f.Summary += fmt.Sprintf(", %.0f running", s.Running.P50)
 		}
-		if queueGrowing(in.view) {
-			f.Summary += fmt.Sprintf(", growing %.1f/s", *s.QueueDepth.TrendPerS)
-			f.Confidence += 0.1
-		}
+	}
+	if s.QueueDepth.Count > 0 && queueGrowing(in.view) {
+		f.Summary += fmt.Sprintf(", growing %.1f/s", *s.QueueDepth.TrendPerS)
+		f.Confidence += 0.1
 	}
 	if atCap {
 		// Against the most the server ran at once: a batch that sits at
@@ -411,4 +430,43 @@ func missesTTFT(v *Verdict, d metrics.Dist) bool {
 		}
 	}
 	return false
+}
+
+// queueBurst describes a queue that comes and goes: how often requests
+// waited, in how many runs of scrapes, and how long each lasted.
+type queueBurst struct {
+	count int
+	meanS float64 // mean length of a burst
+	share float64 // of the scrapes, those that found requests waiting
+}
+
+// queueBursts reads the queue gauge at each interval's end; ok needs at
+// least minScrapesToClear readings and one burst.
+func queueBursts(ivs []metrics.Interval) (queueBurst, bool) {
+	var b queueBurst
+	var read, waiting int
+	var total time.Duration
+	in := false
+	for _, iv := range ivs {
+		if iv.Waiting == nil {
+			continue
+		}
+		read++
+		if *iv.Waiting < 1 {
+			in = false
+			continue
+		}
+		waiting++
+		total += iv.End.Sub(iv.Start)
+		if !in {
+			b.count++
+			in = true
+		}
+	}
+	if read < minScrapesToClear || b.count == 0 {
+		return queueBurst{}, false
+	}
+	b.share = float64(waiting) / float64(read)
+	b.meanS = total.Seconds() / float64(b.count)
+	return b, true
 }

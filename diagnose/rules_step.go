@@ -24,11 +24,16 @@ func stepEvidence(at *Attribution) []Evidence {
 	if at.BatchFlat {
 		batch += " (the batch did not vary: its cost is in the fixed share)"
 	}
-	return []Evidence{
+	ev := []Evidence{
 		{Signal: "server.step_prefill_share", Value: at.PrefillShare, Threshold: causeShare, Unit: "ratio"},
 		{Signal: batch, Value: at.BatchShare, Threshold: causeShare, Unit: "ratio"},
-		{Signal: "server.step_ms", Value: at.MeanStepMs, Threshold: at.BaseMs, Unit: "ms"}, // against the fixed cost: what an idle server's step takes
 	}
+	if at.BaseMs > 0 {
+		// Against the fixed cost: what an idle server's step takes. A fit
+		// that finds none has no reference to show.
+		ev = append(ev, Evidence{Signal: "server.step_ms", Value: at.MeanStepMs, Threshold: at.BaseMs, Unit: "ms"})
+	}
+	return ev
 }
 
 // stepClaim is a cause the attribution supports for class c, and how the
@@ -108,17 +113,26 @@ func prefillContention(in *ruleInput, c *metrics.ClassStats) (Finding, bool) {
 		return in.prefillTail(c)
 	}
 	shape := "evenly (prefill chunks in every step)"
-	if g.P50 > 0 && g.P99/g.P50 >= prefillSpikeRatio {
+	spiky := g.P50 > 0 && g.P99/g.P50 >= prefillSpikeRatio
+	if spiky {
 		shape = fmt.Sprintf("with spikes (p99 %.1f× the p50)", g.P99/g.P50)
 	}
 	f := Finding{
 		Severity: r.severity(),
 		// The fit's own quality and the share's margin over the threshold.
 		Confidence: 0.45 + 0.3*at.R2 + 0.25*math.Min((at.PrefillShare-causeShare)/causeShare, 1),
-		Summary: fmt.Sprintf("%s tokens wait for prefill: %.0f%% of each %.0f ms step is prompt work (%.0f prompt tokens a step), so gaps stretch %s",
+		Summary: fmt.Sprintf("%s tokens wait for prefill: %.0f%% of the mean %.0f ms step is prompt work (%.0f prompt tokens a step), so gaps stretch %s",
 			c.Name, 100*at.PrefillShare, at.MeanStepMs, at.MeanPrefillTokens, shape),
 		Evidence: stepEvidence(at),
 		Advice:   "Enable chunked prefill with a smaller --max-num-batched-tokens (smaller chunks, shorter steps), cap prompt length for interactive traffic, or move long-prompt work to separate replicas (disaggregated prefill).",
+	}
+	if at.PerPrefillTokenMs > 0 {
+		// Against the prompt tokens a step that would make prefill a
+		// third of it.
+		f.Evidence = append(f.Evidence, Evidence{Signal: "server.prompt_tokens_per_step", Value: at.MeanPrefillTokens, Threshold: causeShare * at.MeanStepMs / at.PerPrefillTokenMs})
+	}
+	if spiky {
+		f.Evidence = append(f.Evidence, Evidence{Signal: c.Name + ".gap_p99_over_p50", Value: g.P99 / g.P50, Threshold: prefillSpikeRatio, Unit: "x"})
 	}
 	if at.Interference > 0 {
 		f.Evidence = append(f.Evidence, Evidence{Signal: "server.step_with_prefill_over_without", Value: at.Interference, Threshold: 1, Unit: "x"})
@@ -152,10 +166,18 @@ func decodePressure(in *ruleInput, c *metrics.ClassStats) (Finding, bool) {
 	f := Finding{
 		Severity:   r.severity(),
 		Confidence: 0.45 + 0.3*at.R2 + 0.25*math.Min((at.BatchShare-causeShare)/causeShare, 1),
-		Summary: fmt.Sprintf("%s tokens wait for the batch: %.0f%% of each %.0f ms step is per-sequence work (%.0f sequences running, %.2f ms each)",
+		Summary: fmt.Sprintf("%s tokens wait for the batch: %.0f%% of the mean %.0f ms step is per-sequence work (%.0f sequences running, %.2f ms each)",
 			c.Name, 100*at.BatchShare, at.MeanStepMs, at.MeanRunning, at.PerSequenceMs),
 		Evidence: stepEvidence(at),
 		Advice:   "Lower the running batch (vLLM --max-num-seqs) to trade tokens/s for per-stream speed, give interactive traffic priority, or add replicas.",
+	}
+	if at.MeanRunning > 0 && at.PerSequenceMs > 0 {
+		// Against the running batch, and the cost a sequence, at which
+		// per-sequence work would be a third of the step.
+		third := causeShare * at.MeanStepMs
+		f.Evidence = append(f.Evidence,
+			Evidence{Signal: "server.running_mean", Value: at.MeanRunning, Threshold: third / at.PerSequenceMs},
+			Evidence{Signal: "server.per_sequence_ms", Value: at.PerSequenceMs, Threshold: third / at.MeanRunning, Unit: "ms"})
 	}
 	in.explainsCapacity(RuleDecodePressure, r)
 	if ev != nil {

@@ -174,7 +174,10 @@ func streamStutter(in *ruleInput, c *metrics.ClassStats) (Finding, bool) {
 		Confidence: 0.4 + math.Min(c.StallFraction*5, 0.4),
 		Summary: fmt.Sprintf("%s streams stutter: %.1f%% of gaps are visible pauses (%d of %d)",
 			c.Name, 100*c.StallFraction, c.StallGaps, c.Gaps),
-		Evidence: []Evidence{{Signal: c.Name + ".stall_fraction", Value: c.StallFraction, Threshold: stutterShare, Unit: "ratio"}},
+		Evidence: []Evidence{
+			{Signal: c.Name + ".stall_fraction", Value: c.StallFraction, Threshold: stutterShare, Unit: "ratio"},
+			{Signal: c.Name + ".stall_gaps", Value: float64(c.StallGaps), Threshold: stutterShare * float64(c.Gaps)}, // of the gaps, the count that is a stutter
+		},
 		Advice:   "See the cause findings above; stutter comes from prefill interruptions, preemptions, buffering proxies or an overloaded client.",
 	}
 	if in.failing[c.Name] {

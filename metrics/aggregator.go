@@ -374,6 +374,7 @@ func (a *Aggregator) addLag(l *observe.LagSample) {
 		if l.CPU >= 0 {
 			s.lag.cpu.add(l.CPU)
 		}
+		s.lag.cores = max(s.lag.cores, int64(min(max(l.Cores, 0), maxCores)))
 	}
 }
 

@@ -467,7 +467,19 @@ func optQuantile(k *sketch, q float64) *float64 {
 }
 
 // lagAccum accumulates the probe's self-lag readings.
-type lagAccum struct{ lag, cpu *sketch }
+type lagAccum struct {
+	lag, cpu *sketch
+	cores    int64 // the most cores the process could use, of any reading
+}
+
+// maxCores bounds a reading's core count (a recording may say anything).
+const maxCores = 1 << 16
+
+func (l *lagAccum) merge(o *lagAccum) {
+	l.lag.merge(o.lag)
+	l.cpu.merge(o.cpu)
+	l.cores = max(l.cores, o.cores)
+}
 
 func (l *lagAccum) stats(reliableP99Ms float64) ProbeStats {
 	n := l.lag.count()
@@ -477,7 +489,7 @@ func (l *lagAccum) stats(reliableP99Ms float64) ProbeStats {
 	mx, _ := l.lag.s.GetMaxValue()
 	p99 := math.Min(l.lag.quantile(0.99), mx)
 	return ProbeStats{SelfLagP99Ms: p99, SelfLagMaxMs: mx, Samples: n, ReliableP99Ms: reliableP99Ms, Reliable: p99 <= reliableP99Ms,
-		CPUCoresP95: optQuantile(l.cpu, 0.95)}
+		CPUCoresP95: optQuantile(l.cpu, 0.95), Cores: int(l.cores)}
 }
 
 func durMs(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -350,6 +350,9 @@ type ProbeStats struct {
 	// simulator. Reliability is judged by lag, the direct evidence of delay:
 	// a busy process whose timers still fire on time measures correctly.
 	CPUCoresP95 *float64
+	// Cores is the most cores tokentop could use (GOMAXPROCS, which
+	// follows a container's CPU limit); 0 when no reading said.
+	Cores int
 	// ReliableP99Ms is the self-lag p99 above which the probe is not
 	// Reliable.
 	ReliableP99Ms float64

@@ -18,8 +18,7 @@ func (a *Aggregator) Tick(now time.Time) *Snapshot {
 		}
 		liveAcc.server.merge(s.server)
 		liveAcc.gpu.merge(a.mapping, s.gpu)
-		liveAcc.lag.lag.merge(s.lag.lag)
-		liveAcc.lag.cpu.merge(s.lag.cpu)
+		liveAcc.lag.merge(&s.lag)
 	}
 	elapsed := now.Sub(a.opts.Started)
 	liveSpan := min(a.opts.Window, max(elapsed, 0))
