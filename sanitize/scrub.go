@@ -1,8 +1,10 @@
 package sanitize
 
 import (
+	"encoding/base64"
 	"io"
 	"net/url"
+	"strings"
 )
 
 // Minimum lengths of what a Scrubber hides wherever it appears. A shorter
@@ -22,6 +24,10 @@ const (
 // Scrubber hides only URL userinfo.
 type Scrubber struct {
 	secrets []string
+	// pieces holds every MinSecretFragment-byte piece of the secrets
+	// longer than that, as a little-endian word: a text with none of them
+	// holds no piece Secret would hide, which spares it Secret's scan.
+	pieces map[uint64]struct{}
 }
 
 // NewScrubber returns a Scrubber for the credentials in urls' userinfo
@@ -38,6 +44,12 @@ func NewScrubber(urls []string, apiKey string) *Scrubber {
 			}
 		}
 		s.secrets = append(s.secrets, secret)
+		for i := 0; len(secret) > MinSecretFragment && i+MinSecretFragment <= len(secret); i++ {
+			if s.pieces == nil {
+				s.pieces = map[uint64]struct{}{}
+			}
+			s.pieces[word(secret, i)] = struct{}{}
+		}
 	}
 	add(apiKey, MinScrubbedSecret)
 	for _, raw := range urls {
@@ -45,10 +57,16 @@ func NewScrubber(urls []string, apiKey string) *Scrubber {
 		if err != nil || u.User == nil {
 			continue
 		}
-		if p, ok := u.User.Password(); ok {
+		user := u.User.Username()
+		p, ok := u.User.Password()
+		if ok {
 			add(p, MinScrubbedSecret)
 		}
-		add(u.User.Username(), MinScrubbedUser)
+		add(user, MinScrubbedUser)
+		// net/http sends a URL's userinfo as basic auth when no key is
+		// set: an error page that echoes the request's headers holds it
+		// in that form.
+		add(base64.StdEncoding.EncodeToString([]byte(user+":"+p)), MinScrubbedSecret)
 	}
 	return s
 }
@@ -60,15 +78,49 @@ func (s *Scrubber) String(x string) string {
 	if s == nil {
 		return x
 	}
-	return secretsIn(x, s.secrets)
+	for _, sec := range s.secrets {
+		if strings.Contains(x, sec) {
+			x = strings.ReplaceAll(x, sec, Redacted)
+		}
+	}
+	if s.holdsPiece(x) {
+		x = secretsIn(x, s.secrets)
+	}
+	return x
 }
 
-// Error is sanitize.Error with the session's credentials.
-func (s *Scrubber) Error(err error) error {
-	if s == nil {
-		return Error(err)
+// holdsPiece reports whether x holds a MinSecretFragment-byte piece of a
+// secret.
+func (s *Scrubber) holdsPiece(x string) bool {
+	if len(s.pieces) == 0 {
+		return false
 	}
-	return Error(err, s.secrets...)
+	for i := 0; i+MinSecretFragment <= len(x); i++ {
+		if _, ok := s.pieces[word(x, i)]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// word is the MinSecretFragment (8) bytes of x at i, little-endian.
+func word(x string, i int) uint64 {
+	_ = x[i+7]
+	return uint64(x[i]) | uint64(x[i+1])<<8 | uint64(x[i+2])<<16 | uint64(x[i+3])<<24 |
+		uint64(x[i+4])<<32 | uint64(x[i+5])<<40 | uint64(x[i+6])<<48 | uint64(x[i+7])<<56
+}
+
+// Error returns err with its message scrubbed (String), keeping the chain
+// for errors.Is and errors.As as Error does; unlike Error it leaves the
+// rest of the text as it was (tokentop's own errors may span lines).
+func (s *Scrubber) Error(err error) error {
+	if err == nil {
+		return nil
+	}
+	if msg := s.String(err.Error()); msg != err.Error() {
+		return &redactedError{msg: msg, err: err}
+	}
+	return err
 }
 
 // Value scrubs every string v reaches (Walk), in place; v is a pointer.

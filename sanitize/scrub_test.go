@@ -3,6 +3,7 @@ package sanitize
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"strings"
@@ -57,10 +58,18 @@ func TestScrubberHidesTheSessionsCredentials(t *testing.T) {
 		`Get "http://bob:***@h2/x": refused`:      `Get "http://redacted@h2/x": refused`,
 		"nothing to hide in http://h:1/v1/x":      "nothing to hide in http://h:1/v1/x",
 		"POST http://alice-the-user:x@h/tokenize": "POST http://redacted@h/tokenize",
+		// The userinfo as net/http sends it, basic auth.
+		"echo: Basic " + base64.StdEncoding.EncodeToString([]byte("alice-the-user:hunter2-pass")): "echo: Basic [redacted]",
+		"a piece of the key at a cut: …0123456789":                                                "a piece of the key at a cut: …[redacted]",
 	} {
 		if got := s.String(in); got != want {
 			t.Errorf("String(%q) = %q, want %q", in, got, want)
 		}
+	}
+	// tokentop's own errors keep their lines; only the credentials go.
+	if got := s.Error(fmt.Errorf("first\nsecond http://u:hunter2-pass@h: %w", context.Canceled)); got.Error() != "first\nsecond http://redacted@h: context canceled" ||
+		!errors.Is(got, context.Canceled) {
+		t.Errorf("Error = %q", got)
 	}
 	var nilScrubber *Scrubber
 	if got := nilScrubber.String("http://u:p@h"); got != "http://redacted@h" {

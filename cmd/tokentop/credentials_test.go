@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -72,13 +73,19 @@ func (s *credentialServer) serve(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html")
 		fmt.Fprintf(w, "<html><body>sign in again (%s)</body></html>\n", r.Header.Get("Authorization"))
 	case strings.HasSuffix(r.URL.Path, "/completions"):
-		if s.completions.Add(1) == 1 {
+		n := s.completions.Add(1)
+		if n == 1 {
 			time.AfterFunc(s.dieAfter, func() {
 				s.dieOnce.Do(func() {
 					s.srv.Listener.Close()
 					s.srv.CloseClientConnections()
 				})
 			})
+		}
+		if n%3 == 0 {
+			// A gateway's error page that echoes the request's headers.
+			http.Error(w, "upstream failed for "+r.Header.Get("Authorization"), http.StatusBadGateway)
+			return
 		}
 		w.Header().Set("Content-Type", "text/event-stream")
 		fl := w.(http.Flusher)
@@ -123,7 +130,9 @@ func (o *otlpSink) bytes() []byte {
 // leaked names the credentials data holds.
 func leaked(data []byte) []string {
 	var out []string
-	for _, s := range []struct{ name, v string }{{"the URL's user", leakUser}, {"the URL's password", leakPass}, {"the API key", leakKey}} {
+	basic := base64.StdEncoding.EncodeToString([]byte(leakUser + ":" + leakPass))
+	for _, s := range []struct{ name, v string }{{"the URL's user", leakUser}, {"the URL's password", leakPass}, {"the API key", leakKey},
+		{"the URL's userinfo as basic auth", basic}} {
 		if bytes.Contains(data, []byte(s.v)) {
 			out = append(out, s.name)
 		}
@@ -135,6 +144,27 @@ func checkNoCredential(t *testing.T, what string, data []byte) {
 	t.Helper()
 	if l := leaked(data); len(l) > 0 {
 		t.Errorf("%s holds %s:\n%s", what, strings.Join(l, ", "), data)
+	}
+}
+
+// outputFile is a file a run wrote, and what it must hold to show the run
+// met what it was built to show.
+type outputFile struct{ name, path, want string }
+
+// checkOutputFiles fails for a file that is missing, holds a credential or
+// lacks what it must hold.
+func checkOutputFiles(t *testing.T, code int, stderr *bytes.Buffer, files []outputFile) {
+	t.Helper()
+	for _, f := range files {
+		data, err := os.ReadFile(f.path)
+		if err != nil {
+			t.Errorf("exit %d, %s not written: %v\n%s", code, f.name, err, stderr.String())
+			continue
+		}
+		checkNoCredential(t, f.name, data)
+		if !bytes.Contains(data, []byte(f.want)) {
+			t.Errorf("%s lacks %s:\n%s", f.name, f.want, data)
+		}
 	}
 }
 
@@ -194,40 +224,27 @@ func TestNoCredentialInAnyOutput(t *testing.T) {
 		if len(sink.bytes()) == 0 {
 			t.Error("the collector received no spans")
 		}
-		for _, f := range []struct{ name, path, want string }{
+		checkOutputFiles(t, code, &stderr, []outputFile{
 			{"--report (JSON)", rep, "tokenize"}, {"--trace-out", traces, `"error"`}, {"--record", rec, `"k":"notice"`},
-		} {
-			data, err := os.ReadFile(f.path)
-			if err != nil {
-				t.Errorf("exit %d, %s not written: %v\n%s", code, f.name, err, stderr.String())
-				continue
-			}
-			checkNoCredential(t, f.name, data)
-			// The run did meet what it was built to show.
-			if !bytes.Contains(data, []byte(f.want)) {
-				t.Errorf("%s lacks %s:\n%s", f.name, f.want, data)
-			}
-		}
+		})
 	})
 
-	t.Run("Markdown report, refused /metrics", func(t *testing.T) {
+	t.Run("Markdown report, refused /metrics, basic auth", func(t *testing.T) {
 		t.Parallel()
-		srv := startCredentialServer(t, 1500*time.Millisecond)
-		rep := filepath.Join(t.TempDir(), "r.md")
+		// No API key: net/http sends the URL's userinfo as basic auth,
+		// which the server's error pages echo.
+		srv := startCredentialServer(t, 2500*time.Millisecond)
+		dir := t.TempDir()
+		rep, traces, rec := filepath.Join(dir, "r.md"), filepath.Join(dir, "t.jsonl"), filepath.Join(dir, "rec.jsonl")
 		var stdout, stderr bytes.Buffer
-		code := run(context.Background(), keyEnv(&stdout, &stderr), []string{"watch", "--target", srv.url(),
-			"--metrics", refusedURL(t, "/metrics"), "--api-key-env", "TT_KEY", "--headless", "--duration", "4s",
-			"--report", rep, "--format", "markdown"})
+		code := run(context.Background(), testEnv(&stdout, &stderr), []string{"watch", "--target", srv.url(),
+			"--metrics", refusedURL(t, "/metrics"), "--headless", "--duration", "4s",
+			"--report", rep, "--format", "markdown", "--trace-out", traces, "--record", rec})
 		checkNoCredential(t, "stdout", stdout.Bytes())
 		checkNoCredential(t, "stderr", stderr.Bytes())
-		data, err := os.ReadFile(rep)
-		if err != nil {
-			t.Fatalf("exit %d, no report: %v\n%s", code, err, stderr.String())
-		}
-		checkNoCredential(t, "--report (Markdown)", data)
-		if !bytes.Contains(data, []byte("redacted@")) {
-			t.Errorf("the Markdown report names no URL:\n%s", data)
-		}
+		checkOutputFiles(t, code, &stderr, []outputFile{
+			{"--report (Markdown)", rep, "redacted@"}, {"--trace-out", traces, "upstream failed"}, {"--record", rec, "upstream failed"},
+		})
 	})
 
 	t.Run("an unreachable target", func(t *testing.T) {
