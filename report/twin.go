@@ -5,6 +5,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/tokentop/tokentop/twin"
 )
@@ -30,6 +31,24 @@ type Twin struct {
 	Measured       map[string]TwinFigures `json:"measured"`
 	Replayed       map[string]TwinFigures `json:"replayed"`
 	Runs           int                    `json:"runs"`
+	// Scorecard (added): in the demo's console, each knob turned, the
+	// twin's prediction for it (fitted before it turned) beside what the
+	// live window a minute later measured; [] elsewhere.
+	Scorecard []TwinScore `json:"scorecard"`
+}
+
+// TwinScore is one knob turned and how the twin's prediction for it came
+// out: change as --what-if writes it, at when it turned, the figures by
+// class (and "other"), and their relative errors.
+type TwinScore struct {
+	Change    string                   `json:"change"`
+	At        time.Time                `json:"at"`
+	FittedAt  *time.Time               `json:"fitted_at"`
+	Predicted map[string]TwinFigures   `json:"predicted"`
+	Measured  map[string]TwinFigures   `json:"measured"`
+	Error     map[string]TwinSelfCheck `json:"error"`
+	Reliable  bool                     `json:"reliable"`
+	Note      *string                  `json:"note"`
 }
 
 // TwinFit is what the twin fitted, each figure with where it came from.
@@ -191,6 +210,34 @@ func writeTwin(b *strings.Builder, r *Report) {
 		}
 		b.WriteString(".\n\n")
 	}
+	if len(t.Scorecard) > 0 {
+		b.WriteString("Scorecard (knobs turned in the console: the twin's prediction, fitted before, against the live window a minute after):\n\n")
+		table(b, []string{"change", "at", "class", "TTFT p95 predicted / measured", "err", "ITL p95 predicted / measured", "err", "output tok/s predicted / measured", "err"})
+		for _, e := range t.Scorecard {
+			if e.Note != nil && len(e.Predicted) == 0 {
+				row(b, cell(e.Change), e.At.Format("15:04:05"), "", cell(*e.Note), "", "", "", "", "")
+				continue
+			}
+			for _, name := range sortedKeys(e.Predicted) {
+				p, m, er := e.Predicted[name], e.Measured[name], e.Error[name]
+				row(b, cell(e.Change), e.At.Format("15:04:05"), cell(name),
+					msPair(p.TTFTMs.P95, m.TTFTMs.P95), errCell(er.TTFTP95Err), msPair(p.ITLMs.P95, m.ITLMs.P95), errCell(er.ITLP95Err),
+					fmt.Sprintf("%.3g / %.3g", p.OutputTokensPerS, m.OutputTokensPerS), errCell(er.OutputTokensPerSErr))
+			}
+		}
+		b.WriteString("\n")
+	}
+}
+
+// msPair is "predicted / measured" in ms, "–" for a side without data.
+func msPair(p, m *float64) string {
+	f := func(v *float64) string {
+		if v == nil {
+			return "–"
+		}
+		return fmt.Sprintf("%.0f", *v)
+	}
+	return f(p) + " / " + f(m)
 }
 
 func writeTwinRow(b *strings.Builder, change, source, name string, f TwinFigures, rel string) {
@@ -293,6 +340,27 @@ func TwinSection(r *twin.Result) *Twin {
 	}
 	for k, v := range r.Capacity.Candidates {
 		t.Capacity.Candidates[k] = v
+	}
+	t.Scorecard = []TwinScore{}
+	for _, e := range r.Scorecard {
+		ts := TwinScore{Change: e.Change.String(), At: e.At, Reliable: e.Reliable,
+			Predicted: map[string]TwinFigures{}, Measured: map[string]TwinFigures{}, Error: map[string]TwinSelfCheck{}}
+		if !e.FittedAt.IsZero() {
+			ts.FittedAt = &e.FittedAt
+		}
+		if e.Note != "" {
+			ts.Note = &e.Note
+		}
+		for name, f := range e.Predicted {
+			ts.Predicted[name] = twinFigures(f, name == twin.OtherName)
+		}
+		for name, f := range e.Measured {
+			ts.Measured[name] = twinFigures(f, name == twin.OtherName)
+		}
+		for name, sc := range e.Errors {
+			ts.Error[name] = TwinSelfCheck{TTFTP95Err: sc.TTFTP95Err, ITLP95Err: sc.ITLP95Err, OutputTokensPerSErr: sc.OutputTokensPerSErr}
+		}
+		t.Scorecard = append(t.Scorecard, ts)
 	}
 	return t
 }

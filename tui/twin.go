@@ -108,9 +108,62 @@ func (r *renderer) twinView(bodyH int) []string {
 		}
 		out = append(out, "", fit("  capacity at SLO ("+c.Class+" req/s): "+strings.Join(parts, " · "), r.w))
 	}
+	out = append(out, scorecardLines(r, res)...)
 	for _, c := range res.Candidates {
 		if c.Note != "" || c.Declined != "" {
 			out = append(out, r.t.dim(fit(r.choiceMark(c.Change.String(), sel)+c.Change.String()+": "+c.Note+c.Declined, r.w)))
+		}
+	}
+	return out
+}
+
+// scorecardLines are the knobs turned in the demo and how the twin's
+// prediction for each (fitted before it turned) came out against the live
+// window a minute after: a line per knob and class.
+func scorecardLines(r *renderer, res *twin.Result) []string {
+	if len(res.Scorecard) == 0 {
+		return nil
+	}
+	out := []string{"", fit("  scorecard · knobs turned: the twin's prediction (fitted before) → what the minute after measured", r.w)}
+	pair := func(p, m float64, e *float64, ms bool) string {
+		v := func(x float64) string {
+			if !(x > 0) {
+				return dash
+			}
+			if ms {
+				return twin.Duration(x)
+			}
+			return fmt.Sprintf("%.0f", x)
+		}
+		if e == nil {
+			return v(p) + "→" + v(m)
+		}
+		return fmt.Sprintf("%s→%s (%+.0f%%)", v(p), v(m), 100**e)
+	}
+	for _, e := range res.Scorecard {
+		head := "  " + e.At.Format("15:04:05") + " " + e.Change.String()
+		switch {
+		case e.Change.IsZero() || (e.Predicted == nil && e.Note != ""):
+			out = append(out, r.t.dim(fit(head+": "+e.Note, r.w)))
+			continue
+		case e.Predicted == nil:
+			out = append(out, r.t.dim(fit(head+": predicting…", r.w)))
+			continue
+		case e.Measured == nil:
+			out = append(out, r.t.dim(fit(head+": predicted; measuring the minute after…", r.w)))
+			continue
+		}
+		mark := ""
+		if !e.Reliable {
+			mark = "?"
+		}
+		for _, name := range res.Names {
+			p, m, er := e.Predicted[name], e.Measured[name], e.Errors[name]
+			line := head + mark + " " + name + ": "
+			if name != twin.OtherName {
+				line += "TTFT p95 " + pair(p.TTFT.P95, m.TTFT.P95, er.TTFTP95Err, true) + " · ITL p95 " + pair(p.ITL.P95, m.ITL.P95, er.ITLP95Err, true) + " · "
+			}
+			out = append(out, fit(line+"tok/s "+pair(p.OutputTokensPerS, m.OutputTokensPerS, er.OutputTokensPerSErr, false), r.w))
 		}
 	}
 	return out

@@ -2,6 +2,7 @@ package twin
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -30,11 +31,12 @@ func BuildFrom(snap *metrics.Snapshot, d diagnose.Diagnosis, setup Setup, whatIf
 }
 
 // Built is one twin a Runner built: from the snapshot at At, in Took (wall
-// time).
+// time), with the live scorecard as it stands (scorecard.go).
 type Built struct {
-	Result *Result
-	At     time.Time
-	Took   time.Duration
+	Result    *Result
+	At        time.Time
+	Took      time.Duration
+	Scorecard []ScoreEntry
 }
 
 // How often a console's twin is fitted again (RefitEvery) and how much of
@@ -65,7 +67,20 @@ type Runner struct {
 
 	mu     sync.Mutex
 	latest *runnerJob // the newest snapshot offered past After
+	moved  bool       // the scorecard changed since it was delivered
 	user   []Change   // typed in the console, oldest first
+	// buildDue: a refit is due (not only a scorecard prediction).
+	buildDue bool
+	// The live scorecard: its entries, the predictions still to make
+	// (each from the snapshot before its knob turned), the last twin
+	// built (delivered again when only the scorecard moved), and the
+	// newest knob change seen and snapshot offered (the offering
+	// goroutine only).
+	score      []ScoreEntry
+	scoreJobs  []scoreJob
+	lastBuilt  Built
+	knobSeen   time.Time
+	beforeKnob *runnerJob
 
 	cancel context.CancelFunc
 	done   sync.WaitGroup
@@ -74,6 +89,13 @@ type Runner struct {
 type runnerJob struct {
 	snap *metrics.Snapshot
 	d    diagnose.Diagnosis
+}
+
+// scoreJob is a scorecard prediction to make: entry at's change, from the
+// snapshot before it.
+type scoreJob struct {
+	at  time.Time
+	job *runnerJob
 }
 
 // NewRunner is a runner for setup; Start runs it.
@@ -109,19 +131,133 @@ func (r *Runner) run(ctx context.Context, deliver func(Built)) {
 		case <-r.due:
 		}
 		r.mu.Lock()
-		j := r.latest
+		j, build, jobs := r.latest, r.buildDue, r.scoreJobs
+		r.buildDue, r.scoreJobs = false, nil
 		whatIf := append(slices.Clone(r.setup.WhatIf), r.user...)
 		r.mu.Unlock()
-		if j == nil {
+		for _, sj := range jobs {
+			r.predictScore(sj)
+			if ctx.Err() != nil {
+				return
+			}
+		}
+		moved := r.scoreMoved()
+		out := r.lastBuilt
+		if build && j != nil {
+			start := time.Now()
+			res := BuildFrom(j.snap, j.d, r.setup, whatIf)
+			if ctx.Err() != nil {
+				return
+			}
+			out = Built{Result: res, At: j.snap.At, Took: time.Since(start)}
+			r.lastBuilt = out
+		} else if !moved {
 			continue // no snapshot past After yet: its offer starts the first build
 		}
-		start := time.Now()
-		res := BuildFrom(j.snap, j.d, r.setup, whatIf)
-		if ctx.Err() != nil {
-			return
+		out.Scorecard = r.Scorecard()
+		if out.Result != nil {
+			// A copy: the twin delivered before may still be on screen.
+			res := *out.Result
+			res.Scorecard = out.Scorecard
+			out.Result = &res
 		}
-		deliver(Built{Result: res, At: j.snap.At, Took: time.Since(start)})
+		deliver(out)
 	}
+}
+
+// predictScore builds the twin from the snapshot before a knob turned,
+// with the knob's change its only what-if, and fills the entry.
+func (r *Runner) predictScore(sj scoreJob) {
+	r.mu.Lock()
+	i := slices.IndexFunc(r.score, func(e ScoreEntry) bool { return e.At.Equal(sj.at) })
+	if i < 0 {
+		r.mu.Unlock()
+		return
+	}
+	change := r.score[i].Change
+	r.mu.Unlock()
+	var res *Result
+	if sj.job != nil {
+		res = Build(Input{Classes: r.setup.Classes, View: &sj.job.snap.Run, Findings: sj.job.d.Findings,
+			WhatIf: []Change{change}, Published: r.setup.Published, NoCapacity: true})
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if i = slices.IndexFunc(r.score, func(e ScoreEntry) bool { return e.At.Equal(sj.at) }); i < 0 {
+		return
+	}
+	e := &r.score[i]
+	if sj.job != nil {
+		e.FittedAt = sj.job.snap.At
+	}
+	e.predictEntry(res)
+	if e.Measured != nil && e.Predicted != nil {
+		e.score()
+	}
+	r.moved = true
+}
+
+// scoreMoved reports (and clears) whether the scorecard changed since it
+// was last delivered.
+func (r *Runner) scoreMoved() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := r.moved
+	r.moved = false
+	return m
+}
+
+// Scorecard is a copy of the live scorecard, oldest first.
+func (r *Runner) Scorecard() []ScoreEntry {
+	if r == nil {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.score)
+}
+
+// observeKnobs starts a scorecard entry for each knob turned since the
+// last snapshot (its prediction from the snapshot before), and measures
+// the entries whose minute has passed. It returns whether the scorecard
+// changed. The offering goroutine only.
+func (r *Runner) observeKnobs(snap *metrics.Snapshot) bool {
+	changed := false
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, k := range snap.KnobChanges {
+		if !k.At.After(r.knobSeen) {
+			continue
+		}
+		r.knobSeen = k.At
+		e := ScoreEntry{At: k.At}
+		c, ok := KnobChangeOf(k)
+		switch {
+		case !ok:
+			e.Note = fmt.Sprintf("%s=%s has no twin counterpart", k.Knob, k.Value)
+		default:
+			e.Change = c
+			r.scoreJobs = append(r.scoreJobs, scoreJob{at: k.At, job: r.beforeKnob})
+		}
+		r.score = append(r.score, e)
+		if n := len(r.score); n > maxScoreEntries {
+			r.score = slices.Delete(r.score, 0, n-maxScoreEntries)
+		}
+		changed = true
+	}
+	for i := range r.score {
+		e := &r.score[i]
+		if e.Measured != nil || e.Change.IsZero() || snap.At.Sub(e.At) < ScoreAfter {
+			continue
+		}
+		e.Measured = scoreMeasured(&snap.Live)
+		if e.Predicted != nil {
+			e.score()
+		}
+		changed = true
+	}
+	r.moved = r.moved || changed
+	return changed
 }
 
 // wake makes a build due; one already due covers it.
@@ -135,14 +271,26 @@ func (r *Runner) wake() {
 // Offer hands the runner a snapshot and its whole-run diagnosis; a build
 // is due at most every Every. It never blocks; one goroutine offers.
 func (r *Runner) Offer(snap *metrics.Snapshot, d diagnose.Diagnosis) {
-	if r == nil || snap == nil || snap.At.Sub(snap.Started) < r.After {
+	if r == nil || snap == nil {
+		return
+	}
+	scored := r.observeKnobs(snap)
+	r.beforeKnob = &runnerJob{snap, d}
+	if snap.At.Sub(snap.Started) < r.After {
+		if scored {
+			r.wake()
+		}
 		return
 	}
 	r.mu.Lock()
 	r.latest = &runnerJob{snap, d}
+	due := snap.At.Sub(r.last) >= r.Every
+	r.buildDue = r.buildDue || due
 	r.mu.Unlock()
-	if snap.At.Sub(r.last) >= r.Every {
+	if due {
 		r.last = snap.At
+	}
+	if due || scored {
 		r.wake()
 	}
 }
@@ -155,6 +303,7 @@ func (r *Runner) End(snap *metrics.Snapshot, d diagnose.Diagnosis) {
 	}
 	r.mu.Lock()
 	r.latest = &runnerJob{snap, d}
+	r.buildDue = true
 	r.mu.Unlock()
 	r.last = snap.At
 	r.wake()
@@ -176,6 +325,7 @@ func (r *Runner) Submit(c Change) {
 	if n := len(r.user); n > MaxUserChanges {
 		r.user = slices.Delete(r.user, 0, n-MaxUserChanges)
 	}
+	r.buildDue = true
 	r.mu.Unlock()
 	r.wake()
 }

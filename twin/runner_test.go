@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tokentop/tokentop/diagnose"
+	"github.com/tokentop/tokentop/observe"
 	"github.com/tokentop/tokentop/sim"
 )
 
@@ -19,14 +20,7 @@ func TestRunnerPredictsSubmittedChange(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a virtual session and a twin build")
 	}
-	k, err := sim.Scenario("batch-interference")
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := sim.NewVirtual(k, sessionStart)
-	if err != nil {
-		t.Fatal(err)
-	}
+	v, _ := batchInterferenceEngine(t)
 	classes := demoClasses()
 	snap := session(t, simEngine{v}, classes, 90*time.Second, 1)
 	r := NewRunner(Setup{Classes: classes})
@@ -68,6 +62,21 @@ func TestRunnerPredictsSubmittedChange(t *testing.T) {
 	}
 }
 
+// batchInterferenceEngine is the demo's batch-interference scenario in
+// virtual time, and its knobs.
+func batchInterferenceEngine(t *testing.T) (*sim.Virtual, sim.Knobs) {
+	t.Helper()
+	k, err := sim.Scenario("batch-interference")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := sim.NewVirtual(k, sessionStart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v, k
+}
+
 // TestRunnerBoundsUserChanges: the user's changes are kept at most
 // MaxUserChanges, the oldest dropped; one already there (typed or from
 // --what-if) is not added again, and makes no build due.
@@ -99,5 +108,59 @@ func TestRunnerBoundsUserChanges(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("the user's changes %v, want %v", got, want)
+	}
+}
+
+// TestRunnerScoresKnobTurned: a knob turned in the demo (here priority
+// scheduling on the batch-interference scenario) gets a scorecard entry:
+// the twin fitted to the snapshot before the knob turned predicts the
+// change, the live window a minute later measures it, and the entry has
+// both and their errors.
+func TestRunnerScoresKnobTurned(t *testing.T) {
+	if testing.Short() {
+		t.Skip("virtual sessions and a twin build")
+	}
+	v, k := batchInterferenceEngine(t)
+	classes := demoClasses()
+	before := session(t, simEngine{v}, classes, 2*time.Minute, 1)
+	turned := *before
+	turned.At = before.At.Add(time.Second)
+	turned.KnobChanges = []observe.KnobChange{{At: before.At.Add(500 * time.Millisecond), Knob: "priority-scheduling", Value: "true"}}
+	k.PriorityScheduling = true
+	if err := v.SetKnobs(k); err != nil {
+		t.Fatal(err)
+	}
+	after := session(t, simEngine{v}, classes, ScoreAfter+time.Second, 2)
+	after.KnobChanges = turned.KnobChanges
+
+	r := NewRunner(Setup{Classes: classes})
+	r.After = time.Hour // no refit: only the scorecard's prediction builds
+	r.Offer(before, diagnose.Evaluate(&before.Run, classes))
+	r.Offer(&turned, diagnose.Evaluate(&turned.Run, classes))
+	r.Offer(after, diagnose.Evaluate(&after.Run, classes))
+	got := make(chan Built, 8)
+	r.Start(context.Background(), func(b Built) { got <- b })
+	defer r.Close()
+	deadline := time.After(time.Minute)
+	for {
+		select {
+		case b := <-got:
+			if len(b.Scorecard) != 1 {
+				t.Fatalf("%d scorecard entries, want 1", len(b.Scorecard))
+			}
+			e := b.Scorecard[0]
+			if e.Predicted == nil {
+				continue
+			}
+			if e.Change.String() != "priority=on" || !e.FittedAt.Equal(before.At) || e.Measured == nil || e.Errors["interactive"].TTFTP95Err == nil {
+				t.Fatalf("entry %+v", e)
+			}
+			p, m := e.Predicted["interactive"], e.Measured["interactive"]
+			t.Logf("priority=on: interactive TTFT p95 predicted %.0f ms, measured %.0f ms (%+.0f%%); reliable %v %s",
+				p.TTFT.P95, m.TTFT.P95, 100**e.Errors["interactive"].TTFTP95Err, e.Reliable, e.Note)
+			return
+		case <-deadline:
+			t.Fatal("no scored entry delivered")
+		}
 	}
 }

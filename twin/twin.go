@@ -109,6 +109,9 @@ type Result struct {
 	Server Server
 	// Runs counts the virtual-time runs the build took.
 	Runs int
+	// Scorecard is the live scorecard of the console's runner that
+	// delivered this twin (scorecard.go); nil elsewhere.
+	Scorecard []ScoreEntry
 }
 
 // SelfCheckBound: a twin whose replay of the measured configuration is

@@ -116,7 +116,7 @@ func runReplay(ctx context.Context, e env, args []string) (int, error) {
 	if f.reportPath == "" {
 		return report.ExitOK, nil // a console the user looked at is not a verdict
 	}
-	rep := reportWithTwin(last, replayTwinSetup(h, f.whatIf),
+	rep := reportWithTwin(last, replayTwinSetup(h, f.whatIf), nil,
 		report.Meta{ToolVersion: h.ToolVersion, Target: h.Target, Gateway: h.Gateway, Model: h.Model})
 	if err := writeReport(e.Stdout, f.reportPath, f.format, rep); err != nil {
 		return report.ExitNoData, err

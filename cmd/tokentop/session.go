@@ -213,7 +213,7 @@ func runScrubbed(ctx context.Context, e env, spec sessionSpec, scrub *sanitize.S
 		return report.ExitOK, nil
 	}
 	last := <-final
-	rep := reportWithTwin(last, s.twinSetup(),
+	rep := reportWithTwin(last, s.twinSetup(), s.twin.Scorecard(),
 		report.Meta{ToolVersion: version, Target: sanitize.URL(s.cfg.Target), Gateway: sanitize.URL(s.cfg.Gateway), Model: s.model})
 	if spec.common.reportPath != "" {
 		if err := writeReport(e.Stdout, spec.common.reportPath, spec.common.format, rep); err != nil {

@@ -77,9 +77,13 @@ const (
 
 // reportWithTwin is report.Build with the twin's section, and the
 // findings' advice quoting the twin's predictions where it is reliable.
-func reportWithTwin(snap *metrics.Snapshot, setup twin.Setup, meta report.Meta) report.Report {
+// scorecard is the console runner's live scorecard (nil without one).
+func reportWithTwin(snap *metrics.Snapshot, setup twin.Setup, scorecard []twin.ScoreEntry, meta report.Meta) report.Report {
 	d := diagnose.Evaluate(&snap.Run, setup.Classes)
 	tw := twin.BuildFrom(snap, d, setup, setup.WhatIf)
+	if tw != nil {
+		tw.Scorecard = scorecard
+	}
 	d.Findings = diagnose.QuotePredictions(d.Findings, tw.Quotes())
 	rep := report.Build(snap, d, meta)
 	rep.Twin = report.TwinSection(tw)

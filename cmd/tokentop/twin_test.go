@@ -56,7 +56,7 @@ func TestTwinReplayReport(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	start := time.Now()
-	code := run(ctx, testEnv(&stdout, &stderr), []string{"replay", rec, "--headless", "--report", out, "--what-if", "max-num-seqs=32, priority=on"})
+	code := run(ctx, testEnv(&stdout, &stderr), []string{"replay", rec, "--headless", "--report", out, "--what-if", "max-waiting=16, priority=on", "--what-if", "max-num-seqs=32"})
 	if code != report.ExitOK && code != report.ExitSLOFailed {
 		t.Fatalf("replay: exit %d\n%s", code, stderr.String())
 	}
@@ -74,12 +74,20 @@ func TestTwinReplayReport(t *testing.T) {
 	if d, _ := tw["declined"].(string); d != "" {
 		t.Fatalf("the twin declined: %s", d)
 	}
-	var user map[string]any
+	var user, smaller map[string]any
 	for _, c := range tw["candidates"].([]any) {
 		c := c.(map[string]any)
-		if c["change"] == "max-num-seqs=32,priority=on" && c["source"] == "user" {
+		if c["change"] == "priority=on,max-waiting=16" && c["source"] == "user" {
 			user = c
 		}
+		if c["change"] == "max-num-seqs=32" {
+			smaller = c
+		}
+	}
+	// The batch sat at its cap of 64 all the recording: a smaller cap
+	// rests on what a sequence costs, which the run did not tell.
+	if d, _ := smaller["declined"].(string); !strings.HasPrefix(d, "unknown:") {
+		t.Errorf("max-num-seqs=32: declined %q, want unknown (the batch never varied)", d)
 	}
 	if user == nil {
 		t.Fatalf("the user's change is not among the candidates: %v", tw["candidates"])
