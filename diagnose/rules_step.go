@@ -45,9 +45,10 @@ func (in *ruleInput) stepClaim(c *metrics.ClassStats) (metrics.Dist, risk, *Evid
 	if !in.attrOK || directEventsPerRead(c) > smoothEventsPerRead {
 		return g, riskNone, nil, false
 	}
-	if g.Count < minGapsForRule {
+	need := gapsToRead(in.verdict(c.Name))
+	if g.Count < need {
 		srv := in.view.Server.ITL
-		if srv.Count < minGapsForRule {
+		if srv.Count < need {
 			return g, riskNone, nil, false
 		}
 		r, ev := in.itlRisk(c, srv)
@@ -202,11 +203,11 @@ func slowTokens(in *ruleInput, c *metrics.ClassStats) (Finding, bool) {
 	what := "gap"
 	var r risk
 	var ev *Evidence
-	if g.Count < minGapsForRule {
+	if need := gapsToRead(in.verdict(c.Name)); g.Count < need {
 		// No probe got far enough to show its gaps (an overload): the
 		// server's own time per token, where it has one, stands in.
 		var ok bool
-		if g, r, ev, ok = in.stepClaim(c); !ok || g.Count < minGapsForRule {
+		if g, r, ev, ok = in.stepClaim(c); !ok || g.Count < need {
 			return Finding{}, false
 		}
 		what = "the server's time per token (its histogram; the probes saw too few gaps)"
@@ -271,13 +272,18 @@ func spikyTail(v *Verdict, g metrics.Dist) (Objective, float64, bool) {
 	return Objective{}, 0, false
 }
 
-// tailQuantile is the share of gaps at or below an ITL tail objective's
-// percentile.
-func tailQuantile(name string) float64 {
-	if name == ObjITLP95 {
-		return 0.95
+// itlQuantile is the share of gaps at or below an ITL objective's
+// percentile; ok is false for any other objective.
+func itlQuantile(name string) (float64, bool) {
+	switch name {
+	case ObjITLP50:
+		return 0.5, true
+	case ObjITLP95:
+		return 0.95, true
+	case ObjITLP99:
+		return 0.99, true
 	}
-	return 0.99
+	return 0, false
 }
 
 // prefillTail: a tail of long gaps made by prompts prefilled whole. Every
@@ -295,7 +301,7 @@ func (in *ruleInput) prefillTail(c *metrics.ClassStats) (Finding, bool) {
 		return Finding{}, false // bursts are a path's doing
 	}
 	o, got, ok := spikyTail(in.verdict(c.Name), g)
-	if !ok || float64(g.Count)*(1-tailQuantile(o.Name)) < 2 {
+	if q, _ := itlQuantile(o.Name); !ok || float64(g.Count)*(1-q) < 2 {
 		return Finding{}, false
 	}
 	var ev []Evidence
@@ -359,4 +365,23 @@ func longGapPromptRatio(ivs []metrics.Interval, target float64) (ratio float64, 
 	}
 	meanCalm := sumCalm / float64(calm)
 	return (sumLong / float64(long)) / math.Max(meanCalm, 1), long, true
+}
+
+// gapsToRead is how many gaps it takes to read a class's ITL objectives:
+// two beyond the highest percentile, so that it rests on more than one gap
+// (4 for a p50, 40 for a p95, 200 for a p99); a class without an ITL
+// objective is read at its p95, as the console shows it.
+func gapsToRead(v *Verdict) int64 {
+	q, found := 0.0, false
+	if v != nil {
+		for _, o := range v.Objectives {
+			if p, ok := itlQuantile(o.Name); ok {
+				q, found = max(q, p), true
+			}
+		}
+	}
+	if !found {
+		q = 0.95
+	}
+	return int64(math.Ceil(2/(1-q) - 1e-9))
 }

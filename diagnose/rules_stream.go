@@ -166,7 +166,9 @@ func failedPercentile(v *Verdict, metric string) (float64, bool) {
 
 // streamStutter: visible pauses in streams, whatever causes them.
 func streamStutter(in *ruleInput, c *metrics.ClassStats) (Finding, bool) {
-	if c.Gaps < minGapsForRule || c.StallFraction < stutterShare {
+	// The evidence is the stalls themselves: two of them, and a share of
+	// the gaps worth a user's notice.
+	if c.StallGaps < 2 || c.StallFraction < stutterShare {
 		return Finding{}, false
 	}
 	f := Finding{
@@ -178,7 +180,7 @@ func streamStutter(in *ruleInput, c *metrics.ClassStats) (Finding, bool) {
 			{Signal: c.Name + ".stall_fraction", Value: c.StallFraction, Threshold: stutterShare, Unit: "ratio"},
 			{Signal: c.Name + ".stall_gaps", Value: float64(c.StallGaps), Threshold: stutterShare * float64(c.Gaps)}, // of the gaps, the count that is a stutter
 		},
-		Advice:   "See the cause findings above; stutter comes from prefill interruptions, preemptions, buffering proxies or an overloaded client.",
+		Advice: "See the cause findings above; stutter comes from prefill interruptions, preemptions, buffering proxies or an overloaded client.",
 	}
 	if in.failing[c.Name] {
 		f.Severity = SeverityWarning

@@ -7,8 +7,6 @@ package diagnose
 // class's objective: rules_step.go); these few are properties of SSE
 // delivery, not of any server's speed.
 const (
-	minGapsForRule = 50 // fewer gaps than this say nothing about a tail
-
 	prefillSpikeRatio     = 4.0 // gap p99 / p50 at or above: spikes, not an even slowdown (wording only)
 	smoothEventsPerRead   = 1.5 // at or below: the path delivers events one by one
 	bufferedEventsPerRead = 2.5 // at or above: something holds bytes and releases them in bursts
