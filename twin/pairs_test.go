@@ -200,16 +200,39 @@ func TestTwinPredictsTheSimulator(t *testing.T) {
 	if testing.Short() {
 		n = 6
 	}
+	if v, err := strconv.Atoi(os.Getenv("TWIN_PAIRS")); err == nil && v > 0 {
+		n = v // a larger matrix, for a machine with the cores (the pairs run in parallel)
+	}
 	rng := rand.New(rand.NewPCG(2026, 21))
+	type outcome struct {
+		r           *Result
+		pred, truth []float64
+	}
+	pairs := make([]pair, n)
+	outs := make([]outcome, n)
+	for i := range n {
+		pairs[i] = drawPair(rng)
+	}
+	t.Run("pairs", func(t *testing.T) {
+		for i := range n {
+			if only := os.Getenv("TWIN_PAIR"); only != "" && only != strconv.Itoa(i) {
+				continue
+			}
+			t.Run(strconv.Itoa(i), func(t *testing.T) {
+				t.Parallel()
+				r, pred, truth := runPair(t, pairs[i], uint64(100+i))
+				outs[i] = outcome{r, pred, truth}
+			})
+		}
+	})
 	errs := make([][]float64, len(pairFigures)) // reliable predictions
 	allErrs := make([][]float64, len(pairFigures))
 	reliable, declined, unknowns := 0, 0, 0
 	for i := range n {
-		p := drawPair(rng)
-		if only := os.Getenv("TWIN_PAIR"); only != "" && only != strconv.Itoa(i) {
+		p, r, pred, truth := pairs[i], outs[i].r, outs[i].pred, outs[i].truth
+		if r == nil {
 			continue
 		}
-		r, pred, truth := runPair(t, p, uint64(100+i))
 		// A prediction is reliable as the report says it: the twin's
 		// self-check and the candidate's own (no extrapolation).
 		cand, candReliable, unknown := "", false, false
