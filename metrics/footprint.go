@@ -238,12 +238,12 @@ func (f *footTracker) scrape(prev, cur *prom.Sample, probeInFlight float64) {
 		return // a scrape back in time closes nothing
 	}
 	iv := footInterval{start: f.last, end: cur.At}
-	iv.serverPrompt, iv.promptOK = counterDelta(prev, cur, prom.SignalPromptTokensTotal)
-	iv.serverGen, iv.genOK = counterDelta(prev, cur, prom.SignalGenerationTokens)
-	if run, ok := cur.Signal(prom.SignalRunning); ok && finiteNonNeg(run) && probeInFlight >= 0 {
+	iv.serverPrompt, iv.promptOK = counterDelta(prev, cur, prom.CounterPromptTokens)
+	iv.serverGen, iv.genOK = counterDelta(prev, cur, prom.CounterGenerationTokens)
+	if run, ok := cur.Running(); ok && finiteNonNeg(run) && probeInFlight >= 0 {
 		iv.runningOK = true
 		iv.serverSeqs, iv.probeInFlight = run, probeInFlight
-		if w, ok := cur.Signal(prom.SignalQueueDepth); ok && finiteNonNeg(w) {
+		if w, ok := cur.QueueDepth(); ok && finiteNonNeg(w) {
 			iv.serverSeqs += w
 			f.hasWaiting = true
 		}
@@ -268,16 +268,14 @@ func (f *footTracker) scrape(prev, cur *prom.Sample, probeInFlight float64) {
 }
 
 // counterDelta is a counter's increase from prev to cur; ok is false when
-// either scrape lacks it, a value is not finite, or it went backwards (a
-// restart: how much of the interval's work the server counted before it
-// is unknown).
-func counterDelta(prev, cur *prom.Sample, name string) (float64, bool) {
-	a, ok1 := prev.Signal(name)
-	b, ok2 := cur.Signal(name)
-	if !ok1 || !ok2 || !finiteNonNeg(a) || !finiteNonNeg(b) || b < a {
+// either scrape lacks it or it went back (a restart: how much of the
+// interval's work the server counted before it is unknown).
+func counterDelta(prev, cur *prom.Sample, c prom.Counter) (float64, bool) {
+	inc, ok := prom.CounterIncrease(prev, cur, c)
+	if !ok || inc.Reset {
 		return 0, false
 	}
-	return b - a, true
+	return inc.By, true
 }
 
 func finiteNonNeg(v float64) bool { return v >= 0 && !math.IsInf(v, 1) }

@@ -80,16 +80,15 @@ func (a *Aggregator) closeInterval(prev, cur *prom.Sample) {
 	if iv.FirstTokens > 0 {
 		iv.TTFTP50Ms = a.cur.ttft.quantile(0.5)
 	}
-	rate := func(name string) *float64 {
-		p, ok1 := prev.Signal(name)
-		c, ok2 := cur.Signal(name)
-		if !ok1 || !ok2 {
+	rate := func(c prom.Counter) *float64 {
+		inc, ok := prom.CounterIncrease(prev, cur, c)
+		if !ok {
 			return nil
 		}
-		return ptrf(counterIncrease(p, c) / dt)
+		return ptrf(inc.By / dt)
 	}
-	gauge := func(name string) *float64 {
-		if v, ok := cur.Signal(name); ok {
+	gauge := func(read func(*prom.Sample) (float64, bool)) *float64 {
+		if v, ok := read(cur); ok {
 			return ptrf(v)
 		}
 		return nil
@@ -106,19 +105,18 @@ func (a *Aggregator) closeInterval(prev, cur *prom.Sample) {
 		}
 		return ptrf(1000 * d.Sum / d.Count)
 	}
-	iv.PromptTokensPerS = rate(prom.SignalPromptTokensTotal)
-	iv.GenerationTokensPerS = rate(prom.SignalGenerationTokens)
-	iv.PreemptionsPerS = rate(prom.SignalPreemptionsTotal)
-	iv.Running, iv.Waiting, iv.KVUsage = gauge(prom.SignalRunning), gauge(prom.SignalQueueDepth), gauge(prom.SignalKVUsage)
+	iv.PromptTokensPerS = rate(prom.CounterPromptTokens)
+	iv.GenerationTokensPerS = rate(prom.CounterGenerationTokens)
+	iv.PreemptionsPerS = rate(prom.CounterPreemptions)
+	iv.Running, iv.Waiting, iv.KVUsage = gauge((*prom.Sample).Running), gauge((*prom.Sample).QueueDepth), gauge((*prom.Sample).KVUsage)
 	iv.ServerITLMs, iv.ServerTTFTMs, iv.ServerQueueMs = meanMs(prom.HistITL), meanMs(prom.HistTTFT), meanMs(prom.HistQueue)
 	iv.ServerPrefillMs, iv.ServerDecodeMs = meanMs(prom.HistPrefill), meanMs(prom.HistDecode)
-	iv.DecodesPerS = rate(prom.SignalDecodeCallsTotal)
-	if n0, ok1 := prev.Signal(prom.SignalDecodeCallsTotal); ok1 {
-		n1, _ := cur.Signal(prom.SignalDecodeCallsTotal)
-		a0, ok2 := prev.Signal(prom.SignalBusySlotsPerDecode)
-		a1, ok3 := cur.Signal(prom.SignalBusySlotsPerDecode)
-		if ok2 && ok3 && n1 > n0 {
-			iv.BusySlotsPerDecode = ptrf(max(a1*n1-a0*n0, 0) / (n1 - n0))
+	iv.DecodesPerS = rate(prom.CounterDecodeCalls)
+	if n, ok1 := prom.CounterIncrease(prev, cur, prom.CounterDecodeCalls); ok1 && !n.Reset {
+		a0, ok2 := prev.BusySlotsPerDecode()
+		a1, ok3 := cur.BusySlotsPerDecode()
+		if ok2 && ok3 && n.By > 0 {
+			iv.BusySlotsPerDecode = ptrf(max(a1*n.After-a0*n.Before, 0) / n.By)
 		}
 	}
 	if a.sawStarted {

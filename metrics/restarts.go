@@ -66,8 +66,8 @@ type restartTracker struct {
 }
 
 // restartCounters are the canonical counters a restart sets back to zero.
-var restartCounters = [...]string{
-	prom.SignalGenerationTokens, prom.SignalPromptTokensTotal, prom.SignalRequestSuccessTotal, prom.SignalPreemptionsTotal,
+var restartCounters = [...]prom.Counter{
+	prom.CounterGenerationTokens, prom.CounterPromptTokens, prom.CounterRequestSuccess, prom.CounterPreemptions,
 }
 
 // failedScrape notes a scrape that failed after a good one.
@@ -100,8 +100,8 @@ func (r *restartTracker) goodScrape(prev, cur *prom.Sample) {
 	}
 	rs := Restart{At: cur.At, LastSeen: prev.At, FirstSeen: cur.At, DownFrom: failFrom, FailedScrapes: failed, Refused: refused}
 	comparable := false // some signal could tell a new process from the old one
-	a, ok1 := prev.Signal(prom.SignalProcessStartTime)
-	b, ok2 := cur.Signal(prom.SignalProcessStartTime)
+	a, ok1 := prev.ProcessStart()
+	b, ok2 := cur.ProcessStart()
 	if ok1 && ok2 {
 		comparable = true
 		// A process starts once: any later start is a new process. The
@@ -142,15 +142,14 @@ func (r *restartTracker) goodScrape(prev, cur *prom.Sample) {
 // that went backwards between prev and cur, with both values ("" when none
 // did); known is false when no counter is in both.
 func countersReset(prev, cur *prom.Sample) (name string, before, after float64, known bool) {
-	for _, n := range restartCounters {
-		a, ok1 := prev.Signal(n)
-		b, ok2 := cur.Signal(n)
-		if !ok1 || !ok2 {
+	for _, c := range restartCounters {
+		inc, ok := prom.CounterIncrease(prev, cur, c)
+		if !ok {
 			continue
 		}
 		known = true
-		if b < a && name == "" {
-			name, before, after = n, a, b
+		if inc.Reset && name == "" {
+			name, before, after = string(c), inc.Before, inc.After
 		}
 	}
 	for _, n := range serverHistNames {

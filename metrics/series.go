@@ -94,27 +94,26 @@ type seriesState struct {
 // between its last two successful scrapes; NaN when unknown.
 type tokenRates struct{ prompt, gen float64 }
 
-func counterRate(prev, cur *prom.Sample, name string) float64 {
+func counterRate(prev, cur *prom.Sample, c prom.Counter) float64 {
 	if prev == nil || cur == nil {
 		return math.NaN()
 	}
-	a, okA := prev.Signal(name)
-	b, okB := cur.Signal(name)
+	inc, ok := prom.CounterIncrease(prev, cur, c)
 	dt := cur.At.Sub(prev.At).Seconds()
-	if !okA || !okB || dt <= 0 {
+	if !ok || dt <= 0 {
 		return math.NaN()
 	}
-	// A counter going down is a server restart: what the new process
-	// counted since it started (counterIncrease), never a negative rate.
-	return counterIncrease(a, b) / dt
+	// Across a restart, what the new process counted since it started:
+	// never a negative rate.
+	return inc.By / dt
 }
 
 // noteScrapeRates keeps the token rates between the previous and the new
 // scrape, for the series.
 func (a *Aggregator) noteScrapeRates(prev, cur *prom.Sample) {
 	a.rates = tokenRates{
-		prompt: counterRate(prev, cur, prom.SignalPromptTokensTotal),
-		gen:    counterRate(prev, cur, prom.SignalGenerationTokens),
+		prompt: counterRate(prev, cur, prom.CounterPromptTokens),
+		gen:    counterRate(prev, cur, prom.CounterGenerationTokens),
 	}
 }
 
@@ -123,9 +122,9 @@ func (a *Aggregator) noteScrapeRates(prev, cur *prom.Sample) {
 func (a *Aggregator) point(live *View, now time.Time) *seriesPoint {
 	p := &seriesPoint{}
 	fresh := a.lastScrape != nil && a.scrapeOK && now.Sub(a.lastScrape.At) <= a.opts.StaleAfter
-	for i, name := range []string{prom.SignalQueueDepth, prom.SignalRunning, prom.SignalKVUsage} {
+	for i, read := range []func(*prom.Sample) (float64, bool){(*prom.Sample).QueueDepth, (*prom.Sample).Running, (*prom.Sample).KVUsage} {
 		p.server[i] = math.NaN()
-		if v, ok := a.lastScrape.Signal(name); ok && fresh {
+		if v, ok := read(a.lastScrape); ok && fresh {
 			p.server[i] = v
 		}
 	}

@@ -45,30 +45,21 @@ func newServerAccum(m mapping.IndexMapping) *serverAccum {
 	return &serverAccum{queue: newSketch(m), running: newSketch(m), kv: newSketch(m), hists: map[string]prom.Histogram{}}
 }
 
-// counterIncrease is cur-prev, or cur when the counter went backwards (the
-// server restarted and counts from zero again).
-func counterIncrease(prev, cur float64) float64 {
-	if cur < prev {
-		return cur
-	}
-	return cur - prev
-}
-
 // addScrape records cur; prev is the previous successful scrape (nil for the
 // first), from which counters and histograms are differenced.
 func (s *serverAccum) addScrape(prev, cur *prom.Sample) {
 	s.scrapes++
-	if v, ok := cur.Signal(prom.SignalQueueDepth); ok {
+	if v, ok := cur.QueueDepth(); ok {
 		s.queue.add(v)
 		s.queueTrend.add(cur.At, v)
 		s.lastQueue = v
 	}
-	if v, ok := cur.Signal(prom.SignalRunning); ok {
+	if v, ok := cur.Running(); ok {
 		s.running.add(v)
 		s.runningTrend.add(cur.At, v)
 		s.lastRun = v
 	}
-	if v, ok := cur.Signal(prom.SignalKVUsage); ok {
+	if v, ok := cur.KVUsage(); ok {
 		s.kv.add(v)
 		s.kvTrend.add(cur.At, v)
 		s.lastKV = v
@@ -81,32 +72,28 @@ func (s *serverAccum) addScrape(prev, cur *prom.Sample) {
 		return
 	}
 	s.counterSeconds += dt
-	inc := func(name string, sum *float64, has *bool) {
-		a, ok1 := prev.Signal(name)
-		b, ok2 := cur.Signal(name)
+	inc := func(c prom.Counter, sum *float64, has *bool) {
+		if d, ok := prom.CounterIncrease(prev, cur, c); ok {
+			*sum += d.By
+			*has = true
+		}
+	}
+	inc(prom.CounterPreemptions, &s.preempt, &s.hasPreempt)
+	inc(prom.CounterPromptTokens, &s.prompt, &s.hasPrompt)
+	inc(prom.CounterGenerationTokens, &s.gen, &s.hasGen)
+	pair := func(num, den prom.Counter, n, d *float64, has *bool) {
+		dn, ok1 := prom.CounterIncrease(prev, cur, num)
+		dd, ok2 := prom.CounterIncrease(prev, cur, den)
 		if ok1 && ok2 {
-			*sum += counterIncrease(a, b)
+			*n += dn.By
+			*d += dd.By
 			*has = true
 		}
 	}
-	inc(prom.SignalPreemptionsTotal, &s.preempt, &s.hasPreempt)
-	inc(prom.SignalPromptTokensTotal, &s.prompt, &s.hasPrompt)
-	inc(prom.SignalGenerationTokens, &s.gen, &s.hasGen)
-	pair := func(num, den string, n, d *float64, has *bool) {
-		a1, ok1 := prev.Signal(num)
-		b1, ok2 := cur.Signal(num)
-		a2, ok3 := prev.Signal(den)
-		b2, ok4 := cur.Signal(den)
-		if ok1 && ok2 && ok3 && ok4 {
-			*n += counterIncrease(a1, b1)
-			*d += counterIncrease(a2, b2)
-			*has = true
-		}
-	}
-	pair(prom.SignalPrefixCacheHits, prom.SignalPrefixCacheQueries, &s.prefixHits, &s.prefixQueries, &s.hasPrefix)
-	pair(prom.SignalSpecAcceptedTokens, prom.SignalSpecDraftTokens, &s.specAccepted, &s.specDrafted, &s.hasSpec)
-	inc(prom.SignalKVTransferFailures, &s.kvFail, &s.hasKVFail)
-	inc(prom.SignalRequestSuccessTotal, &s.finished, &s.hasFinished)
+	pair(prom.CounterPrefixCacheHits, prom.CounterPrefixCacheQueries, &s.prefixHits, &s.prefixQueries, &s.hasPrefix)
+	pair(prom.CounterSpecAcceptedTokens, prom.CounterSpecDraftTokens, &s.specAccepted, &s.specDrafted, &s.hasSpec)
+	inc(prom.CounterKVTransferFailures, &s.kvFail, &s.hasKVFail)
+	inc(prom.CounterRequestSuccess, &s.finished, &s.hasFinished)
 	for _, name := range serverHistNames {
 		c, ok := cur.Histograms[name]
 		if !ok {
@@ -188,9 +175,9 @@ func (s *serverAccum) stats(profile, variant string, scrapeOK bool, last *prom.S
 		Variant:    variant,
 		ScrapeOK:   scrapeOK,
 		Scrapes:    s.scrapes,
-		QueueDepth: gaugeStats(s.queue, &s.queueTrend, last, prom.SignalQueueDepth),
-		Running:    gaugeStats(s.running, &s.runningTrend, last, prom.SignalRunning),
-		KVUsage:    gaugeStats(s.kv, &s.kvTrend, last, prom.SignalKVUsage),
+		QueueDepth: gaugeStats(s.queue, &s.queueTrend, last, (*prom.Sample).QueueDepth),
+		Running:    gaugeStats(s.running, &s.runningTrend, last, (*prom.Sample).Running),
+		KVUsage:    gaugeStats(s.kv, &s.kvTrend, last, (*prom.Sample).KVUsage),
 	}
 	rate := func(v float64, has bool) *float64 {
 		if !has || s.counterSeconds <= 0 {
@@ -229,7 +216,7 @@ func (s *serverAccum) stats(profile, variant string, scrapeOK bool, last *prom.S
 	return st
 }
 
-func gaugeStats(k *sketch, tr *trend, last *prom.Sample, name string) GaugeStats {
+func gaugeStats(k *sketch, tr *trend, last *prom.Sample, read func(*prom.Sample) (float64, bool)) GaugeStats {
 	n := k.count()
 	if n == 0 {
 		return GaugeStats{}
@@ -238,7 +225,7 @@ func gaugeStats(k *sketch, tr *trend, last *prom.Sample, name string) GaugeStats
 	g := GaugeStats{Count: n, P50: k.quantile(0.5), P95: k.quantile(0.95), Max: mx, TrendPerS: tr.slope()}
 	g.P95 = math.Min(g.P95, g.Max)
 	g.P50 = math.Min(g.P50, g.P95)
-	if v, ok := last.Signal(name); ok {
+	if v, ok := read(last); ok {
 		g.Last = v
 	}
 	return g
