@@ -212,14 +212,14 @@ func (s *session) startPrelude(ctx context.Context) *prelude {
 	t0 := time.Now()
 	window := s.preludeWindow()
 	why := ""
-	switch _, hasPrompt := s0.Signal(prom.SignalPromptTokensTotal); {
+	switch _, hasPrompt := s0.Counter(prom.CounterPromptTokens); {
 	case err != nil:
 		p.hints, p.hintWarnings = capacity.Capacity{}, nil
 		why = "the server's /metrics could not be read"
 	case !hasPrompt:
 		why = "the server's /metrics has no prompt token counter tokentop knows"
 	default:
-		if _, ok := s0.Signal(prom.SignalRunning); !ok {
+		if _, ok := s0.Running(); !ok {
 			why = "the server's /metrics does not say how many requests it is running"
 		}
 	}
@@ -265,25 +265,22 @@ func trafficOf(samples []preludeSample) capacity.Traffic {
 	if t.Window <= 0 {
 		return capacity.Traffic{Why: "the server's /metrics answered only once before probing"}
 	}
-	rate := func(name string) (float64, bool, bool) {
-		v0, ok0 := a.s.Signal(name)
-		v1, ok1 := b.s.Signal(name)
-		if !ok0 || !ok1 {
-			return 0, false, false
+	rate := func(c prom.Counter) (perS float64, ok, reset bool) {
+		inc, ok := prom.CounterIncrease(a.s, b.s, c)
+		if !ok || inc.Reset {
+			// After a restart the server's own traffic before it is unknown.
+			return 0, false, inc.Reset
 		}
-		if v1 < v0 {
-			return 0, false, true // reset: a restart between the scrapes
-		}
-		return (v1 - v0) / t.Window.Seconds(), true, false
+		return inc.By / t.Window.Seconds(), true, false
 	}
 	var reset, r bool
-	t.PromptPerS, t.HasPrompt, reset = rate(prom.SignalPromptTokensTotal)
-	t.GenPerS, t.HasGen, r = rate(prom.SignalGenerationTokens)
+	t.PromptPerS, t.HasPrompt, reset = rate(prom.CounterPromptTokens)
+	t.GenPerS, t.HasGen, r = rate(prom.CounterGenerationTokens)
 	reset = reset || r
 	var sum float64
 	var n int
 	for _, x := range samples {
-		if v, ok := x.s.Signal(prom.SignalRunning); ok {
+		if v, ok := x.s.Running(); ok {
 			sum += v
 			n++
 		}
