@@ -62,12 +62,19 @@ type ClientOptions struct {
 	// min_tokens, continuous_usage_stats) for servers that reject unknown
 	// fields, such as api.openai.com. Output length is then up to the model.
 	Strict bool
+	// Scrubber knows the run's other credentials (its URLs' users and
+	// passwords, and those as basic auth, which net/http sends for a URL
+	// with userinfo): server text the client keeps is cleaned of them as
+	// of the key. nil: URL userinfo only.
+	Scrubber *sanitize.Scrubber
 }
 
 // Client sends streaming requests over one pooled keep-alive transport and
 // records them. It is safe for concurrent use.
 type Client struct {
 	o ClientOptions
+	// secrets are the key and the Scrubber's credentials, for errors.
+	secrets []string
 	// hc sends probe requests and follows no redirect: a 3xx is an answer
 	// of its own kind (observe.ErrRedirect). fresh is the same without
 	// keep-alive, for a resend after a stale connection. small carries
@@ -138,7 +145,7 @@ func NewClient(o ClientOptions) *Client {
 	// connection, so the second attempt cannot meet the same race.
 	fresh := tr.Clone()
 	fresh.DisableKeepAlives = true
-	c := &Client{o: o,
+	c := &Client{o: o, secrets: append([]string{o.APIKey}, o.Scrubber.Secrets()...),
 		hc:    &http.Client{Transport: tr, CheckRedirect: safehttp.NoRedirects},
 		fresh: &http.Client{Transport: fresh, CheckRedirect: safehttp.NoRedirects},
 		small: &http.Client{Transport: tr, CheckRedirect: safehttp.SameOriginRedirects(safehttp.MaxRedirects)},
@@ -181,29 +188,32 @@ func newTraceParent() (traceID, spanID, header string) {
 }
 
 // clean makes text that came from the server, or quotes a URL, safe to keep
-// and show: the API key (whole, or a piece of 8 bytes or more) and any
-// URL's userinfo redacted, then control and bidirectional characters
-// escaped.
-func (c *Client) clean(s string) string {
-	return sanitize.Text(sanitize.Userinfo(sanitize.Secret(s, c.o.APIKey)))
+// and show: the credentials hidden (hide), then control and bidirectional
+// characters escaped.
+func (c *Client) clean(s string) string { return sanitize.Text(c.hide(s)) }
+
+// hide redacts the API key and the run's other credentials (whole, or a
+// piece of 8 bytes or more) and any URL's userinfo.
+func (c *Client) hide(s string) string {
+	return c.o.Scrubber.String(sanitize.Secret(s, c.o.APIKey))
 }
 
-// redact hides the API key and URL userinfo in an error from net/http
+// redact hides the credentials and URL userinfo in an error from net/http
 // (its *url.Error quotes the request's URL with its user), keeping the
 // chain for errors.Is and errors.As.
-func (c *Client) redact(err error) error { return sanitize.Error(err, c.o.APIKey) }
+func (c *Client) redact(err error) error { return sanitize.Error(err, c.secrets...) }
 
-// cleanExcerpt is clean for a body cut to maxErrorExcerpt bytes: the key
-// is redacted before the cut (so the cut cannot leave it unrecognised) and
-// the piece at the cut after it.
+// cleanExcerpt is clean for a body cut to maxErrorExcerpt bytes: the
+// credentials are redacted before the cut (so the cut cannot leave them
+// unrecognised) and the piece at the cut after it.
 func (c *Client) cleanExcerpt(b []byte) string {
-	s := sanitize.Secret(string(b), c.o.APIKey)
+	s := c.hide(string(b))
 	if len(s) > maxErrorExcerpt {
 		cut := maxErrorExcerpt
 		for cut > 0 && !utf8.RuneStart(s[cut]) {
 			cut--
 		}
-		s = sanitize.Secret(s[:cut], c.o.APIKey)
+		s = c.hide(s[:cut])
 	}
 	return sanitize.Text(strings.ToValidUTF8(s, "\uFFFD"))
 }

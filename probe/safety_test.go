@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/tokentop/tokentop/observe"
+	"github.com/tokentop/tokentop/sanitize"
 
 	"github.com/tokentop/tokentop/config"
 )
@@ -345,5 +347,28 @@ func TestAPIKeyIsRedactedFromServerText(t *testing.T) {
 	}
 	if _, err := DiscoverModel(context.Background(), c, srv.URL); err == nil || strings.Contains(err.Error(), key) {
 		t.Errorf("model discovery error %v carries the key", err)
+	}
+}
+
+// TestErrorBodyHoldsNoBasicAuth: a target URL with userinfo and no key
+// (net/http sends it as basic auth) at a gateway whose error page echoes
+// the request's headers: the trace keeps the page without the credential
+// when the client knows the run's credentials (ClientOptions.Scrubber).
+func TestErrorBodyHoldsNoBasicAuth(t *testing.T) {
+	const user, pass = "probe-user-77", "probe-pass-88"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		http.Error(w, "upstream failed for "+r.Header.Get("Authorization"), http.StatusBadGateway)
+	}))
+	defer srv.Close()
+	target := strings.Replace(srv.URL, "http://", "http://"+user+":"+pass+"@", 1)
+	c := NewClient(ClientOptions{Scrubber: sanitize.NewScrubber([]string{target}, "")})
+	tr := c.Stream(context.Background(), Request{Target: Target{BaseURL: target}, API: "chat", Prompt: "hi", MaxTokens: 4})
+	if tr.Err == nil || !strings.Contains(tr.Err.Body, "upstream failed for Basic ") {
+		t.Fatalf("err %+v: want the gateway's page", tr.Err)
+	}
+	basic := base64.StdEncoding.EncodeToString([]byte(user + ":" + pass))
+	if strings.Contains(tr.Err.Body, basic[:12]) || strings.Contains(tr.Err.Msg, basic[:12]) {
+		t.Errorf("the trace holds the basic auth: %+v", tr.Err)
 	}
 }

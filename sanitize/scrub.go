@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"io"
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -53,22 +54,35 @@ func NewScrubber(urls []string, apiKey string) *Scrubber {
 	}
 	add(apiKey, MinScrubbedSecret)
 	for _, raw := range urls {
-		u, err := url.Parse(raw)
-		if err != nil || u.User == nil {
-			continue
-		}
-		user := u.User.Username()
-		p, ok := u.User.Password()
-		if ok {
-			add(p, MinScrubbedSecret)
-		}
+		user, password, basic := Credentials(raw)
+		add(password, MinScrubbedSecret)
 		add(user, MinScrubbedUser)
-		// net/http sends a URL's userinfo as basic auth when no key is
-		// set: an error page that echoes the request's headers holds it
-		// in that form.
-		add(base64.StdEncoding.EncodeToString([]byte(user+":"+p)), MinScrubbedSecret)
+		add(basic, MinScrubbedSecret)
 	}
 	return s
+}
+
+// Credentials returns what a URL's userinfo can put in text: its user, its
+// password, and both as the basic auth net/http sends for them when no
+// Authorization is set (an error page that echoes the request's headers
+// holds that form); "" for each the URL lacks.
+func Credentials(raw string) (user, password, basic string) {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return "", "", ""
+	}
+	user = u.User.Username()
+	password, _ = u.User.Password()
+	return user, password, base64.StdEncoding.EncodeToString([]byte(user + ":" + password))
+}
+
+// Secrets returns the credentials the Scrubber hides wherever they
+// appear, for a caller that redacts with Error or Secret.
+func (s *Scrubber) Secrets() []string {
+	if s == nil {
+		return nil
+	}
+	return slices.Clone(s.secrets)
 }
 
 // String returns s with URL userinfo and the session's credentials (whole,

@@ -47,10 +47,10 @@ func withAuth(c *http.Client, key, target string) *http.Client {
 
 const redacted = sanitize.Redacted
 
-// redactError hides key and any URL's userinfo (net/http's *url.Error
+// redactError hides secrets and any URL's userinfo (net/http's *url.Error
 // quotes the user) in err's message and makes what is left safe to print;
 // errors.Is and errors.As still see the wrapped errors (sanitize.Error).
-func redactError(err error, key string) error { return sanitize.Error(err, key) }
+func redactError(err error, secrets ...string) error { return sanitize.Error(err, secrets...) }
 
 // redactSample hides key in what a server's text reaches: warnings quote
 // lines, and model names are label values.

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -463,5 +464,31 @@ func TestRedactedErrorIs(t *testing.T) {
 	}
 	if got := redactError(context.Canceled, testKey); got != context.Canceled {
 		t.Errorf("an error without the key is wrapped: %v", got)
+	}
+}
+
+// TestUserinfoNeverPrinted: a /metrics URL with userinfo, at a server whose
+// error page echoes the request's headers (net/http sends the userinfo as
+// basic auth): the error names the URL without it and holds neither the
+// user, the password nor their basic auth.
+func TestUserinfoNeverPrinted(t *testing.T) {
+	const user, pass = "scrape-user-77", "scrape-pass-88"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "denied: "+r.Header.Get("Authorization"), http.StatusForbidden)
+	}))
+	defer srv.Close()
+	url := strings.Replace(srv.URL, "http://", "http://"+user+":"+pass+"@", 1) + "/metrics"
+	_, err := NewWithOptions(url, Options{}).Scrape(context.Background())
+	if err == nil {
+		t.Fatal("a 403 scraped")
+	}
+	basic := base64.StdEncoding.EncodeToString([]byte(user + ":" + pass))
+	for _, s := range []string{user, pass, basic, basic[:12]} {
+		if strings.Contains(err.Error(), s) {
+			t.Errorf("the error holds %q: %v", s, err)
+		}
+	}
+	if !strings.Contains(err.Error(), "redacted@") || !strings.Contains(err.Error(), "denied") {
+		t.Errorf("the error does not name the URL and the answer: %v", err)
 	}
 }

@@ -95,10 +95,13 @@ type Options struct {
 // configured path ends in /metrics and answers 404, the Scraper tries
 // /prometheus/metrics once and, if that answers, scrapes it from then on.
 type Scraper struct {
-	client  *http.Client
-	opts    prom.ParseOptions
-	onExpo  func(*prom.Exposition)
-	key     string // for redaction; the transport sends it
+	client *http.Client
+	opts   prom.ParseOptions
+	onExpo func(*prom.Exposition)
+	key    string // for redaction; the transport sends it
+	// secrets are the key and the URL's credentials (its userinfo, as
+	// net/http sends it), hidden in errors.
+	secrets []string
 	timeout time.Duration
 
 	mu  sync.Mutex
@@ -133,6 +136,7 @@ func NewWithOptions(metricsURL string, o Options) *Scraper {
 	}
 	return &Scraper{
 		url: metricsURL, client: client, opts: o.Parse, onExpo: o.OnExposition, key: o.APIKey, timeout: o.Timeout,
+		secrets:  append([]string{o.APIKey}, sanitize.NewScrubber([]string{metricsURL}, "").Secrets()...),
 		fallback: fallbackURL(metricsURL),
 	}
 }
@@ -172,7 +176,7 @@ func (s *Scraper) Scrape(ctx context.Context) (*prom.Sample, error) {
 	}()
 	sample, err := s.scrape(ctx, &cost)
 	if err != nil {
-		return nil, redactError(err, s.key)
+		return nil, redactError(err, s.secrets...)
 	}
 	redactSample(sample, s.key)
 	return sample, nil

@@ -48,6 +48,7 @@ func (s *session) prepare(ctx context.Context) (int, error) {
 		Insecure:        s.spec.common.insecure,
 		Strict:          s.spec.common.strictOpenAI,
 		APIKey:          s.spec.apiKey,
+		Scrubber:        s.scrub,
 		Version:         version,
 		Timeout:         10 * time.Minute,
 		HeaderTimeout:   60 * time.Second,
