@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -60,6 +61,9 @@ func TestMain(m *testing.M) {
 func benchChild(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if len(args) > 0 && args[0] == bareReaderArg {
+		return bareReader(ctx, args[1:])
+	}
 	dir := os.Getenv(benchProfileEnv)
 	if dir == "" || len(args) == 0 || args[0] != "watch" {
 		return run(ctx, osEnv(), args)
@@ -120,8 +124,15 @@ func writeHeapProfile(dir string) {
 // streams are closed-loop classes of at most 200 each (the per-class rate
 // cap is 200 requests/s; a stream lasts 2 s).
 //
-// Metrics: tokentop-cpu-us/chunk, user + system time of the whole tokentop
-// process over its run (start-up, discovery and the scrapes included)
+// Metrics: steady-cpu-us/chunk, tokentop's user + system time per chunk
+// while every stream runs (sampleSteady: the window in which the
+// simulator generates at 90% or more of its peak rate, so neither start-up
+// nor the report and twin built at the end count), bare-reader-cpu-us/chunk
+// the same for a client that only reads the same streams over net/http and
+// counts their data: lines (bareReader, run right after, against the same
+// simulator), and steady-over-bare their ratio; tokentop-cpu-us/chunk,
+// user + system time of the whole tokentop process over its run
+// (start-up, discovery, the scrapes, the report and the twin included)
 // divided by the content chunks it received (first tokens + chunk gaps in
 // its report); tokentop-maxrss-MB, its peak resident memory;
 // sim-cpu-us/token, the simulator's CPU (/proc/PID/stat) over the same
@@ -266,8 +277,13 @@ func benchWatch(b *testing.B, streams int, d time.Duration) {
 		b.Fatal(err)
 	}
 	start := time.Now()
-	err = watch.Run()
+	if err = watch.Start(); err != nil {
+		b.Fatal(err)
+	}
+	steady := sampleSteady(watch.Process.Pid, url)
+	err = watch.Wait()
 	elapsed := time.Since(start)
+	watchSteady := steady()
 	simCPU1, perr := processCPU(sim.cmd.Process.Pid)
 	tokens1, terr := simTokens(url)
 	if perr != nil || terr != nil {
@@ -315,6 +331,25 @@ func benchWatch(b *testing.B, streams int, d time.Duration) {
 	if chunks == 0 {
 		b.Fatal("no chunks in the report")
 	}
+	// The same streams read by a bare net/http client, in the same run:
+	// the floor tokentop's steady cost per chunk is compared with.
+	bare := benchCommand(bareReaderArg, url, strconv.Itoa(streams), d.String())
+	if err := bare.Start(); err != nil {
+		b.Fatal(err)
+	}
+	bareSteady := sampleSteady(bare.Process.Pid, url)
+	if err := bare.Wait(); err != nil {
+		b.Fatalf("bare reader: %v", err)
+	}
+	floor := bareSteady()
+	if watchSteady.chunks == 0 || floor.chunks == 0 {
+		b.Fatalf("no steady window: tokentop %+v, bare reader %+v", watchSteady, floor)
+	}
+	b.ReportMetric(watchSteady.usPerChunk(), "steady-cpu-us/chunk")
+	b.ReportMetric(floor.usPerChunk(), "bare-reader-cpu-us/chunk")
+	b.ReportMetric(watchSteady.usPerChunk()/floor.usPerChunk(), "steady-over-bare")
+	b.ReportMetric(float64(watchSteady.before.Milliseconds()), "cpu-before-steady-ms")
+	b.ReportMetric(float64(watchSteady.after.Milliseconds()), "cpu-after-steady-ms")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(chunks), "tokentop-cpu-us/chunk")
 	b.ReportMetric(float64(ru.Utime.Nano()/1e3)/float64(chunks), "tokentop-user-us/chunk")
 	b.ReportMetric(float64(ru.Stime.Nano()/1e3)/float64(chunks), "tokentop-sys-us/chunk")
@@ -326,4 +361,132 @@ func benchWatch(b *testing.B, streams int, d time.Duration) {
 	b.ReportMetric(float64(requests), "requests")
 	b.ReportMetric(float64(errs), "errors")
 	b.ReportMetric(0, "ns/op")
+}
+
+// bareReaderArg makes the benchmark's child a bare reader (bareReader).
+const bareReaderArg = "bench-bare-reader"
+
+// bareReader reads streams as BenchmarkWatch's classes ask for them —
+// streams closed loops of completions of benchWatchTokens tokens — with
+// net/http and nothing else: it counts data: lines and keeps no time.
+// Args: URL STREAMS DURATION.
+func bareReader(ctx context.Context, args []string) int {
+	if len(args) != 3 {
+		fmt.Fprintln(os.Stderr, "bare reader: URL STREAMS DURATION")
+		return 2
+	}
+	n, err1 := strconv.Atoi(args[1])
+	d, err2 := time.ParseDuration(args[2])
+	if err1 != nil || err2 != nil || n < 1 {
+		fmt.Fprintln(os.Stderr, "bare reader:", err1, err2)
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: n, DisableCompression: true}}
+	body := fmt.Sprintf(`{"model":"tokentop-sim-8b","prompt":%q,"max_tokens":%d,"min_tokens":%[2]d,"ignore_eos":true,"stream":true}`,
+		strings.Repeat("hi ", benchWatchPrompt), benchWatchTokens)
+	var lines, failed atomic.Int64
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				req, err := http.NewRequestWithContext(ctx, http.MethodPost, args[0]+"/v1/completions", strings.NewReader(body))
+				if err != nil {
+					failed.Add(1)
+					return
+				}
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := client.Do(req)
+				if err != nil {
+					if ctx.Err() == nil {
+						failed.Add(1)
+					}
+					return
+				}
+				r := bufio.NewReaderSize(resp.Body, 16<<10)
+				for {
+					line, err := r.ReadSlice('\n')
+					if bytes.HasPrefix(line, []byte("data:")) {
+						lines.Add(1)
+					}
+					if err != nil {
+						break
+					}
+				}
+				resp.Body.Close()
+			}
+		})
+	}
+	wg.Wait()
+	if f := failed.Load(); f > 0 || lines.Load() == 0 {
+		fmt.Fprintf(os.Stderr, "bare reader: %d data lines, %d streams failed\n", lines.Load(), f)
+		return 1
+	}
+	return 0
+}
+
+// steadyCost is a process's CPU over the chunks the simulator generated
+// while it streamed at full rate.
+type steadyCost struct {
+	cpu    time.Duration
+	chunks float64
+	// before and after are the CPU the process spent before the steady
+	// window (start-up, discovery, the first requests) and after it (the
+	// last streams, the report, the twin's build).
+	before, after time.Duration
+}
+
+func (c steadyCost) usPerChunk() float64 { return float64(c.cpu.Microseconds()) / c.chunks }
+
+// sampleSteady samples the process pid's CPU and the simulator's token
+// counter every 250 ms until the process ends; the function it returns
+// (call it after the process ended) gives the cost over the steady window:
+// from the first to the last sample interval in which the simulator
+// generated at 90% or more of its peak rate (one token a chunk).
+func sampleSteady(pid int, url string) func() steadyCost {
+	type sample struct {
+		cpu    time.Duration
+		tokens float64
+	}
+	var samples []sample
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for range t.C {
+			cpu, err := processCPU(pid)
+			if err != nil {
+				return // the process has ended
+			}
+			tokens, err := simTokens(url)
+			if err != nil {
+				return
+			}
+			samples = append(samples, sample{cpu, tokens})
+		}
+	}()
+	return func() steadyCost {
+		<-done
+		peak := 0.0
+		for i := 1; i < len(samples); i++ {
+			peak = max(peak, samples[i].tokens-samples[i-1].tokens)
+		}
+		first, last := -1, -1
+		for i := 1; i < len(samples); i++ {
+			if samples[i].tokens-samples[i-1].tokens >= 0.9*peak {
+				if first < 0 {
+					first = i - 1
+				}
+				last = i
+			}
+		}
+		if first < 0 || peak == 0 {
+			return steadyCost{}
+		}
+		end := samples[len(samples)-1].cpu
+		return steadyCost{cpu: samples[last].cpu - samples[first].cpu, chunks: samples[last].tokens - samples[first].tokens,
+			before: samples[first].cpu, after: end - samples[last].cpu}
+	}
 }
