@@ -342,3 +342,29 @@ func TestSessionScrubsWhatEntersTheEventStream(t *testing.T) {
 		t.Error("a scrubbed usage error is no longer a usage error (exit 2)")
 	}
 }
+
+// TestFleetNoCredential: `tokentop fleet` with a user and password in the
+// engine's URL and a token: neither the report (JSON and Markdown) nor
+// stderr holds them, whether the engine answers or refuses connections.
+func TestFleetNoCredential(t *testing.T) {
+	t.Parallel()
+	withUser := func(u string) string {
+		return strings.Replace(u, "http://", "http://"+leakUser+":"+leakPass+"@", 1)
+	}
+	for _, c := range []struct {
+		name, url, format string
+	}{
+		{"an engine that answers, JSON", withUser(fakePrometheus(t)), "json"},
+		{"an engine that answers, Markdown", withUser(fakePrometheus(t)), "markdown"},
+		{"an engine that refuses", refusedURL(t, ""), "json"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), keyEnv(&stdout, &stderr), []string{"fleet", "--prometheus", c.url, "--api-key-env", "TT_KEY",
+			"--headless", "--format", c.format})
+		checkNoCredential(t, c.name+": the report", stdout.Bytes())
+		checkNoCredential(t, c.name+": stderr", stderr.Bytes())
+		if !bytes.Contains(stdout.Bytes(), []byte("redacted@")) && !bytes.Contains(stderr.Bytes(), []byte("redacted@")) {
+			t.Errorf("%s: exit %d, the engine's URL is named nowhere:\n%s\n%s", c.name, code, stdout.Bytes(), stderr.Bytes())
+		}
+	}
+}

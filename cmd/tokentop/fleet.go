@@ -8,10 +8,13 @@ import (
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
 
 	"github.com/tokentop/tokentop/config"
 	"github.com/tokentop/tokentop/fleet"
 	"github.com/tokentop/tokentop/report"
+	"github.com/tokentop/tokentop/sanitize"
 )
 
 // runFleet reads many replicas through a Prometheus-compatible engine: one
@@ -68,17 +71,23 @@ func runFleet(ctx context.Context, e env, args []string) (int, error) {
 			return report.ExitUsage, usagef("--api-key-env %s: the variable is empty or unset", *apiKeyEnv)
 		}
 	}
+	// The engine's URL may carry a user and password: every text the run
+	// writes names it without them, and the engine's errors (net/http's
+	// quote the URL) are scrubbed of them and of the token.
+	scrub := sanitize.NewScrubber([]string{*promURL}, token)
+	e.Stderr = scrub.Writer(e.Stderr)
+	shown := sanitize.URL(*promURL)
 	q, err := fleet.NewClient(*promURL, fleet.ClientOptions{Insecure: *insecure, BearerToken: token})
 	if err != nil {
-		return report.ExitUsage, usageError{err}
+		return report.ExitUsage, usageError{scrub.Error(err)}
 	}
-	fl, err := fleet.New(q, fleet.Options{Selector: *selector, Model: *model, Window: *window, Step: *step, Classes: cfg.Classes})
+	fl, err := fleet.New(scrubbedQuerier{q, scrub}, fleet.Options{Selector: *selector, Model: *model, Window: *window, Step: *step, Classes: cfg.Classes})
 	if err != nil {
 		return report.ExitUsage, usageError{err}
 	}
-	meta := fleet.Meta{ToolVersion: version, Prometheus: *promURL, Selector: *selector}
+	meta := fleet.Meta{ToolVersion: version, Prometheus: shown, Selector: *selector}
 	if !*headless {
-		m := fleet.NewConsole(fl, fleet.ConsoleOptions{Title: "tokentop fleet · " + *promURL, Refresh: *refresh, NoColor: *noColor, Context: ctx})
+		m := fleet.NewConsole(fl, fleet.ConsoleOptions{Title: "tokentop fleet · " + shown, Refresh: *refresh, NoColor: *noColor, Context: ctx})
 		p := tea.NewProgram(m, tea.WithAltScreen(), tea.WithContext(ctx), tea.WithInput(e.Stdin), tea.WithOutput(e.Stdout))
 		if _, err := p.Run(); err != nil && ctx.Err() == nil {
 			return report.ExitNoData, fmt.Errorf("console: %w", err)
@@ -96,9 +105,27 @@ func runFleet(ctx context.Context, e env, args []string) (int, error) {
 		return report.ExitNoData, err
 	}
 	if len(rep.Instances) == 0 {
-		return report.ExitNoData, fmt.Errorf("%w at %s for selector %q", fleet.ErrNoInstances, *promURL, *selector)
+		return report.ExitNoData, fmt.Errorf("%w at %s for selector %q", fleet.ErrNoInstances, shown, *selector)
 	}
 	return fleet.ExitCode(rep), nil
+}
+
+// scrubbedQuerier hides the run's credentials in the engine's errors,
+// which quote its URL, before the fleet, its console and its report see
+// them.
+type scrubbedQuerier struct {
+	q     fleet.Querier
+	scrub *sanitize.Scrubber
+}
+
+func (s scrubbedQuerier) Query(ctx context.Context, query string, ts time.Time, opts ...v1.Option) (model.Value, v1.Warnings, v1.Infos, error) {
+	v, w, i, err := s.q.Query(ctx, query, ts, opts...)
+	return v, w, i, s.scrub.Error(err)
+}
+
+func (s scrubbedQuerier) QueryRange(ctx context.Context, query string, r v1.Range, opts ...v1.Option) (model.Value, v1.Warnings, v1.Infos, error) {
+	v, w, i, err := s.q.QueryRange(ctx, query, r, opts...)
+	return v, w, i, s.scrub.Error(err)
 }
 
 func writeFleetReport(e env, path, format string, rep fleet.Report) error {
