@@ -5,7 +5,9 @@
 // credential the server echoed, whole or cut. Sources call these once,
 // where a string enters (a model id, a reason phrase, an error body, an SSE
 // field, a metric label), so every consumer downstream can print what it
-// holds. It is a leaf: the standard library's text packages only.
+// holds. A Scrubber, owned by a session, hides that session's credentials
+// in whatever text reaches its outputs. It is a leaf: the standard library
+// only.
 package sanitize
 
 import (
