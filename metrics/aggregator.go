@@ -101,15 +101,6 @@ type Aggregator struct {
 	restarts restartTracker
 }
 
-type slot struct {
-	start   time.Time
-	classes []*classAccum
-	server  *serverAccum
-	gpu     *gpuAccum
-	lag     lagAccum
-	fluid   []fluidAccum // per class, config order
-}
-
 // NewAggregator returns an empty aggregator.
 func NewAggregator(o Options) *Aggregator {
 	if o.Window <= 0 {
@@ -193,59 +184,6 @@ func (a *Aggregator) addKnob(e *observe.KnobChange) {
 	}
 }
 
-func (a *Aggregator) newSlot(start time.Time) *slot {
-	s := &slot{
-		start:  start,
-		server: newServerAccum(a.mapping),
-		gpu:    newGPUAccum(),
-		lag:    lagAccum{lag: newSketch(a.mapping), cpu: newSketch(a.mapping)},
-		fluid:  make([]fluidAccum, len(a.opts.Classes)),
-	}
-	for range a.opts.Classes {
-		s.classes = append(s.classes, newClassAccum(a.mapping))
-	}
-	return s
-}
-
-// slotFor returns the live slot covering t, creating it (and dropping slots
-// that fell out of the window) as time moves on. Events older than the
-// window only count towards the run.
-func (a *Aggregator) slotFor(t time.Time) *slot {
-	idx := t.Sub(a.opts.Started) / a.slotDur
-	start := a.opts.Started.Add(idx * a.slotDur)
-	for _, s := range a.slots {
-		if s.start.Equal(start) {
-			return s
-		}
-	}
-	newest := time.Time{}
-	for _, s := range a.slots {
-		if s.start.After(newest) {
-			newest = s.start
-		}
-	}
-	if !newest.IsZero() && start.Before(newest.Add(-a.opts.Window)) {
-		return nil
-	}
-	s := a.newSlot(start)
-	a.slots = append(a.slots, s)
-	a.expire(start)
-	return s
-}
-
-// expire drops slots that end before the window ending at now.
-func (a *Aggregator) expire(now time.Time) {
-	cutoff := now.Add(-a.opts.Window)
-	kept := a.slots[:0]
-	for _, s := range a.slots {
-		if s.start.Add(a.slotDur).After(cutoff) {
-			kept = append(kept, s)
-		}
-	}
-	clear(a.slots[len(kept):])
-	a.slots = kept
-}
-
 func (a *Aggregator) source(name string) *SourceStatus {
 	s := a.sources[name]
 	if s == nil {
@@ -323,10 +261,7 @@ func (a *Aggregator) addScrape(e *observe.Scrape) {
 	}
 	a.profile, a.variant = s.Profile, s.Variant
 	a.noteScrapeWarnings(at, s.Warnings)
-	a.run.server.addScrape(a.lastScrape, s)
-	if live := a.slotFor(at); live != nil {
-		live.server.addScrape(a.lastScrape, s)
-	}
+	a.toSpans(at, &scraped{prev: a.lastScrape, cur: s})
 	a.closeInterval(a.lastScrape, s)
 	a.foot.scrape(a.lastScrape, s, a.probeInFlight())
 	a.noteScrapeRates(a.lastScrape, s)
@@ -357,25 +292,12 @@ func (a *Aggregator) addGPU(s *observe.GPUSample) {
 		return
 	}
 	src.LastSuccess = s.At
-	a.run.gpu.add(a.mapping, s)
-	if live := a.slotFor(s.At); live != nil {
-		live.gpu.add(a.mapping, s)
-	}
+	a.toSpans(s.At, s)
 }
 
 // addLag accounts one self-lag reading.
 func (a *Aggregator) addLag(l *observe.LagSample) {
-	ms := durMs(l.Lag)
-	for _, s := range []*slot{a.run, a.slotFor(l.At)} {
-		if s == nil {
-			continue
-		}
-		s.lag.lag.add(ms)
-		if l.CPU >= 0 {
-			s.lag.cpu.add(l.CPU)
-		}
-		s.lag.cores = max(s.lag.cores, int64(min(max(l.Cores, 0), maxCores)))
-	}
+	a.toSpans(l.At, l)
 }
 
 func laterOf(a, b time.Time) time.Time {

@@ -119,9 +119,27 @@ func fluidityOf(t *observe.Trace, ttftMs, tbtMs float64) (judged, onTime int64) 
 	return judged, onTime
 }
 
-// fluidAccum sums per-request fluidity over a slot or the run.
+// fluidAccum sums a class's per-request fluidity over a span.
 type fluidAccum struct {
 	requests, tokens, onTime, fluent int64
+}
+
+func newFluidAccums(c *spanConfig) accumulator {
+	return newPerClass[fluidAccum](c.classes, func() fluidAccum { return fluidAccum{} })
+}
+
+// applyClass judges a finished request's tokens against the class's
+// deadlines; a class without an ITL objective has none.
+func (f *fluidAccum) applyClass(ev spanEvent) {
+	e, ok := ev.(*requestEnded)
+	if !ok {
+		return
+	}
+	ttft, tbt, ok := fluidityTargets(&e.cfg.SLO)
+	if !ok {
+		return
+	}
+	f.add(fluidityOf(e.t, ttft, tbt))
 }
 
 func (f *fluidAccum) add(judged, onTime int64) {
@@ -136,12 +154,14 @@ func (f *fluidAccum) add(judged, onTime int64) {
 	}
 }
 
-func (f *fluidAccum) merge(o *fluidAccum) {
+func (f *fluidAccum) mergeClass(o *fluidAccum) {
 	f.requests += o.requests
 	f.tokens += o.tokens
 	f.onTime += o.onTime
 	f.fluent += o.fluent
 }
+
+func (f *fluidAccum) fillClass(cs *ClassStats, c *classContext) { cs.Fluidity = f.stats(&c.cfg.SLO) }
 
 // stats is the class's Fluidity, nil without an ITL objective or without a
 // judged token.
@@ -155,19 +175,5 @@ func (f *fluidAccum) stats(slo *config.SLO) *Fluidity {
 		Requests: f.requests, Tokens: f.tokens, OnTime: f.onTime, Fluent: f.fluent,
 		TokenShare:    float64(f.onTime) / float64(f.tokens),
 		RequestsAbove: float64(f.fluent) / float64(f.requests),
-	}
-}
-
-// addFluidity accounts a finished request's fluidity in the run and in its
-// live slot (nil when it fell out of the window).
-func (a *Aggregator) addFluidity(t *observe.Trace, ci int, live *slot) {
-	ttft, tbt, ok := fluidityTargets(&a.opts.Classes[ci].SLO)
-	if !ok {
-		return
-	}
-	judged, onTime := fluidityOf(t, ttft, tbt)
-	a.run.fluid[ci].add(judged, onTime)
-	if live != nil {
-		live.fluid[ci].add(judged, onTime)
 	}
 }

@@ -1,9 +1,6 @@
 package metrics
 
 import (
-	"fmt"
-	"maps"
-	"slices"
 	"time"
 
 	"github.com/tokentop/tokentop/config"
@@ -28,21 +25,6 @@ type pendingRequest struct {
 // own caps (config.MaxConcurrencyPerClass per class), it only guards
 // against a recording that starts requests and never ends them.
 const maxPending = 1 << 16
-
-type jobState struct {
-	size     int
-	deadline time.Time
-	// ended holds each request's final outcome: true valid, false dropped
-	// (failed with no retry to come). The job ends when all have one.
-	ended  map[int]bool
-	onTime bool
-	class  int
-}
-
-// maxTrackedJobs bounds memory when jobs never complete. At the cap, jobs
-// whose deadline has passed are forgotten first (they can no longer be on
-// time); past that a new job is not tracked, and the probe source says so.
-const maxTrackedJobs = 10000
 
 // addStarted notes a request just sent: until its first token (or its
 // Trace) arrives, each snapshot counts its age as a lower bound of its TTFT.
@@ -76,7 +58,6 @@ func (a *Aggregator) addTrace(t *observe.Trace) {
 	if at.IsZero() {
 		at = t.Sent
 	}
-	a.run.classes[ci].add(a.mapping, t, &rm, stall)
 	if pathName(t.Path) == observe.PathDirect {
 		if rm.hasTTFT && !t.FirstTokenReported {
 			a.cur.ttft.add(rm.ttftMs)
@@ -87,13 +68,8 @@ func (a *Aggregator) addTrace(t *observe.Trace) {
 			}
 		}
 	}
-	live := a.slotFor(at)
-	if live != nil {
-		live.classes[ci].add(a.mapping, t, &rm, stall)
-	}
-	a.addFluidity(t, ci, live)
-	a.offerSlowest(t, &rm, ci, live)
-	a.trackJob(t, ci, live)
+	a.toSpans(at, &requestEnded{class: ci, cfg: cl, t: t, rm: &rm, stallGapMs: stall})
+	a.trackJob(t, ci, at)
 
 	src := a.source("probe")
 	if t.UsageIgnored != "" && !a.usageIgnoredNoted {
@@ -121,15 +97,7 @@ func (a *Aggregator) addThrottled(t *observe.Trace, ci int) {
 	if at.IsZero() {
 		at = t.IntendedStart
 	}
-	for _, s := range []*slot{a.run, a.slotFor(at)} {
-		if s != nil {
-			c := s.classes[ci]
-			c.throttled++
-			// A batch class asked for these tokens too: not sending them
-			// is not the same as the server producing them.
-			c.expected += int64(max(t.MaxTokens, 0))
-		}
-	}
+	a.toSpans(at, &requestThrottled{class: ci, maxTokens: t.MaxTokens})
 }
 
 // addFirstToken accounts the TTFT of a request still streaming, so the
@@ -149,12 +117,7 @@ func (a *Aggregator) addFirstToken(ft *observe.FirstToken) {
 	if path == observe.PathDirect {
 		a.cur.ttft.add(ttft)
 	}
-	for _, s := range []*slot{a.run, a.slotFor(ft.At)} {
-		if s != nil {
-			c := s.classes[ci]
-			c.addFirstToken(c.path(a.mapping, path), ttft, fromIntended)
-		}
-	}
+	a.toSpans(ft.At, &firstTokenSeen{class: ci, path: path, ttftMs: ttft, fromIntendedMs: fromIntended})
 }
 
 // addGaps accounts chunk gaps of a stream still running (see
@@ -172,16 +135,7 @@ func (a *Aggregator) addGaps(r *observe.GapReport) {
 			a.cur.gaps.add(g)
 		}
 	}
-	for _, s := range []*slot{a.run, a.slotFor(r.At)} {
-		if s == nil {
-			continue
-		}
-		c := s.classes[ci]
-		p := c.path(a.mapping, path)
-		for _, g := range r.GapsMs {
-			c.addGap(p, g, stall)
-		}
-	}
+	a.toSpans(r.At, &gapsSeen{class: ci, path: path, gapsMs: r.GapsMs, stallGapMs: stall})
 }
 
 func (a *Aggregator) stallGapMs(ci int) float64 {
@@ -189,64 +143,4 @@ func (a *Aggregator) stallGapMs(ci int) float64 {
 		return ms
 	}
 	return durMs(config.DefaultStallGap)
-}
-
-func (a *Aggregator) trackJob(t *observe.Trace, ci int, live *slot) {
-	if t.JobID == "" || t.JobSize <= 0 {
-		return
-	}
-	j := a.jobs[t.JobID]
-	if j == nil {
-		if len(a.jobs) >= maxTrackedJobs {
-			a.forgetExpiredJobs(t.End)
-		}
-		if len(a.jobs) >= maxTrackedJobs {
-			a.addNotice(t.End, "probe", fmt.Sprintf("more than %d batch jobs open at once: jobs beyond them are not counted in jobs_per_s", maxTrackedJobs))
-			return
-		}
-		j = &jobState{size: t.JobSize, deadline: t.Deadline, ended: map[int]bool{}, onTime: true, class: ci}
-		a.jobs[t.JobID] = j
-	}
-	switch {
-	case t.Valid:
-		j.ended[t.JobIndex] = true
-		if !t.Deadline.IsZero() && t.End.After(t.Deadline) {
-			j.onTime = false
-		}
-	case !t.WillRetry && t.Err != nil && t.Err.Kind != observe.ErrCancelled:
-		// Dropped: the job can no longer complete, but it has ended once
-		// every other request has its outcome.
-		if !j.ended[t.JobIndex] {
-			j.ended[t.JobIndex] = false
-		}
-	default:
-		return
-	}
-	if len(j.ended) < j.size {
-		return
-	}
-	delete(a.jobs, t.JobID)
-	complete := !slices.Contains(slices.Collect(maps.Values(j.ended)), false)
-	if !complete {
-		return // a job with a dropped request is not a finished job
-	}
-	for _, s := range []*slot{a.run, live} {
-		if s == nil {
-			continue
-		}
-		s.classes[ci].jobs++
-		if j.onTime {
-			s.classes[ci].jobsOnTime++
-		}
-	}
-}
-
-// forgetExpiredJobs drops the jobs whose deadline passed before now: they
-// can no longer finish on time, and keeping them would fill the table.
-func (a *Aggregator) forgetExpiredJobs(now time.Time) {
-	for id, j := range a.jobs {
-		if !j.deadline.IsZero() && j.deadline.Before(now) {
-			delete(a.jobs, id)
-		}
-	}
 }

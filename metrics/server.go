@@ -2,12 +2,7 @@ package metrics
 
 import (
 	"math"
-	"sort"
 	"time"
-
-	"github.com/tokentop/tokentop/observe"
-
-	"github.com/DataDog/sketches-go/ddsketch/mapping"
 
 	"github.com/tokentop/tokentop/prom"
 )
@@ -23,8 +18,6 @@ type serverAccum struct {
 	queue, running, kv    *sketch
 	queueTrend            trend
 	runningTrend, kvTrend trend
-	lastQueue, lastRun    float64
-	lastKV                float64
 	counterSeconds        float64 // time covered by counter deltas
 	preempt, prompt, gen  float64 // counter increases over counterSeconds
 	finished              float64
@@ -41,8 +34,15 @@ type serverAccum struct {
 	hasKVFail                 bool
 }
 
-func newServerAccum(m mapping.IndexMapping) *serverAccum {
+func newServerAccum(c *spanConfig) accumulator {
+	m := c.mapping
 	return &serverAccum{queue: newSketch(m), running: newSketch(m), kv: newSketch(m), hists: map[string]prom.Histogram{}}
+}
+
+func (s *serverAccum) apply(ev spanEvent) {
+	if e, ok := ev.(*scraped); ok {
+		s.addScrape(e.prev, e.cur)
+	}
 }
 
 // addScrape records cur; prev is the previous successful scrape (nil for the
@@ -52,17 +52,14 @@ func (s *serverAccum) addScrape(prev, cur *prom.Sample) {
 	if v, ok := cur.QueueDepth(); ok {
 		s.queue.add(v)
 		s.queueTrend.add(cur.At, v)
-		s.lastQueue = v
 	}
 	if v, ok := cur.Running(); ok {
 		s.running.add(v)
 		s.runningTrend.add(cur.At, v)
-		s.lastRun = v
 	}
 	if v, ok := cur.KVUsage(); ok {
 		s.kv.add(v)
 		s.kvTrend.add(cur.At, v)
-		s.lastKV = v
 	}
 	if prev == nil {
 		return
@@ -139,7 +136,8 @@ func cloneHist(h prom.Histogram) prom.Histogram {
 	return h
 }
 
-func (s *serverAccum) merge(o *serverAccum) {
+func (s *serverAccum) merge(acc accumulator) {
+	o := acc.(*serverAccum)
 	s.scrapes += o.scrapes
 	s.queue.merge(o.queue)
 	s.running.merge(o.running)
@@ -167,6 +165,10 @@ func (s *serverAccum) merge(o *serverAccum) {
 	for name, h := range o.hists {
 		s.hists[name] = addHist(s.hists[name], h)
 	}
+}
+
+func (s *serverAccum) fill(v *View, c *viewContext) {
+	v.Server = s.stats(c.profile, c.variant, c.scrapeOK, c.lastScrape)
 }
 
 func (s *serverAccum) stats(profile, variant string, scrapeOK bool, last *prom.Sample) ServerStats {
@@ -336,147 +338,6 @@ func histDist(h prom.Histogram) Dist {
 	}
 	d.Max = math.Max(d.Max, d.P99)
 	return d
-}
-
-// gpuAccum accumulates GPU samples over one slot (or the run).
-type gpuAccum struct {
-	devices map[int]*gpuDeviceAccum
-}
-
-type gpuDeviceAccum struct {
-	name            string
-	util, bw, power *sketch
-	memFracMax      float64
-	hasMem          bool
-	words           map[string]bool
-}
-
-func newGPUAccum() *gpuAccum { return &gpuAccum{devices: map[int]*gpuDeviceAccum{}} }
-
-func (g *gpuAccum) device(m mapping.IndexMapping, idx int) *gpuDeviceAccum {
-	d := g.devices[idx]
-	if d == nil {
-		d = &gpuDeviceAccum{util: newSketch(m), bw: newSketch(m), power: newSketch(m), words: map[string]bool{}}
-		g.devices[idx] = d
-	}
-	return d
-}
-
-func (g *gpuAccum) add(m mapping.IndexMapping, s *observe.GPUSample) {
-	for i := range s.Devices {
-		dev := &s.Devices[i]
-		d := g.device(m, dev.Index)
-		d.name = dev.Name
-		if dev.Util != nil {
-			d.util.add(*dev.Util)
-		}
-		if dev.MemBWUtil != nil {
-			d.bw.add(*dev.MemBWUtil)
-		}
-		if dev.PowerW != nil {
-			d.power.add(*dev.PowerW)
-		}
-		if dev.MemUsedBytes != nil && dev.MemTotalBytes != nil && *dev.MemTotalBytes > 0 {
-			f := float64(*dev.MemUsedBytes) / float64(*dev.MemTotalBytes)
-			d.memFracMax = math.Max(d.memFracMax, f)
-			d.hasMem = true
-		}
-		for _, w := range dev.ClockEventWords {
-			d.words[w] = true
-		}
-	}
-}
-
-func (g *gpuAccum) merge(m mapping.IndexMapping, o *gpuAccum) {
-	for idx, od := range o.devices {
-		d := g.device(m, idx)
-		if od.name != "" {
-			d.name = od.name
-		}
-		d.util.merge(od.util)
-		d.bw.merge(od.bw)
-		d.power.merge(od.power)
-		if od.hasMem {
-			d.memFracMax = math.Max(d.memFracMax, od.memFracMax)
-			d.hasMem = true
-		}
-		for w := range od.words {
-			d.words[w] = true
-		}
-	}
-}
-
-func (g *gpuAccum) stats(last *observe.GPUSample) GPUStats {
-	st := GPUStats{}
-	if last != nil {
-		st.Source, st.Status = last.Source, last.Status
-	}
-	lastByIdx := map[int]observe.GPUDevice{}
-	if last != nil {
-		for _, d := range last.Devices {
-			lastByIdx[d.Index] = d
-		}
-	}
-	idxs := make([]int, 0, len(g.devices))
-	for i := range g.devices {
-		idxs = append(idxs, i)
-	}
-	sort.Ints(idxs)
-	for _, i := range idxs {
-		d := g.devices[i]
-		ds := GPUDeviceStats{Index: i, Name: d.name, Last: lastByIdx[i]}
-		ds.UtilP50 = optQuantile(d.util, 0.5)
-		if d.util.count() > 0 {
-			mx, _ := d.util.s.GetMaxValue()
-			ds.UtilMax = &mx
-		}
-		ds.MemBWUtilP50 = optQuantile(d.bw, 0.5)
-		ds.PowerWP50 = optQuantile(d.power, 0.5)
-		if d.hasMem {
-			f := d.memFracMax
-			ds.MemUsedFracMax = &f
-		}
-		for w := range d.words {
-			ds.ClockEventWords = append(ds.ClockEventWords, w)
-		}
-		sort.Strings(ds.ClockEventWords)
-		st.Devices = append(st.Devices, ds)
-	}
-	return st
-}
-
-func optQuantile(k *sketch, q float64) *float64 {
-	if k.count() == 0 {
-		return nil
-	}
-	v := k.quantile(q)
-	return &v
-}
-
-// lagAccum accumulates the probe's self-lag readings.
-type lagAccum struct {
-	lag, cpu *sketch
-	cores    int64 // the most cores the process could use, of any reading
-}
-
-// maxCores bounds a reading's core count (a recording may say anything).
-const maxCores = 1 << 16
-
-func (l *lagAccum) merge(o *lagAccum) {
-	l.lag.merge(o.lag)
-	l.cpu.merge(o.cpu)
-	l.cores = max(l.cores, o.cores)
-}
-
-func (l *lagAccum) stats(reliableP99Ms float64) ProbeStats {
-	n := l.lag.count()
-	if n == 0 {
-		return ProbeStats{Reliable: true, ReliableP99Ms: reliableP99Ms}
-	}
-	mx, _ := l.lag.s.GetMaxValue()
-	p99 := math.Min(l.lag.quantile(0.99), mx)
-	return ProbeStats{SelfLagP99Ms: p99, SelfLagMaxMs: mx, Samples: n, ReliableP99Ms: reliableP99Ms, Reliable: p99 <= reliableP99Ms,
-		CPUCoresP95: optQuantile(l.cpu, 0.95), Cores: int(l.cores)}
 }
 
 func durMs(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -99,30 +99,25 @@ func cmpDesc(a, b float64) int {
 	return 0
 }
 
-// offerSlowest keeps a finished request's timeline where it is among the
-// slowest of its class and path, in the run and in its live slot; the
-// timeline is built only then.
-func (a *Aggregator) offerSlowest(t *observe.Trace, rm *requestMeasures, ci int, live *slot) {
-	if t.Sent.IsZero() || t.End.IsZero() {
+func newSlowestAccums(c *spanConfig) accumulator {
+	return newPerClass[slowest](c.classes, func() slowest { return slowest{} })
+}
+
+// applyClass keeps a finished request's timeline where it is among the
+// slowest of its class and path; the timeline is built only then.
+func (s *slowest) applyClass(ev spanEvent) {
+	e, ok := ev.(*requestEnded)
+	if !ok || e.t.Sent.IsZero() || e.t.End.IsZero() {
 		return
 	}
-	ms, path := msBetween(t.Sent, t.End), pathName(t.Path)
-	lists := []slowest{a.run.classes[ci].slow}
-	if live != nil {
-		lists = append(lists, live.classes[ci].slow)
-	}
-	var r *RequestTiming
-	for _, l := range lists {
-		if !l.wants(path, ms) {
-			continue
-		}
-		if r == nil {
-			tm := timing(t, rm)
-			r = &tm
-		}
-		l.offer(*r)
+	if s.wants(pathName(e.t.Path), msBetween(e.t.Sent, e.t.End)) {
+		s.offer(e.timing())
 	}
 }
+
+func (s *slowest) mergeClass(o *slowest) { s.merge(*o) }
+
+func (s *slowest) fillClass(cs *ClassStats, c *classContext) { cs.Slowest = s.list(c.pathOrder) }
 
 // timing builds a trace's timeline from its measures.
 func timing(t *observe.Trace, rm *requestMeasures) RequestTiming {

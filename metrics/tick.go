@@ -12,13 +12,7 @@ func (a *Aggregator) Tick(now time.Time) *Snapshot {
 	a.expire(now)
 	liveAcc := a.newSlot(now)
 	for _, s := range a.slots {
-		for i := range liveAcc.classes {
-			liveAcc.classes[i].merge(s.classes[i])
-			liveAcc.fluid[i].merge(&s.fluid[i])
-		}
-		liveAcc.server.merge(s.server)
-		liveAcc.gpu.merge(a.mapping, s.gpu)
-		liveAcc.lag.merge(&s.lag)
+		liveAcc.merge(s)
 	}
 	elapsed := now.Sub(a.opts.Started)
 	liveSpan := min(a.opts.Window, max(elapsed, 0))
@@ -79,18 +73,21 @@ func (a *Aggregator) inFlightAges(now time.Time) []inFlightAges {
 	return out
 }
 
+// view fills the View of span s from its accumulators.
 func (a *Aggregator) view(s *slot, span time.Duration, inFlight []inFlightAges) View {
 	v := View{Span: span}
 	for i, c := range a.opts.Classes {
-		cs := s.classes[i].stats(c.Name, c.Kind, span, a.opts.Paths, &inFlight[i])
-		cs.InFlight = a.inFlight[i]
-		cs.GoodJudged = a.opts.GoodRequest != nil
-		cs.Fluidity = s.fluid[i].stats(&c.SLO)
-		v.Classes = append(v.Classes, cs)
+		v.Classes = append(v.Classes, ClassStats{Name: c.Name, Kind: c.Kind, InFlight: a.inFlight[i], GoodJudged: a.opts.GoodRequest != nil})
 	}
-	v.Server = s.server.stats(a.profile, a.variant, a.scrapeOK, a.lastScrape)
-	v.GPU = s.gpu.stats(a.lastGPU)
-	v.Probe = s.lag.stats(durMs(a.opts.ReliableLagP99))
+	c := &viewContext{
+		span: span, classes: a.opts.Classes, pathOrder: a.opts.Paths, inFlight: inFlight,
+		profile: a.profile, variant: a.variant, scrapeOK: a.scrapeOK, lastScrape: a.lastScrape,
+		lastGPU: a.lastGPU, reliableP99Ms: durMs(a.opts.ReliableLagP99),
+	}
+	for _, acc := range s.accs {
+		acc.fill(&v, c)
+	}
+	// The breakdown reads the class's TTFT and the server's histograms.
 	for i := range v.Classes {
 		v.Classes[i].TTFTBreakdown = breakdown(&v.Classes[i], &v.Server)
 	}

@@ -2,14 +2,14 @@ package metrics
 
 import (
 	"strconv"
-	"time"
 
 	"github.com/DataDog/sketches-go/ddsketch/mapping"
 
 	"github.com/tokentop/tokentop/observe"
 )
 
-// classAccum accumulates one class over one slot (or the whole run).
+// classAccum accumulates one class over one span: its requests' outcomes,
+// latencies and token counts.
 type classAccum struct {
 	requests, completed, errors, cancelled, valid, retries int64
 	errorsByKind                                           map[string]int64
@@ -31,29 +31,16 @@ type classAccum struct {
 	outTotal, inTotal              int64
 	outBasis, inBasis, validBasis  basisTally
 
-	good, validOut, expected                    int64
-	jobs, jobsOnTime, deadlineReqs, deadlineMet int64
-
-	buckets    [len(promptBucketNames)]bucketAccum
-	outBuckets [len(outputBucketNames)]bucketAccum
-	paths      map[string]*pathAccum
-	slow       slowest
+	good, validOut, expected  int64
+	deadlineReqs, deadlineMet int64
 }
 
-type bucketAccum struct {
-	requests                 int64
-	ttft, itl, chunkGap, e2e *sketch
-	ttftCens, e2eCens        *sketch
+func newClassAccums(c *spanConfig) accumulator {
+	return newPerClass[classAccum](c.classes, func() classAccum { return newClassAccum(c.mapping) })
 }
 
-type pathAccum struct {
-	requests                       int64
-	ttft, chunkGap, ttftCens       *sketch
-	eventsInReads, readsWithEvents int64
-}
-
-func newClassAccum(m mapping.IndexMapping) *classAccum {
-	c := &classAccum{
+func newClassAccum(m mapping.IndexMapping) classAccum {
+	return classAccum{
 		errorsByKind:   map[string]int64{},
 		errorsByStatus: map[string]int64{},
 		ttft:           newSketch(m),
@@ -68,87 +55,28 @@ func newClassAccum(m mapping.IndexMapping) *classAccum {
 		inTokens:       newSketch(m),
 		ttftCens:       newSketch(m),
 		e2eCens:        newSketch(m),
-		paths:          map[string]*pathAccum{},
-		slow:           slowest{},
-	}
-	for i := range c.buckets {
-		c.buckets[i] = newBucketAccum(m)
-	}
-	for i := range c.outBuckets {
-		c.outBuckets[i] = newBucketAccum(m)
-	}
-	return c
-}
-
-func newBucketAccum(m mapping.IndexMapping) bucketAccum {
-	return bucketAccum{ttft: newSketch(m), itl: newSketch(m), chunkGap: newSketch(m), e2e: newSketch(m),
-		ttftCens: newSketch(m), e2eCens: newSketch(m)}
-}
-
-// add accounts a request in its bucket. The bucket needs the server's final
-// token counts, known only at the end, so it takes every sample then (class
-// and path may have had the first token and gaps while the stream ran).
-func (b *bucketAccum) add(rm *requestMeasures) {
-	b.requests++
-	if rm.hasTTFT {
-		b.ttft.add(rm.ttftMs)
-	}
-	for _, g := range rm.chunkGapsMs {
-		b.chunkGap.add(g)
-	}
-	itl := rm.tokenGapsMs
-	if itl == nil {
-		itl = rm.chunkGapsMs
-	}
-	for _, g := range itl {
-		b.itl.add(g)
-	}
-	if rm.censoredTTFTMs > 0 {
-		b.ttftCens.add(rm.censoredTTFTMs)
-	}
-	if rm.censoredE2EMs > 0 {
-		b.e2eCens.add(rm.censoredE2EMs)
-	}
-	if rm.completed {
-		b.e2e.add(rm.e2eMs)
 	}
 }
 
-func (b *bucketAccum) merge(o *bucketAccum) {
-	b.requests += o.requests
-	b.ttft.merge(o.ttft)
-	b.itl.merge(o.itl)
-	b.chunkGap.merge(o.chunkGap)
-	b.e2e.merge(o.e2e)
-	b.ttftCens.merge(o.ttftCens)
-	b.e2eCens.merge(o.e2eCens)
-}
-
-func (b *bucketAccum) stats(name string) BucketStats {
-	return BucketStats{
-		Bucket:   name,
-		Requests: b.requests,
-		TTFT:     censoredDist(b.ttft, b.ttftCens, nil),
-		ITL:      b.itl.dist(),
-		ChunkGap: b.chunkGap.dist(),
-		E2E:      censoredDist(b.e2e, b.e2eCens, nil),
+func (c *classAccum) applyClass(ev spanEvent) {
+	switch e := ev.(type) {
+	case *requestEnded:
+		c.add(e.t, e.rm, e.stallGapMs)
+	case *requestThrottled:
+		c.throttled++
+		// A batch class asked for these tokens too: not sending them
+		// is not the same as the server producing them.
+		c.expected += int64(max(e.maxTokens, 0))
+	case *firstTokenSeen:
+		c.addFirstToken(e.ttftMs, e.fromIntendedMs)
+	case *gapsSeen:
+		for _, g := range e.gapsMs {
+			c.addGap(g, e.stallGapMs)
+		}
 	}
 }
 
-func (c *classAccum) path(m mapping.IndexMapping, name string) *pathAccum {
-	p := c.paths[name]
-	if p == nil {
-		p = newPathAccum(m)
-		c.paths[name] = p
-	}
-	return p
-}
-
-func newPathAccum(m mapping.IndexMapping) *pathAccum {
-	return &pathAccum{ttft: newSketch(m), chunkGap: newSketch(m), ttftCens: newSketch(m)}
-}
-
-func (c *classAccum) add(m mapping.IndexMapping, t *observe.Trace, rm *requestMeasures, stallGapMs float64) {
+func (c *classAccum) add(t *observe.Trace, rm *requestMeasures, stallGapMs float64) {
 	c.requests++
 	if t.Attempt > 0 {
 		c.retries++
@@ -171,12 +99,6 @@ func (c *classAccum) add(m mapping.IndexMapping, t *observe.Trace, rm *requestMe
 	if t.Valid {
 		c.valid++
 	}
-	c.buckets[promptBucket(rm.inputTokens)].add(rm)
-	c.outBuckets[outputBucket(rm.outputTokens)].add(rm)
-	p := c.path(m, pathName(t.Path))
-	p.requests++
-	p.eventsInReads += rm.eventsInReads
-	p.readsWithEvents += rm.readsWithEvents
 	c.eventsInReads += rm.eventsInReads
 	c.readsWithEvents += rm.readsWithEvents
 
@@ -186,14 +108,14 @@ func (c *classAccum) add(m mapping.IndexMapping, t *observe.Trace, rm *requestMe
 	if rm.hasFirstAny {
 		c.firstAny.add(rm.firstAnyMs)
 	}
-	// Class and path TTFT and the first gaps may already have been
-	// accounted while the stream ran (see Aggregator.AddFirstToken).
+	// The TTFT and the first gaps may already have been accounted while
+	// the stream ran (firstTokenSeen, gapsSeen).
 	if rm.hasTTFT && !t.FirstTokenReported {
-		c.addFirstToken(p, rm.ttftMs, rm.ttftIntendedMs)
+		c.addFirstToken(rm.ttftMs, rm.ttftIntendedMs)
 	}
 	for i, g := range rm.chunkGapsMs {
 		if i >= t.GapsReported {
-			c.addGap(p, g, stallGapMs)
+			c.addGap(g, stallGapMs)
 		}
 	}
 	if rm.tokenGapsMs != nil {
@@ -205,7 +127,6 @@ func (c *classAccum) add(m mapping.IndexMapping, t *observe.Trace, rm *requestMe
 	}
 	if rm.censoredTTFTMs > 0 {
 		c.ttftCens.add(rm.censoredTTFTMs)
-		p.ttftCens.add(rm.censoredTTFTMs)
 	}
 	if rm.censoredE2EMs > 0 {
 		c.e2eCens.add(rm.censoredE2EMs)
@@ -288,29 +209,20 @@ func (b *basisTally) basis(other string) string {
 	return ""
 }
 
-func (c *classAccum) addGap(p *pathAccum, g, stallGapMs float64) {
+func (c *classAccum) addGap(g, stallGapMs float64) {
 	c.chunkGap.add(g)
-	p.chunkGap.add(g)
 	c.gaps++
 	if g > stallGapMs {
 		c.stallGaps++
 	}
 }
 
-func (c *classAccum) addFirstToken(p *pathAccum, ttftMs, fromIntendedMs float64) {
+func (c *classAccum) addFirstToken(ttftMs, fromIntendedMs float64) {
 	c.ttft.add(ttftMs)
 	c.ttftIntended.add(fromIntendedMs)
-	p.ttft.add(ttftMs)
 }
 
-func pathName(p string) string {
-	if p == "" {
-		return observe.PathDirect
-	}
-	return p
-}
-
-func (c *classAccum) merge(o *classAccum) {
+func (c *classAccum) mergeClass(o *classAccum) {
 	c.requests += o.requests
 	c.completed += o.completed
 	c.errors += o.errors
@@ -350,67 +262,37 @@ func (c *classAccum) merge(o *classAccum) {
 	c.good += o.good
 	c.validOut += o.validOut
 	c.expected += o.expected
-	c.jobs += o.jobs
-	c.jobsOnTime += o.jobsOnTime
 	c.deadlineReqs += o.deadlineReqs
 	c.deadlineMet += o.deadlineMet
-	for i := range c.buckets {
-		c.buckets[i].merge(&o.buckets[i])
-	}
-	for i := range c.outBuckets {
-		c.outBuckets[i].merge(&o.outBuckets[i])
-	}
-	c.slow.merge(o.slow)
-	for name, op := range o.paths {
-		p := c.paths[name]
-		if p == nil {
-			p = newPathAccum(o.ttft.s.IndexMapping)
-			c.paths[name] = p
-		}
-		p.requests += op.requests
-		p.ttft.merge(op.ttft)
-		p.ttftCens.merge(op.ttftCens)
-		p.chunkGap.merge(op.chunkGap)
-		p.eventsInReads += op.eventsInReads
-		p.readsWithEvents += op.readsWithEvents
-	}
 }
 
-// stats turns the accumulator into the immutable ClassStats.
-func (c *classAccum) stats(name, kind string, span time.Duration, pathOrder []string, inFlight *inFlightAges) ClassStats {
-	if inFlight == nil {
-		inFlight = &inFlightAges{}
-	}
-	cs := ClassStats{
-		Name:              name,
-		Kind:              kind,
-		Requests:          c.requests,
-		Completed:         c.completed,
-		Errors:            c.errors,
-		Cancelled:         c.cancelled,
-		Judged:            c.requests - c.cancelled,
-		Valid:             c.valid,
-		Retries:           c.retries,
-		ErrorsByKind:      copyCounts(c.errorsByKind),
-		ErrorsByStatus:    copyCounts(c.errorsByStatus),
-		Throttled:         c.throttled,
-		StaleConnRetries:  c.staleRetries,
-		TTFT:              censoredDist(c.ttft, c.ttftCens, inFlight.ttft),
-		TTFTFromIntended:  c.ttftIntended.dist(),
-		FirstToken:        c.firstAny.dist(),
-		ChunkGap:          c.chunkGap.dist(),
-		StallGaps:         c.stallGaps,
-		Gaps:              c.gaps,
-		E2E:               censoredDist(c.e2e, c.e2eCens, inFlight.e2e),
-		E2EPerOutputToken: c.e2ePerToken.dist(),
-		GoodRequests:      c.good,
-		ValidOutputTokens: c.validOut,
-		ExpectedTokens:    c.expected,
-		Jobs:              c.jobs,
-		JobsOnTime:        c.jobsOnTime,
-		DeadlineRequests:  c.deadlineReqs,
-		DeadlineMet:       c.deadlineMet,
-	}
+// fillClass writes the class's stats.
+func (c *classAccum) fillClass(cs *ClassStats, cc *classContext) {
+	inFlight, span := cc.inFlight, cc.span
+	cs.Requests = c.requests
+	cs.Completed = c.completed
+	cs.Errors = c.errors
+	cs.Cancelled = c.cancelled
+	cs.Judged = c.requests - c.cancelled
+	cs.Valid = c.valid
+	cs.Retries = c.retries
+	cs.ErrorsByKind = copyCounts(c.errorsByKind)
+	cs.ErrorsByStatus = copyCounts(c.errorsByStatus)
+	cs.Throttled = c.throttled
+	cs.StaleConnRetries = c.staleRetries
+	cs.TTFT = censoredDist(c.ttft, c.ttftCens, inFlight.ttft)
+	cs.TTFTFromIntended = c.ttftIntended.dist()
+	cs.FirstToken = c.firstAny.dist()
+	cs.ChunkGap = c.chunkGap.dist()
+	cs.StallGaps = c.stallGaps
+	cs.Gaps = c.gaps
+	cs.E2E = censoredDist(c.e2e, c.e2eCens, inFlight.e2e)
+	cs.E2EPerOutputToken = c.e2ePerToken.dist()
+	cs.GoodRequests = c.good
+	cs.ValidOutputTokens = c.validOut
+	cs.ExpectedTokens = c.expected
+	cs.DeadlineRequests = c.deadlineReqs
+	cs.DeadlineMet = c.deadlineMet
 	if c.headers.count() > 0 {
 		cs.TTFTBreakdown.Network = ptrf(c.headers.quantile(0.5))
 	}
@@ -431,39 +313,10 @@ func (c *classAccum) stats(name, kind string, span time.Duration, pathOrder []st
 	cs.InputTokens.Basis = c.inBasis.basis(BasisTarget)
 	cs.ValidOutputTokensBasis = c.validBasis.basis(BasisStreamChunks)
 	if secs := span.Seconds(); secs > 0 {
-		cs.Throughput = Throughput{
-			RequestsPerS:     float64(c.requests) / secs,
-			InputTokensPerS:  float64(c.inTotal) / secs,
-			OutputTokensPerS: float64(c.outTotal) / secs,
-			JobsPerS:         float64(c.jobs) / secs,
-		}
+		cs.Throughput.RequestsPerS = float64(c.requests) / secs
+		cs.Throughput.InputTokensPerS = float64(c.inTotal) / secs
+		cs.Throughput.OutputTokensPerS = float64(c.outTotal) / secs
 	}
-	cs.ByPromptBucket = make([]BucketStats, len(c.buckets))
-	for i := range c.buckets {
-		cs.ByPromptBucket[i] = c.buckets[i].stats(promptBucketNames[i])
-	}
-	cs.ByOutputBucket = make([]BucketStats, len(c.outBuckets))
-	for i := range c.outBuckets {
-		cs.ByOutputBucket[i] = c.outBuckets[i].stats(outputBucketNames[i])
-	}
-	cs.Slowest = c.slow.list(pathOrder)
-	for _, name := range pathOrder {
-		p := c.paths[name]
-		if p == nil {
-			if ages := inFlight.ttftByPath[name]; len(ages) > 0 {
-				p = newPathAccum(c.ttft.s.IndexMapping)
-			} else {
-				cs.Paths = append(cs.Paths, PathStats{Path: name})
-				continue
-			}
-		}
-		ps := PathStats{Path: name, Requests: p.requests, TTFT: censoredDist(p.ttft, p.ttftCens, inFlight.ttftByPath[name]), ChunkGap: p.chunkGap.dist(), Reads: p.readsWithEvents}
-		if p.readsWithEvents > 0 {
-			ps.EventsPerRead = float64(p.eventsInReads) / float64(p.readsWithEvents)
-		}
-		cs.Paths = append(cs.Paths, ps)
-	}
-	return cs
 }
 
 func tokenStats(k *sketch, total int64) TokenStats {

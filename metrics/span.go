@@ -1,0 +1,250 @@
+package metrics
+
+import (
+	"time"
+
+	"github.com/DataDog/sketches-go/ddsketch/mapping"
+
+	"github.com/tokentop/tokentop/config"
+	"github.com/tokentop/tokentop/observe"
+	"github.com/tokentop/tokentop/prom"
+)
+
+// An accumulator keeps one concern (the classes' latencies, the server's
+// histograms, the GPUs...) over one span: one live slot, or the whole run.
+// The live view is the merge of the slots' accumulators, and every view is
+// filled by them, so a new measure is one accumulator in a file of its own,
+// listed in spanConcerns, and a field of the view.
+type accumulator interface {
+	// apply accounts one span event (see spanEvent); an accumulator
+	// passes over the kinds it does not keep.
+	apply(ev spanEvent)
+	// merge adds o, the same concern's accumulator over another span.
+	merge(o accumulator)
+	// fill writes the concern's part of the view of its span.
+	fill(v *View, c *viewContext)
+}
+
+// spanConcerns build each concern's empty accumulator for a new span, in
+// the order every span keeps them.
+var spanConcerns = []func(c *spanConfig) accumulator{
+	newClassAccums,
+	newBucketAccums,
+	newPathAccums,
+	newSlowestAccums,
+	newJobAccums,
+	newFluidAccums,
+	newServerAccum,
+	newGPUAccum,
+	newLagAccum,
+}
+
+// spanConfig is what a concern's accumulator is built with.
+type spanConfig struct {
+	mapping mapping.IndexMapping
+	classes int
+}
+
+// viewContext is what the accumulators fill a view with besides their own
+// state: the aggregator's latest readings and the requests in flight.
+type viewContext struct {
+	span      time.Duration
+	classes   []config.Class
+	pathOrder []string
+	inFlight  []inFlightAges // per class
+	// The aggregator's latest server and GPU readings.
+	profile, variant string
+	scrapeOK         bool
+	lastScrape       *prom.Sample
+	lastGPU          *observe.GPUSample
+	reliableP99Ms    float64
+}
+
+// A spanEvent is an observed event prepared once for every span it falls
+// in: its class resolved, a finished request measured. The kinds: the
+// request events below, *scraped, *observe.GPUSample and
+// *observe.LagSample.
+type spanEvent any
+
+// classEvent is a span event about one class (its index, config order).
+type classEvent interface{ classIndex() int }
+
+// requestEnded is a finished request, measured.
+type requestEnded struct {
+	class      int
+	cfg        *config.Class
+	t          *observe.Trace
+	rm         *requestMeasures
+	stallGapMs float64
+	timeline   *RequestTiming // built on first need (timing)
+}
+
+// timing is the request's timeline, built once for every span that keeps it.
+func (e *requestEnded) timing() RequestTiming {
+	if e.timeline == nil {
+		tm := timing(e.t, e.rm)
+		e.timeline = &tm
+	}
+	return *e.timeline
+}
+
+// requestThrottled is an arrival not sent while its class honoured the
+// server's Retry-After.
+type requestThrottled struct {
+	class     int
+	maxTokens int
+}
+
+// firstTokenSeen is the first content token of a request still streaming.
+type firstTokenSeen struct {
+	class                  int
+	path                   string
+	ttftMs, fromIntendedMs float64
+}
+
+// gapsSeen are chunk gaps of a request still streaming.
+type gapsSeen struct {
+	class      int
+	path       string
+	gapsMs     []float64
+	stallGapMs float64
+}
+
+// jobEnded is a batch job whose every request was valid.
+type jobEnded struct {
+	class  int
+	onTime bool
+}
+
+// scraped is a good scrape, with the previous good one (nil for the first)
+// that counters and histograms are differenced from.
+type scraped struct{ prev, cur *prom.Sample }
+
+func (e *requestEnded) classIndex() int     { return e.class }
+func (e *requestThrottled) classIndex() int { return e.class }
+func (e *firstTokenSeen) classIndex() int   { return e.class }
+func (e *gapsSeen) classIndex() int         { return e.class }
+func (e *jobEnded) classIndex() int         { return e.class }
+
+// slot holds every concern's accumulator over one span.
+type slot struct {
+	start time.Time
+	accs  []accumulator // spanConcerns order
+}
+
+func (a *Aggregator) newSlot(start time.Time) *slot {
+	c := &spanConfig{mapping: a.mapping, classes: len(a.opts.Classes)}
+	s := &slot{start: start, accs: make([]accumulator, len(spanConcerns))}
+	for i, newAcc := range spanConcerns {
+		s.accs[i] = newAcc(c)
+	}
+	return s
+}
+
+// merge adds o's accumulators to s's.
+func (s *slot) merge(o *slot) {
+	for i, acc := range s.accs {
+		acc.merge(o.accs[i])
+	}
+}
+
+// toSpans applies ev to the run and to the live slot covering at (none
+// when at fell out of the window).
+func (a *Aggregator) toSpans(at time.Time, ev spanEvent) {
+	for _, s := range []*slot{a.run, a.slotFor(at)} {
+		if s == nil {
+			continue
+		}
+		for _, acc := range s.accs {
+			acc.apply(ev)
+		}
+	}
+}
+
+// slotFor returns the live slot covering t, creating it (and dropping slots
+// that fell out of the window) as time moves on. Events older than the
+// window only count towards the run.
+func (a *Aggregator) slotFor(t time.Time) *slot {
+	idx := t.Sub(a.opts.Started) / a.slotDur
+	start := a.opts.Started.Add(idx * a.slotDur)
+	for _, s := range a.slots {
+		if s.start.Equal(start) {
+			return s
+		}
+	}
+	newest := time.Time{}
+	for _, s := range a.slots {
+		if s.start.After(newest) {
+			newest = s.start
+		}
+	}
+	if !newest.IsZero() && start.Before(newest.Add(-a.opts.Window)) {
+		return nil
+	}
+	s := a.newSlot(start)
+	a.slots = append(a.slots, s)
+	a.expire(start)
+	return s
+}
+
+// expire drops slots that end before the window ending at now.
+func (a *Aggregator) expire(now time.Time) {
+	cutoff := now.Add(-a.opts.Window)
+	kept := a.slots[:0]
+	for _, s := range a.slots {
+		if s.start.Add(a.slotDur).After(cutoff) {
+			kept = append(kept, s)
+		}
+	}
+	clear(a.slots[len(kept):])
+	a.slots = kept
+}
+
+// classConcern is a concern kept class by class: A is one class's
+// accumulator.
+type classConcern[A any] interface {
+	*A
+	applyClass(ev spanEvent)
+	mergeClass(o *A)
+	fillClass(cs *ClassStats, c *classContext)
+}
+
+// classContext is what one class's accumulator fills its stats with.
+type classContext struct {
+	*viewContext
+	cfg      *config.Class
+	inFlight *inFlightAges
+}
+
+// perClass is a classConcern's accumulator over a span: one A a class,
+// config order. It hands each class event to its class's A.
+type perClass[A any, P classConcern[A]] struct {
+	byClass []A
+}
+
+func newPerClass[A any, P classConcern[A]](classes int, newA func() A) *perClass[A, P] {
+	p := &perClass[A, P]{byClass: make([]A, classes)}
+	for i := range p.byClass {
+		p.byClass[i] = newA()
+	}
+	return p
+}
+
+func (p *perClass[A, P]) apply(ev spanEvent) {
+	if ce, ok := ev.(classEvent); ok {
+		P(&p.byClass[ce.classIndex()]).applyClass(ev)
+	}
+}
+
+func (p *perClass[A, P]) merge(o accumulator) {
+	op := o.(*perClass[A, P])
+	for i := range p.byClass {
+		P(&p.byClass[i]).mergeClass(&op.byClass[i])
+	}
+}
+
+func (p *perClass[A, P]) fill(v *View, c *viewContext) {
+	for i := range p.byClass {
+		P(&p.byClass[i]).fillClass(&v.Classes[i], &classContext{viewContext: c, cfg: &c.classes[i], inFlight: &c.inFlight[i]})
+	}
+}
