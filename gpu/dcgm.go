@@ -69,15 +69,16 @@ func (d *DCGMSampler) scrape(ctx context.Context) ([]observe.GPUDevice, error) {
 	req.Header.Set("Accept", "text/plain;version=0.0.4")
 	resp, err := d.client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("dcgm: %w", err)
+		// net/http quotes the URL, userinfo and all.
+		return nil, fmt.Errorf("dcgm: %w", sanitize.Error(err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("dcgm: GET %s: %s", d.url, sanitize.Bounded(resp.Status, 80))
+		return nil, fmt.Errorf("dcgm: GET %s: %s", sanitize.URL(d.url), sanitize.Bounded(resp.Status, 80))
 	}
 	devs, err := ParseDCGM(resp.Body)
 	if err != nil {
-		return nil, fmt.Errorf("dcgm: GET %s: %w", d.url, err)
+		return nil, fmt.Errorf("dcgm: GET %s: %w", sanitize.URL(d.url), err)
 	}
 	return devs, nil
 }

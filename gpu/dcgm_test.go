@@ -163,3 +163,23 @@ func TestDCGMSampler(t *testing.T) {
 		t.Error("closed server: want an error")
 	}
 }
+
+// A dcgm-exporter URL with a password never reaches the sample's error:
+// neither in tokentop's own words nor in net/http's.
+func TestDCGMErrorsHoldNoPassword(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "no", http.StatusInternalServerError)
+	}))
+	defer srv.Close()
+	withAuth := strings.Replace(srv.URL, "http://", "http://dcgm:hunter2secret@", 1)
+	closed := "http://dcgm:hunter2secret@127.0.0.1:1/metrics"
+	for _, u := range []string{withAuth + "/metrics", closed} {
+		got := NewDCGMSampler(u, nil).Sample(context.Background())
+		if got.Err == nil {
+			t.Fatalf("%s: no error", u)
+		}
+		if strings.Contains(got.Err.Error(), "hunter2secret") {
+			t.Errorf("the password in the error: %v", got.Err)
+		}
+	}
+}
