@@ -3,7 +3,8 @@
 // Trace, a request Started, its FirstToken, a running stream's GapReport,
 // a Scrape of the server's /metrics, a GPUSample, a self-check LagSample,
 // the requests InFlight, a Notice to the user, a KnobChange in the demo,
-// and the Tick at which a snapshot is taken). It is a leaf: plain data with
+// a real user's request Observed in the host's packets with the capture's
+// CaptureStats, and the Tick at which a snapshot is taken). It is a leaf: plain data with
 // no I/O behaviour, imported by the sources (probe, gpu, cmd) that build
 // events and by the pure packages (metrics, record) that read them, so the
 // pure side never links the network, TLS or cgo code of the sources.
@@ -35,6 +36,9 @@ const (
 	KindInFlight   = "in_flight"
 	KindNotice     = "notice"
 	KindKnob       = "knob"
+	// KindObserved and KindCaptureStats come from passive capture.
+	KindObserved     = "observed"
+	KindCaptureStats = "capture_stats"
 )
 
 // NewEvent returns a zero event of kind, ready to be decoded into.
@@ -62,6 +66,10 @@ func NewEvent(kind string) (Event, error) {
 		return &Notice{}, nil
 	case KindKnob:
 		return &KnobChange{}, nil
+	case KindObserved:
+		return &Observed{}, nil
+	case KindCaptureStats:
+		return &CaptureStats{}, nil
 	}
 	return nil, fmt.Errorf("unknown event kind %q", kind)
 }

@@ -70,6 +70,12 @@ func (b Timebase) Pin(ev Event) {
 		in(&e.At)
 	case *KnobChange:
 		in(&e.At)
+	case *Observed:
+		// Packet timestamps are the kernel's wall clock, already one
+		// clock: the timebase cannot improve them, and moving them by
+		// the session's wall-monotonic offset would only shift them.
+	case *CaptureStats:
+		in(&e.At)
 	case *InFlight:
 		// no instant
 	}

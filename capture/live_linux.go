@@ -1,0 +1,185 @@
+//go:build linux
+
+package capture
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"time"
+	"unsafe"
+
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
+)
+
+// live is an AF_PACKET socket in cooked mode (SOCK_DGRAM: every packet
+// starts at its network header, whatever the interface's link layer), with
+// a kernel filter that passes the port's TCP packets only and the kernel's
+// receive timestamp of each packet (SO_TIMESTAMPNS).
+type live struct {
+	fd      int
+	buf     []byte
+	oob     []byte
+	loIndex map[int]bool // loopback interfaces, whose outgoing copies are skipped
+	dropped int64
+}
+
+// maxFrame bounds one packet read: a GSO packet on loopback is up to 64 KiB
+// (more with BIG TCP); a longer one is read cut, and counted as such.
+const maxFrame = 256 << 10
+
+func openLive(iface string, port uint16) (packets, error) {
+	ifindex := 0
+	if iface != "" && iface != "any" {
+		ifc, err := net.InterfaceByName(iface)
+		if err != nil {
+			return nil, fmt.Errorf("capture interface: %w", err)
+		}
+		ifindex = ifc.Index
+	}
+	// Protocol 0: the socket receives nothing until it is bound, after
+	// the filter is attached, so no unfiltered packet is ever queued.
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+			return nil, ErrNoPrivilege
+		}
+		return nil, fmt.Errorf("capture: packet socket: %w", err)
+	}
+	l := &live{fd: fd, buf: make([]byte, maxFrame), oob: make([]byte, 128), loIndex: map[int]bool{}}
+	if err := l.setup(ifindex, port); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	if ifcs, err := net.Interfaces(); err == nil {
+		for _, ifc := range ifcs {
+			if ifc.Flags&net.FlagLoopback != 0 {
+				l.loIndex[ifc.Index] = true
+			}
+		}
+	}
+	return l, nil
+}
+
+func (l *live) setup(ifindex int, port uint16) error {
+	raw, err := bpf.Assemble(portFilter(port))
+	if err != nil {
+		return fmt.Errorf("capture: filter: %w", err)
+	}
+	prog := make([]unix.SockFilter, len(raw))
+	for i, r := range raw {
+		prog[i] = unix.SockFilter{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
+	}
+	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+	if err := unix.SetsockoptSockFprog(l.fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &fprog); err != nil {
+		return fmt.Errorf("capture: attach filter: %w", err)
+	}
+	if err := unix.SetsockoptInt(l.fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1); err != nil {
+		return fmt.Errorf("capture: kernel timestamps: %w", err)
+	}
+	// A large receive buffer rides out bursts; FORCE exceeds rmem_max
+	// with CAP_NET_ADMIN, and the plain option is the fallback.
+	if unix.SetsockoptInt(l.fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 32<<20) != nil {
+		_ = unix.SetsockoptInt(l.fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 32<<20)
+	}
+	// Reads wake at least this often, so Run sees its context end.
+	tv := unix.NsecToTimeval(int64(200 * time.Millisecond))
+	if err := unix.SetsockoptTimeval(l.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+		return fmt.Errorf("capture: read timeout: %w", err)
+	}
+	sa := &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifindex}
+	if err := unix.Bind(l.fd, sa); err != nil {
+		return fmt.Errorf("capture: bind: %w", err)
+	}
+	return nil
+}
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+// portFilter passes TCP over IPv4 (unfragmented, or the first fragment)
+// and IPv6 (TCP as the first next header) to or from port, whole, and
+// drops everything else in the kernel. Packets start at the network
+// header (cooked socket).
+func portFilter(port uint16) []bpf.Instruction {
+	const (
+		ipv6   = 13
+		drop   = 19
+		accept = 20
+	)
+	p := uint32(port)
+	return []bpf.Instruction{
+		/* 0 */ bpf.LoadAbsolute{Off: 0, Size: 1},
+		/* 1 */ bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: 0xf0},
+		/* 2 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0x60, SkipTrue: ipv6 - 3},
+		/* 3 */ bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: 0x40, SkipTrue: drop - 4},
+		/* 4 */ bpf.LoadAbsolute{Off: 9, Size: 1},
+		/* 5 */ bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: 6, SkipTrue: drop - 6},
+		/* 6 */ bpf.LoadAbsolute{Off: 6, Size: 2},
+		/* 7 */ bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: 0x1fff, SkipTrue: drop - 8},
+		/* 8 */ bpf.LoadMemShift{Off: 0},
+		/* 9 */ bpf.LoadIndirect{Off: 0, Size: 2},
+		/* 10 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: p, SkipTrue: accept - 11},
+		/* 11 */ bpf.LoadIndirect{Off: 2, Size: 2},
+		/* 12 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: p, SkipTrue: accept - 13, SkipFalse: drop - 13},
+		/* 13 ipv6 */ bpf.LoadAbsolute{Off: 6, Size: 1},
+		/* 14 */ bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: 6, SkipTrue: drop - 15},
+		/* 15 */ bpf.LoadAbsolute{Off: 40, Size: 2},
+		/* 16 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: p, SkipTrue: accept - 17},
+		/* 17 */ bpf.LoadAbsolute{Off: 42, Size: 2},
+		/* 18 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: p, SkipTrue: accept - 19, SkipFalse: drop - 19},
+		/* 19 drop */ bpf.RetConstant{Val: 0},
+		/* 20 accept */ bpf.RetConstant{Val: maxFrame},
+	}
+}
+
+func (l *live) next() ([]byte, linkType, uint16, time.Time, int, error) {
+	for {
+		n, oobn, flags, from, err := unix.Recvmsg(l.fd, l.buf, l.oob, unix.MSG_TRUNC)
+		switch {
+		case errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR):
+			return nil, 0, 0, time.Time{}, 0, errNoPacket
+		case err != nil:
+			return nil, 0, 0, time.Time{}, 0, err
+		}
+		sll, ok := from.(*unix.SockaddrLinklayer)
+		if !ok {
+			continue
+		}
+		// Loopback hands every packet to packet sockets twice, going out
+		// and coming in; the outgoing copy is skipped (as libpcap does).
+		if sll.Pkttype == unix.PACKET_OUTGOING && l.loIndex[sll.Ifindex] {
+			continue
+		}
+		at := l.stamp(l.oob[:oobn])
+		wire := n
+		if flags&unix.MSG_TRUNC != 0 || n > len(l.buf) {
+			n = min(n, len(l.buf))
+		}
+		return l.buf[:n], linkCooked, htons(sll.Protocol), at, wire, nil
+	}
+}
+
+// stamp is the packet's kernel timestamp, or now where the kernel gave
+// none.
+func (l *live) stamp(oob []byte) time.Time {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err == nil {
+		for _, m := range msgs {
+			if m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SCM_TIMESTAMPNS && len(m.Data) >= int(unsafe.Sizeof(unix.Timespec{})) {
+				ts := (*unix.Timespec)(unsafe.Pointer(&m.Data[0]))
+				return time.Unix(ts.Unix())
+			}
+		}
+	}
+	return time.Now()
+}
+
+func (l *live) drops() int64 {
+	if st, err := unix.GetsockoptTpacketStats(l.fd, unix.SOL_PACKET, unix.PACKET_STATISTICS); err == nil {
+		l.dropped += int64(st.Drops) // the kernel resets its counts at each read
+	}
+	return l.dropped
+}
+
+func (l *live) close() error { return unix.Close(l.fd) }

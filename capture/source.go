@@ -1,0 +1,194 @@
+package capture
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/google/gopacket/pcapgo"
+
+	"github.com/tokentop/tokentop/observe"
+)
+
+// Source measures every request to a port from packets: a capture file's
+// or a live interface's. It has the shape of every tokentop source: Run
+// observes until its context ends (or the file does) and hands each
+// observation to emit, an observe.Observed per request and an
+// observe.CaptureStats every Config.StatsEvery of packet time and at the
+// end. It sends nothing.
+type Source struct {
+	cfg  Config
+	open func() (packets, error)
+}
+
+// packets is where frames come from.
+type packets interface {
+	// next returns the next frame (valid until the following call), its
+	// link type, its EtherType where the link type is linkCooked, the
+	// kernel's timestamp, and its length on the wire. It returns
+	// errNoPacket when none came for a while (live) and io.EOF at the end
+	// of a file.
+	next() (frame []byte, lt linkType, etherType uint16, at time.Time, wireLen int, err error)
+	drops() int64 // packets the kernel dropped since the start
+	close() error
+}
+
+var errNoPacket = errors.New("no packet yet")
+
+// File reads a capture file (pcap or pcapng, as `tcpdump -w` writes).
+func File(path string, cfg Config) *Source {
+	return &Source{cfg: cfg, open: func() (packets, error) {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		p, err := readCapture(f)
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return p, nil
+	}}
+}
+
+// Reader reads a capture (pcap or pcapng) from r.
+func Reader(r io.Reader, cfg Config) *Source {
+	return &Source{cfg: cfg, open: func() (packets, error) { return readCapture(r) }}
+}
+
+// Live captures on an interface ("" or "any": all of them) with a kernel
+// filter for the port. It needs CAP_NET_RAW (ErrNoPrivilege without).
+func Live(iface string, cfg Config) *Source {
+	return &Source{cfg: cfg, open: func() (packets, error) { return openLive(iface, cfg.Port) }}
+}
+
+// ErrNoPrivilege is returned (wrapped) when the process may not open a
+// packet socket; its text says how to grant the privilege.
+var ErrNoPrivilege = errors.New("capturing packets needs CAP_NET_RAW: run tokentop as root (sudo tokentop …), " +
+	"or grant it once with: sudo setcap cap_net_raw+ep \"$(command -v tokentop)\"")
+
+// Run reads packets until ctx ends or the file does, then reports every
+// request still open as incomplete and the final stats. It returns nil
+// then, and an error only when the packets cannot be read.
+func (s *Source) Run(ctx context.Context, emit func(observe.Event)) error {
+	if s.cfg.Port == 0 {
+		return errors.New("capture: no port given")
+	}
+	p, err := s.open()
+	if err != nil {
+		return err
+	}
+	defer p.close()
+	a := newAssembler(s.cfg, emit)
+	defer func() {
+		a.stats.KernelDrops = p.drops()
+		a.flush()
+	}()
+	var d decoder
+	var seg segment
+	for n := 0; ; n++ {
+		if n%256 == 0 && ctx.Err() != nil {
+			return nil
+		}
+		frame, lt, et, at, wireLen, err := p.next()
+		switch {
+		case err == errNoPacket:
+			a.stats.KernelDrops = p.drops()
+			a.tick(time.Now())
+			n = -1 // look at ctx now
+			continue
+		case err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF):
+			// A capture cut short (tcpdump killed mid-write) ends where
+			// its last whole packet does.
+			return nil
+		case err != nil:
+			return fmt.Errorf("capture: %w", err)
+		}
+		a.stats.Packets++
+		seg = segment{at: at}
+		if !d.decode(lt, et, frame, wireLen, &seg) {
+			a.stats.Undecodable++
+			continue
+		}
+		a.packet(&seg)
+	}
+}
+
+// tick advances a live capture's packet clock to now when no packet came,
+// so that gaps are given up and stats emitted on a quiet link too.
+func (a *assembler) tick(now time.Time) {
+	if now.After(a.now) {
+		a.now = now
+	}
+	a.sweep()
+}
+
+// pcapngMagic is the first block type of a pcapng file.
+var pcapngMagic = []byte{0x0a, 0x0d, 0x0d, 0x0a}
+
+// readCapture opens a pcap or pcapng stream.
+func readCapture(r io.Reader) (packets, error) {
+	br := bufio.NewReaderSize(r, 1<<16)
+	magic, err := br.Peek(4)
+	if err != nil {
+		return nil, fmt.Errorf("not a capture file: %w", err)
+	}
+	closer, _ := r.(io.Closer)
+	if string(magic) == string(pcapngMagic) {
+		ng, err := pcapgo.NewNgReader(br, pcapgo.DefaultNgReaderOptions)
+		if err != nil {
+			return nil, err
+		}
+		return &ngFile{r: ng, c: closer}, nil
+	}
+	pr, err := pcapgo.NewReader(br)
+	if err != nil {
+		return nil, err
+	}
+	return &pcapFile{r: pr, lt: fromGopacket(pr.LinkType()), c: closer}, nil
+}
+
+type pcapFile struct {
+	r  *pcapgo.Reader
+	lt linkType
+	c  io.Closer
+}
+
+func (f *pcapFile) next() ([]byte, linkType, uint16, time.Time, int, error) {
+	data, ci, err := f.r.ZeroCopyReadPacketData()
+	return data, f.lt, 0, ci.Timestamp, ci.Length, err
+}
+
+func (f *pcapFile) drops() int64 { return 0 }
+func (f *pcapFile) close() error { return closeIf(f.c) }
+
+type ngFile struct {
+	r *pcapgo.NgReader
+	c io.Closer
+}
+
+func (f *ngFile) next() ([]byte, linkType, uint16, time.Time, int, error) {
+	data, ci, err := f.r.ZeroCopyReadPacketData()
+	if err != nil {
+		return nil, 0, 0, time.Time{}, 0, err
+	}
+	iface, err := f.r.Interface(ci.InterfaceIndex)
+	if err != nil {
+		return nil, 0, 0, time.Time{}, 0, err
+	}
+	return data, fromGopacket(iface.LinkType), 0, ci.Timestamp, ci.Length, nil
+}
+
+func (f *ngFile) drops() int64 { return 0 }
+func (f *ngFile) close() error { return closeIf(f.c) }
+
+func closeIf(c io.Closer) error {
+	if c == nil {
+		return nil
+	}
+	return c.Close()
+}
