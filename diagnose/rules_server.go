@@ -138,9 +138,17 @@ func queueSaturation(in *ruleInput) (Finding, bool) {
 	}
 	if c := in.queueLargestInFailingTTFT(); c != nil {
 		bd := &c.TTFTBreakdown
-		next := math.Max(*bd.Prefill, math.Max(0, c.TTFT.P50-*bd.Queue-*bd.Prefill))
-		f.Summary += fmt.Sprintf("; the queue is the largest part of %s's TTFT (p50 %.0f ms: queue %.0f, prefill %.0f, the rest %.0f)",
-			c.Name, c.TTFT.P50, *bd.Queue, *bd.Prefill, math.Max(0, c.TTFT.P50-*bd.Queue-*bd.Prefill))
+		rest := c.TTFT.P50 - *bd.Queue - *bd.Prefill
+		next := math.Max(*bd.Prefill, math.Max(0, rest))
+		if rest >= 0 {
+			f.Summary += fmt.Sprintf("; the queue is the largest part of %s's TTFT (p50 %.0f ms: queue %.0f, prefill %.0f, the rest %.0f)",
+				c.Name, c.TTFT.P50, *bd.Queue, *bd.Prefill, rest)
+		} else {
+			// The server's medians are over all its requests: parts that
+			// add up to more than the class's whole are not its parts.
+			f.Summary += fmt.Sprintf("; the queue is the largest of the server's waits (medians over all its requests: queue %.0f ms, prefill %.0f ms) beside %s's TTFT p50 %.0f ms",
+				*bd.Queue, *bd.Prefill, c.Name, c.TTFT.P50)
+		}
 		f.Evidence = append(f.Evidence, Evidence{Signal: c.Name + ".ttft_queue_p50_ms", Value: *bd.Queue, Threshold: next, Unit: "ms"}) // against the next largest part
 	}
 	if w := in.waitingBatchClass(); w != "" && (slowQueue || deep || atCap) {
