@@ -83,6 +83,11 @@ func (s *Source) Run(ctx context.Context, emit func(observe.Event)) error {
 		return err
 	}
 	defer p.close()
+	return s.run(ctx, p, emit)
+}
+
+// run reads p until ctx ends or p does.
+func (s *Source) run(ctx context.Context, p packets, emit func(observe.Event)) error {
 	a := newAssembler(s.cfg, emit)
 	defer func() {
 		a.stats.KernelDrops = p.drops()

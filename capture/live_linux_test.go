@@ -1,0 +1,261 @@
+//go:build linux
+
+package capture
+
+import (
+	"context"
+	"errors"
+	"math"
+	"net"
+	"net/netip"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"sort"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/net/bpf"
+
+	"github.com/tokentop/tokentop/observe"
+	"github.com/tokentop/tokentop/probe"
+	"github.com/tokentop/tokentop/sim"
+)
+
+// startSim serves the simulator's healthy scenario on loopback and
+// returns its base URL and model.
+func startSim(t *testing.T) (string, string) {
+	t.Helper()
+	k, err := sim.Scenario("healthy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := sim.New(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = s.Run(ctx) })
+	ts := httptest.NewUnstartedServer(s.Handler())
+	ts.Config.ConnContext = s.ConnContext
+	ts.Start()
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		ts.Close()
+	})
+	return ts.URL, k.Model
+}
+
+func portOf(t *testing.T, base string) uint16 {
+	t.Helper()
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := strconv.Atoi(u.Port())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return uint16(p)
+}
+
+// openLoopback opens a live capture on loopback, or skips the test where
+// the process may not.
+func openLoopback(t *testing.T, port uint16) packets {
+	t.Helper()
+	lo := loopbackName(t)
+	p, err := openLive(lo, port)
+	if errors.Is(err, ErrNoPrivilege) {
+		t.Skipf("live capture needs CAP_NET_RAW (uid %d): %v", os.Getuid(), err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func loopbackName(t *testing.T) string {
+	t.Helper()
+	ifcs, err := net.Interfaces()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ifc := range ifcs {
+		if ifc.Flags&net.FlagLoopback != 0 {
+			return ifc.Name
+		}
+	}
+	t.Skip("no loopback interface")
+	return ""
+}
+
+// The probe's own streams to the simulator, captured on loopback: the
+// captured TTFT and chunk gaps agree with the probe's client-side
+// measurements (kernel receive timestamps) within 1 ms at p99.
+func TestLiveLoopbackAgreesWithTheProbe(t *testing.T) {
+	base, model := startSim(t)
+	port := portOf(t, base)
+	p := openLoopback(t, port)
+	defer p.close()
+
+	var mu sync.Mutex
+	var obs []*observe.Observed
+	ctx, cancel := context.WithCancel(context.Background())
+	src := &Source{cfg: Config{Port: port, StatsEvery: time.Hour}}
+	done := make(chan error, 1)
+	go func() {
+		done <- src.run(ctx, p, func(ev observe.Event) {
+			if o, ok := ev.(*observe.Observed); ok {
+				mu.Lock()
+				obs = append(obs, o)
+				mu.Unlock()
+			}
+		})
+	}()
+
+	client := probe.NewClient(probe.ClientOptions{MaxConns: 4})
+	const rounds, concurrent = 5, 4
+	var traces []observe.Trace
+	for r := 0; r < rounds; r++ {
+		var wg sync.WaitGroup
+		got := make([]observe.Trace, concurrent)
+		for i := range got {
+			wg.Go(func() {
+				got[i] = client.Stream(context.Background(), probe.Request{
+					Target: probe.Target{Path: observe.PathDirect, BaseURL: base}, API: "chat", Model: model,
+					Prompt: "why is the sky blue", PromptTokens: 8, MaxTokens: 24,
+				})
+			})
+		}
+		wg.Wait()
+		traces = append(traces, got...)
+	}
+	client.CloseIdle()
+	// The last packets are read within the socket's 200 ms wake-up.
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		mu.Lock()
+		n := len(obs)
+		mu.Unlock()
+		if n >= len(traces) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	var ttftDiff, gapDiff []float64
+	for _, tr := range traces {
+		if tr.Err != nil || len(tr.Deltas) == 0 {
+			t.Fatalf("probe stream failed: %+v", tr.Err)
+		}
+		o := matching(obs, tr)
+		if o == nil {
+			t.Fatalf("no captured request matches the probe's sent at %v (%d captured)", tr.WroteRequest, len(obs))
+		}
+		if !o.Complete || o.Status != 200 || len(o.Chunks) != len(tr.Deltas) {
+			t.Fatalf("captured %+v for a probe stream of %d chunks", o, len(tr.Deltas))
+		}
+		ttftDiff = append(ttftDiff, ms(o.Chunks[0].At.Sub(o.RequestEnd)-tr.Deltas[0].At.Sub(tr.WroteRequest)))
+		for i := 1; i < len(tr.Deltas); i++ {
+			gapDiff = append(gapDiff, ms(o.Chunks[i].At.Sub(o.Chunks[i-1].At)-tr.Deltas[i].At.Sub(tr.Deltas[i-1].At)))
+		}
+	}
+	for _, d := range []struct {
+		name string
+		v    []float64
+	}{{"TTFT", ttftDiff}, {"gap", gapDiff}} {
+		p50, p99 := absQuantile(d.v, 0.50), absQuantile(d.v, 0.99)
+		t.Logf("%s: captured − probe over %d: |diff| p50 %.3f ms, p99 %.3f ms", d.name, len(d.v), p50, p99)
+		if p99 > 1 {
+			t.Errorf("%s: captured and probe differ by %.3f ms at p99, over 1 ms", d.name, p99)
+		}
+	}
+}
+
+// matching is the captured request whose last request packet is nearest
+// the probe's end of writing it (within 5 ms).
+func matching(obs []*observe.Observed, tr observe.Trace) *observe.Observed {
+	var best *observe.Observed
+	bestD := 5 * time.Millisecond
+	for _, o := range obs {
+		d := o.RequestEnd.Sub(tr.WroteRequest.Round(0))
+		if d < 0 {
+			d = -d
+		}
+		if d < bestD {
+			best, bestD = o, d
+		}
+	}
+	return best
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func absQuantile(v []float64, q float64) float64 {
+	a := make([]float64, len(v))
+	for i, x := range v {
+		a[i] = math.Abs(x)
+	}
+	sort.Float64s(a)
+	if len(a) == 0 {
+		return math.NaN()
+	}
+	return a[int(math.Ceil(q*float64(len(a))))-1]
+}
+
+// The kernel filter passes the port's TCP packets only, over IPv4 and
+// IPv6, and never a fragment after the first.
+func TestPortFilter(t *testing.T) {
+	vm, err := bpf.NewVM(portFilter(testPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFlow(5555)
+	v6 := *f
+	v6.cli = netipFrom("fd00::1", 5555)
+	v6.srv = netipFrom("fd00::2", testPort)
+	other := *f
+	other.srv = netipFrom("10.0.0.2", 9999)
+	for _, c := range []struct {
+		name  string
+		flow  *flow
+		fromC bool
+		pass  bool
+	}{
+		{"v4 to port", f, true, true}, {"v4 from port", f, false, true},
+		{"v6 to port", &v6, true, true}, {"v6 from port", &v6, false, true},
+		{"other port", &other, true, false},
+	} {
+		frame := frameOf(t, c.flow.segmentOf(wirePacket{fromClient: c.fromC, seq: 1, payload: []byte("x")}))
+		n, err := vm.Run(frame[14:]) // the cooked socket starts at the IP header
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (n > 0) != c.pass {
+			t.Errorf("%s: filter returned %d", c.name, n)
+		}
+	}
+	// UDP to the port, and a later IPv4 fragment, are dropped.
+	ip := frameOf(t, f.segmentOf(wirePacket{fromClient: true, seq: 1}))[14:]
+	udp := append([]byte(nil), ip...)
+	udp[9] = 17
+	frag := append([]byte(nil), ip...)
+	frag[7] = 1
+	for name, pkt := range map[string][]byte{"udp": udp, "fragment": frag} {
+		if n, _ := vm.Run(pkt); n != 0 {
+			t.Errorf("%s passed the filter", name)
+		}
+	}
+}
+
+func netipFrom(addr string, port uint16) netip.AddrPort {
+	return netip.AddrPortFrom(netip.MustParseAddr(addr), port)
+}
