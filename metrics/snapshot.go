@@ -181,6 +181,9 @@ type ClassStats struct {
 	E2E               Dist
 	E2EPerOutputToken Dist
 	EventsPerRead     float64 // mean SSE events per body read that held any
+	// TPOT is the time per output token after the first, (E2E − TTFT) /
+	// (output tokens − 1), of the completed requests with two or more.
+	TPOT Dist
 
 	TTFTBreakdown TTFTBreakdown
 

@@ -34,6 +34,7 @@ var spanConcerns = []func(c *spanConfig) accumulator{
 	newSlowestAccums,
 	newJobAccums,
 	newFluidAccums,
+	newTPOTAccums,
 	newServerAccum,
 	newGPUAccum,
 	newLagAccum,

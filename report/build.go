@@ -114,6 +114,7 @@ func buildClass(cs *metrics.ClassStats, v *diagnose.Verdict, gateway bool) Class
 		ChunkGapMs:          dist(&cs.ChunkGap),
 		E2EMs:               dist(&cs.E2E),
 		E2EPerOutputTokenMs: quantiles(&cs.E2EPerOutputToken),
+		TPOTMs:              dist(&cs.TPOT),
 		TTFTBreakdownMs: Breakdown{
 			Queue:   finitePtr(cs.TTFTBreakdown.Queue),
 			Prefill: finitePtr(cs.TTFTBreakdown.Prefill),

@@ -217,7 +217,7 @@ func writeLatency(b *strings.Builder, r *Report) {
 	}
 	b.WriteString("\n")
 	table(b, []string{"class", "TTFT queue / prefill / network (p50)", "E2E per output token p50 / p95 / p99",
-		"output tokens p50 / p95 / total", "input tokens p50 / p95 / total"})
+		"TPOT p50 / p95 / p99", "output tokens p50 / p95 / total", "input tokens p50 / p95 / total"})
 	for _, c := range r.Classes {
 		bd := c.TTFTBreakdownMs
 		e := c.E2EPerOutputTokenMs
@@ -227,7 +227,7 @@ func writeLatency(b *strings.Builder, r *Report) {
 		}
 		row(b, MarkdownText(c.Name),
 			split,
-			ms(e.P50)+" / "+ms(e.P95)+" / "+ms(e.P99),
+			ms(e.P50)+" / "+ms(e.P95)+" / "+ms(e.P99), tri(&c.TPOTMs),
 			tokenCell(&c.OutputTokens), tokenCell(&c.InputTokens))
 	}
 	b.WriteString("\n")

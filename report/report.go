@@ -80,6 +80,7 @@ type Class struct {
 	StallFraction       *float64   `json:"stall_fraction"` // null when no gap was seen
 	E2EMs               Dist       `json:"e2e_ms"`
 	E2EPerOutputTokenMs Quantiles  `json:"e2e_per_output_token_ms"`
+	TPOTMs              Dist       `json:"tpot_ms"`
 	TTFTBreakdownMs     Breakdown  `json:"ttft_breakdown_ms"`
 	OutputTokens        Tokens     `json:"output_tokens"`
 	InputTokens         Tokens     `json:"input_tokens"`

@@ -267,6 +267,7 @@ func (r *renderer) classBody(c *metrics.ClassStats, iw, rows int) []string {
 	}
 	out = append(out, r.histLines("chunk gap", c.ChunkGap, math.NaN(), stalls, iw, rows)...)
 	out = append(out, fit(pad(r.t.label("E2E"), 14)+triple(c.E2E, "  "), iw))
+	out = append(out, fit(pad(r.t.label("TPOT"), 14)+triple(c.TPOT, "  "), iw))
 	out = append(out, fit(pad(r.t.label("output"), 14)+fmtNum(c.Throughput.OutputTokensPerS)+" tok/s · "+
 		fmtRate(c.Throughput.RequestsPerS)+" req"+fluidityText(c.Fluidity), iw))
 	out = append(out, fit(pad(r.t.label("goodput"), 14)+strings.TrimPrefix(goodput(v), "goodput "), iw))

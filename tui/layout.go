@@ -7,7 +7,10 @@ import (
 	"github.com/tokentop/tokentop/metrics"
 )
 
-func classBodyLines(rows int) int { return 3*(rows+2) + 4 + 2 }
+// classBodyLines is the height of classBody: three histograms of rows
+// bars, five single lines (counts, E2E, TPOT, output, goodput) and two of
+// SLO.
+func classBodyLines(rows int) int { return 3*(rows+2) + 5 + 2 }
 
 // findingsWanted is how many lines the findings ask for under a title:
 // one "no findings" line, or a headline and evidence each, at most eight.

@@ -106,6 +106,7 @@ func families(snap *metrics.Snapshot, diag diagnose.Diagnosis) []*dto.MetricFami
 		itl      = family("tokentop_itl_seconds", "Inter-token gaps (basis label: token or chunk).", dto.MetricType_SUMMARY)
 		gap      = family("tokentop_chunk_gap_seconds", "Gaps between content events as received.", dto.MetricType_SUMMARY)
 		e2e      = family("tokentop_e2e_seconds", "Send to end of stream, completed requests.", dto.MetricType_SUMMARY)
+		tpot     = family("tokentop_tpot_seconds", "Time per output token after the first, (E2E - TTFT) / (output tokens - 1), completed requests with two or more.", dto.MetricType_SUMMARY)
 		pathTTFT = family("tokentop_path_ttft_seconds", "TTFT per network path (direct or gateway).", dto.MetricType_SUMMARY)
 		goodput  = family("tokentop_goodput_ratio", "Goodput numerator over denominator in the live window.", dto.MetricType_GAUGE)
 		sloPass  = family("tokentop_slo_pass", "1 when the class meets its SLO in the live window.", dto.MetricType_GAUGE)
@@ -134,6 +135,7 @@ func families(snap *metrics.Snapshot, diag diagnose.Diagnosis) []*dto.MetricFami
 		summary(itl, live.ITL, run.ITL, cl, label("basis", run.ITLBasis))
 		summary(gap, live.ChunkGap, run.ChunkGap, cl)
 		summary(e2e, live.E2E, run.E2E, cl)
+		summary(tpot, live.TPOT, run.TPOT, cl)
 		if f := run.Fluidity; f != nil {
 			counter(fluidTok, float64(f.OnTime), cl, label("deadline", "met"))
 			counter(fluidTok, float64(f.Tokens-f.OnTime), cl, label("deadline", "missed"))
@@ -184,5 +186,5 @@ func families(snap *metrics.Snapshot, diag diagnose.Diagnosis) []*dto.MetricFami
 	if n := len(srv.Restarts); n > 0 && !srv.Restarts[n-1].At.IsZero() {
 		gauge(lastRest, float64(srv.Restarts[n-1].At.UnixNano())/1e9)
 	}
-	return []*dto.MetricFamily{requests, outTok, ttft, itl, gap, e2e, pathTTFT, goodput, sloPass, finding, lag, foot, budget, fluidTok, fluidReq, restarts, lastRest}
+	return []*dto.MetricFamily{requests, outTok, ttft, itl, gap, e2e, tpot, pathTTFT, goodput, sloPass, finding, lag, foot, budget, fluidTok, fluidReq, restarts, lastRest}
 }
