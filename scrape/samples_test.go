@@ -138,15 +138,18 @@ func sampleCases() []sampleCase {
 		},
 		{
 			file: "llamacpp-b6134-maruel-genai-cassette.txt", profile: "llamacpp",
-			signals: map[string]float64{prom.SignalQueueDepth: 0, prom.SignalRunning: 0, prom.SignalPromptTokensTotal: 5147, prom.SignalGenerationTokens: 425},
+			signals: map[string]float64{prom.SignalQueueDepth: 0, prom.SignalRunning: 0, prom.SignalPromptTokensTotal: 5147, prom.SignalGenerationTokens: 425,
+				prom.SignalDecodeCallsTotal: 428, prom.SignalBusySlotsPerDecode: 1},
 		},
 		{
 			file: "llamacpp-b8180-maruel-genai-cassette.txt", profile: "llamacpp",
-			signals: map[string]float64{prom.SignalQueueDepth: 0, prom.SignalRunning: 0, prom.SignalPromptTokensTotal: 86, prom.SignalGenerationTokens: 109},
+			signals: map[string]float64{prom.SignalQueueDepth: 0, prom.SignalRunning: 0, prom.SignalPromptTokensTotal: 86, prom.SignalGenerationTokens: 109,
+				prom.SignalDecodeCallsTotal: 109, prom.SignalBusySlotsPerDecode: 1},
 		},
 		{
 			file: "llamacpp-b9383-maruel-genai-cassette.txt", profile: "llamacpp",
-			signals: map[string]float64{prom.SignalQueueDepth: 0, prom.SignalRunning: 0, prom.SignalPromptTokensTotal: 2088, prom.SignalGenerationTokens: 11982},
+			signals: map[string]float64{prom.SignalQueueDepth: 0, prom.SignalRunning: 0, prom.SignalPromptTokensTotal: 2088, prom.SignalGenerationTokens: 11982,
+				prom.SignalDecodeCallsTotal: 6851, prom.SignalBusySlotsPerDecode: 1.75347},
 		},
 		{
 			file: "triton-core-datadog-TRUNCATED.txt", profile: "triton-trtllm", variant: "core",
