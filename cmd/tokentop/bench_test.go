@@ -74,7 +74,14 @@ func benchChild(args []string) int {
 		return 2
 	}
 	defer cpu.Close()
-	if err := pprof.StartCPUProfile(cpu); err != nil {
+	if os.Getenv(benchProfileSteadyEnv) != "" {
+		// Only the steady window, every stream open: what a chunk costs,
+		// without start-up, the report or the twin's build.
+		from := time.AfterFunc(benchProfileAt-benchSteadyProfile/2, func() { _ = pprof.StartCPUProfile(cpu) })
+		to := time.AfterFunc(benchProfileAt+benchSteadyProfile/2, pprof.StopCPUProfile)
+		defer from.Stop()
+		defer to.Stop()
+	} else if err := pprof.StartCPUProfile(cpu); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
@@ -98,6 +105,13 @@ func benchChild(args []string) int {
 // benchProfileAt is when the watch process writes heap.pprof and
 // memstats.txt: a few seconds in, every stream open.
 const benchProfileAt = 6 * time.Second
+
+// benchProfileSteadyEnv, set with benchProfileEnv, limits cpu.pprof to
+// the benchSteadyProfile around benchProfileAt.
+const (
+	benchProfileSteadyEnv = "TOKENTOP_BENCH_PROFILE_STEADY"
+	benchSteadyProfile    = 4 * time.Second
+)
 
 func writeHeapProfile(dir string) {
 	f, err := os.Create(filepath.Join(dir, "heap.pprof"))
