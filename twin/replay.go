@@ -65,6 +65,12 @@ func (s Server) knobs() engine.Knobs {
 	k.ChunkedPrefill = s.ChunkedPrefill
 	k.MaxBatchedTokens = positiveOr(s.TokenBudget, 8192)
 	if !k.ChunkedPrefill {
+		if s.TokenBudget > 0 {
+			// Whole prompts within a budget: the server packs waiting
+			// prompts into a step up to it, and (as vLLM requires of a
+			// server without chunked prefill) no prompt is longer.
+			k.MaxModelLen = min(k.MaxModelLen, s.TokenBudget)
+		}
 		k.MaxBatchedTokens = max(k.MaxBatchedTokens, k.MaxModelLen)
 	}
 	k.DecodeStepMs = math.Max(s.BaseMs, 1e-3)

@@ -449,6 +449,10 @@ const calibrationRounds = 3
 // then without.
 var budgets = []int{256, 512, 1024, 2048, 4096, 8192, 16384}
 
+// wholeBudgets are the budgets calibration tries without chunked prefill:
+// contexts of 4k to 32k tokens, as servers are run with.
+var wholeBudgets = []int{4096, 8192, 16384, 32768}
+
 // calibrate picks the token budget and chunking whose replay best matches
 // the measured figures: the server does not publish them, and they shape
 // the gaps a prefill leaves.
@@ -460,6 +464,12 @@ func (b *builder) calibrate() (*runOut, error) {
 	var trials []trial
 	for _, bu := range budgets {
 		trials = append(trials, trial{bu, true})
+	}
+	// Whole prompts, within a budget (no server prefills every waiting
+	// prompt in one step: vLLM's is its max-num-batched-tokens, at least
+	// the model's context) or none.
+	for _, bu := range wholeBudgets {
+		trials = append(trials, trial{bu, false})
 	}
 	trials = append(trials, trial{0, false})
 	outs := make([]*runOut, len(trials))
@@ -488,10 +498,14 @@ func (b *builder) calibrate() (*runOut, error) {
 	t := trials[best]
 	b.srv.TokenBudget, b.srv.ChunkedPrefill = t.budget, t.chunked
 	how := fmt.Sprintf("calibrated: of %d budgets replayed, the one whose replay matches the measured TTFT, ITL and throughput best (loss %.3f, next %.3f)", len(trials), ordered[0], ordered[min(1, len(ordered)-1)])
-	if t.chunked {
+	switch {
+	case t.chunked:
 		b.res.Fit.TokenBudget = known(float64(t.budget), how)
 		b.res.Fit.Chunked = known(1, how)
-	} else {
+	case t.budget > 0:
+		b.res.Fit.TokenBudget = known(float64(t.budget), "whole prompts in a step up to it (and none longer); "+how)
+		b.res.Fit.Chunked = known(0, how)
+	default:
 		b.res.Fit.TokenBudget = Param{Source: "none: whole prompts in one step; " + how}
 		b.res.Fit.Chunked = known(0, how)
 	}
