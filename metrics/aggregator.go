@@ -7,7 +7,6 @@ package metrics
 
 import (
 	"cmp"
-	"math"
 	"slices"
 	"time"
 
@@ -69,15 +68,8 @@ type Aggregator struct {
 	variant    string
 	lastGPU    *observe.GPUSample
 	jobs       map[string]*jobState
-	// series are the closed steps of the console's time series (shared,
-	// immutable, by every snapshot until the next step closes); seriesSt
-	// the step in progress; rates the server's token rates between its
-	// last two scrapes.
-	series      Series
-	seriesSt    seriesState
-	rates       tokenRates
-	signals     []SignalReading
-	classNames  []string
+	// trackers keep the concerns of the run alone (runConcerns order).
+	trackers    []tracker
 	sources     map[string]*SourceStatus
 	sourceOrder []string
 
@@ -87,18 +79,10 @@ type Aggregator struct {
 	// scrape source (at most maxScrapeWarnings).
 	scrapeWarnings int
 	knobs          []observe.KnobChange
-	// cur gathers the client's side of the scrape interval in progress;
-	// intervals are the last MaxIntervals closed ones.
-	cur       intervalAccum
-	intervals []Interval
-	// foot places tokentop's own work in the server's scrape intervals
-	// (Footprint); sawStarted and sawInFlight say whether requests in
-	// flight were ever reported, by start events or by the runners' counts.
-	foot        footTracker
+	// sawStarted and sawInFlight say whether requests in flight were ever
+	// reported, by start events or by the runners' counts.
 	sawStarted  bool
 	sawInFlight bool
-	// restarts are the server's restarts seen between good scrapes.
-	restarts restartTracker
 }
 
 // NewAggregator returns an empty aggregator.
@@ -128,15 +112,14 @@ func NewAggregator(o Options) *Aggregator {
 		jobs:     map[string]*jobState{},
 		pending:  map[string]*pendingRequest{},
 		sources:  map[string]*SourceStatus{},
-		series:   Series{Step: SeriesStep},
-		rates:    tokenRates{prompt: math.NaN(), gen: math.NaN()},
 	}
 	for i, c := range o.Classes {
 		a.classIx[c.Name] = i
-		a.classNames = append(a.classNames, c.Name)
+	}
+	for _, newTracker := range runConcerns {
+		a.trackers = append(a.trackers, newTracker(&a.opts, a.mapping))
 	}
 	a.run = a.newSlot(o.Started)
-	a.cur = newIntervalAccum(a.mapping)
 	return a
 }
 
@@ -248,7 +231,7 @@ func (a *Aggregator) addScrape(e *observe.Scrape) {
 	if e.Err != "" || s == nil {
 		src.LastError, src.LastErrorAt = cmp.Or(e.Err, "empty scrape"), at
 		a.scrapeOK = false
-		a.restarts.failedScrape(at, e.Err, a.lastScrape != nil)
+		a.track(&scrapeFailed{at: at, err: e.Err, sawGood: a.lastScrape != nil})
 		return
 	}
 	src.LastSuccess = at
@@ -261,12 +244,7 @@ func (a *Aggregator) addScrape(e *observe.Scrape) {
 	}
 	a.profile, a.variant = s.Profile, s.Variant
 	a.noteScrapeWarnings(at, s.Warnings)
-	a.toSpans(at, &scraped{prev: a.lastScrape, cur: s})
-	a.closeInterval(a.lastScrape, s)
-	a.foot.scrape(a.lastScrape, s, a.probeInFlight())
-	a.noteScrapeRates(a.lastScrape, s)
-	a.restarts.goodScrape(a.lastScrape, s)
-	a.noteSignals(s)
+	a.toAll(at, &scraped{prev: a.lastScrape, cur: s, probeInFlight: a.probeInFlight(), probeInFlightByClass: a.probeInFlightByClass()})
 	a.lastScrape = s
 }
 
@@ -292,12 +270,12 @@ func (a *Aggregator) addGPU(s *observe.GPUSample) {
 		return
 	}
 	src.LastSuccess = s.At
-	a.toSpans(s.At, s)
+	a.toAll(s.At, s)
 }
 
 // addLag accounts one self-lag reading.
 func (a *Aggregator) addLag(l *observe.LagSample) {
-	a.toSpans(l.At, l)
+	a.toAll(l.At, l)
 }
 
 func laterOf(a, b time.Time) time.Time {

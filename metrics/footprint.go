@@ -5,6 +5,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/DataDog/sketches-go/ddsketch/mapping"
+
 	"github.com/tokentop/tokentop/config"
 	"github.com/tokentop/tokentop/observe"
 	"github.com/tokentop/tokentop/prom"
@@ -152,11 +154,40 @@ type footEntry struct {
 // target size, and the Trace replaces them with the exact figures when it
 // ends, in the intervals the work fell in.
 type footTracker struct {
+	window      time.Duration
+	budget      float64
 	first, last time.Time // the first and the last successful scrape
 	intervals   []footInterval
 	run         footSums
 	open        []footEntry
 	hasWaiting  bool
+}
+
+func newFootTracker(o *Options, _ mapping.IndexMapping) tracker {
+	return &footTracker{window: o.Window, budget: o.FootprintBudget}
+}
+
+func (f *footTracker) apply(ev spanEvent) {
+	switch e := ev.(type) {
+	case *requestEnded:
+		f.trace(e.t, e.p)
+	case *firstTokenSeen:
+		f.firstToken(e)
+	case *gapsSeen:
+		f.gapsRan(e)
+	case *scraped:
+		f.scrape(e.prev, e.cur, e.probeInFlight)
+	}
+}
+
+// fillSnapshot gives each view the footprint over its own scrape
+// intervals: those that ended in the live window, and all of the run's.
+func (f *footTracker) fillSnapshot(s *Snapshot, c *snapshotContext) {
+	live := f.since(c.now.Add(-f.window))
+	s.Live.Probe.Footprint = live.footprint(f.budget)
+	run := f.run
+	run.hasWaiting = f.hasWaiting
+	s.Run.Probe.Footprint = run.footprint(f.budget)
 }
 
 // add counts tokentop's prompt and generated tokens at instant at.
@@ -317,28 +348,28 @@ func footShare(probe, server, over float64) (p, s, share *float64) {
 
 func clamp01(x float64) float64 { return math.Max(0, math.Min(1, x)) }
 
-// Probe bookkeeping for the footprint, called from the aggregator.
+// Probe bookkeeping for the footprint.
 
-// footFirstToken counts a running request's first content token, and its
+// firstToken counts a running request's first content token, and its
 // prompt at its target size, at the first token's instant.
-func (a *Aggregator) footFirstToken(ft *observe.FirstToken) {
-	p := a.pending[ft.ID]
-	if ft.ID == "" || p == nil || p.footFirst {
+func (f *footTracker) firstToken(e *firstTokenSeen) {
+	p := e.p
+	if p == nil || p.footFirst {
 		return
 	}
 	p.footFirst = true
-	p.footPromptAt, p.footPrompt = ft.At, float64(p.promptTarget)
-	a.foot.add(ft.At, p.footPrompt, 1)
+	p.footPromptAt, p.footPrompt = e.at, float64(p.promptTarget)
+	f.add(e.at, p.footPrompt, 1)
 }
 
-// footGaps counts the content chunks a running stream reported, one token
+// gapsRan counts the content chunks a running stream reported, one token
 // each, at the instants they arrived: the report's last gap ended at its
 // At, each earlier one that much before.
-func (a *Aggregator) footGaps(r *observe.GapReport) {
-	at := r.At
-	for i := len(r.GapsMs) - 1; i >= 0; i-- {
-		a.foot.add(at, 0, 1)
-		g := r.GapsMs[i]
+func (f *footTracker) gapsRan(e *gapsSeen) {
+	at := e.at
+	for i := len(e.gapsMs) - 1; i >= 0; i-- {
+		f.add(at, 0, 1)
+		g := e.gapsMs[i]
 		if !(g >= 0) || math.IsInf(g, 1) {
 			g = 0
 		}
@@ -346,16 +377,13 @@ func (a *Aggregator) footGaps(r *observe.GapReport) {
 	}
 }
 
-// footTrace replaces a finished request's provisional counts (p, nil when
+// trace replaces a finished request's provisional counts (p, nil when
 // none was made) with its exact work: its prompt when it was prefilled
 // (its first generated token), its output tokens as they arrived.
-func (a *Aggregator) footTrace(t *observe.Trace, p *pendingRequest) {
-	if t.Err != nil && t.Err.Kind == observe.ErrThrottled {
-		return
-	}
+func (f *footTracker) trace(t *observe.Trace, p *pendingRequest) {
 	provFirst := p != nil && p.footFirst
 	if provFirst {
-		a.foot.add(p.footPromptAt, -p.footPrompt, 0)
+		f.add(p.footPromptAt, -p.footPrompt, 0)
 	}
 	generated := 0
 	exact := true
@@ -383,10 +411,10 @@ func (a *Aggregator) footTrace(t *observe.Trace, p *pendingRequest) {
 			prompt = float64(max(t.Usage.PromptTokens, 0))
 		}
 		at := cmpOrTime(firstAt, t.FirstByte, t.End)
-		a.foot.add(at, prompt, 0)
+		f.add(at, prompt, 0)
 	}
 	if generated == 0 {
-		a.foot.add(cmpOrTime(t.End, t.FirstByte), 0, total)
+		f.add(cmpOrTime(t.End, t.FirstByte), 0, total)
 		return
 	}
 	// Each generated chunk's tokens: the server's per-chunk count where it
@@ -413,10 +441,10 @@ func (a *Aggregator) footTrace(t *observe.Trace, p *pendingRequest) {
 			}
 			content++
 		}
-		a.foot.add(d.At, 0, k)
+		f.add(d.At, 0, k)
 	}
 	if rest := total - counted; rest != 0 {
-		a.foot.add(lastAt, 0, rest) // usage beyond the per-chunk counts (a final usage-only chunk)
+		f.add(lastAt, 0, rest) // usage beyond the per-chunk counts (a final usage-only chunk)
 	}
 }
 
@@ -427,23 +455,6 @@ func cmpOrTime(ts ...time.Time) time.Time {
 		}
 	}
 	return time.Time{}
-}
-
-// probeInFlight is how many of tokentop's requests are in flight now: the
-// requests started and not finished, or, in recordings without start
-// events, the runners' own counts; -1 when neither was ever reported.
-func (a *Aggregator) probeInFlight() float64 {
-	if a.sawStarted {
-		return float64(len(a.pending))
-	}
-	if a.sawInFlight {
-		var n int64
-		for _, v := range a.inFlight {
-			n += v
-		}
-		return float64(n)
-	}
-	return -1
 }
 
 // footprintBudget is the budget of the options, config's default when

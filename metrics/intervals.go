@@ -6,6 +6,7 @@ import (
 
 	"github.com/DataDog/sketches-go/ddsketch/mapping"
 
+	"github.com/tokentop/tokentop/observe"
 	"github.com/tokentop/tokentop/prom"
 )
 
@@ -57,28 +58,80 @@ type Interval struct {
 	ProbeInFlight []int
 }
 
-// intervalAccum gathers the client side of the interval in progress.
-type intervalAccum struct {
-	gaps, ttft *sketch
+// intervalTracker closes an Interval at every good scrape, from the
+// client's measurements gathered since the previous one (direct path only).
+type intervalTracker struct {
+	m         mapping.IndexMapping
+	window    time.Duration
+	gaps      *sketch // the interval in progress
+	ttft      *sketch
+	intervals []Interval // the last MaxIntervals closed ones
 }
 
-func newIntervalAccum(m mapping.IndexMapping) intervalAccum {
-	return intervalAccum{gaps: newSketch(m), ttft: newSketch(m)}
+func newIntervalTracker(o *Options, m mapping.IndexMapping) tracker {
+	t := &intervalTracker{m: m, window: o.Window}
+	t.reset()
+	return t
 }
 
-// closeInterval turns the client measurements gathered since prev and the
-// scrape cur into an Interval, and starts the next one.
-func (a *Aggregator) closeInterval(prev, cur *prom.Sample) {
+func (t *intervalTracker) reset() { t.gaps, t.ttft = newSketch(t.m), newSketch(t.m) }
+
+func (t *intervalTracker) apply(ev spanEvent) {
+	switch e := ev.(type) {
+	case *requestEnded:
+		if pathName(e.t.Path) != observe.PathDirect {
+			return
+		}
+		// What the stream reported while it ran is in already.
+		if e.rm.hasTTFT && !e.t.FirstTokenReported {
+			t.ttft.add(e.rm.ttftMs)
+		}
+		for i, g := range e.rm.chunkGapsMs {
+			if i >= e.t.GapsReported {
+				t.gaps.add(g)
+			}
+		}
+	case *firstTokenSeen:
+		if e.path == observe.PathDirect {
+			t.ttft.add(e.ttftMs)
+		}
+	case *gapsSeen:
+		if e.path == observe.PathDirect {
+			for _, g := range e.gapsMs {
+				t.gaps.add(g)
+			}
+		}
+	case *scraped:
+		t.close(e)
+	}
+}
+
+// fillSnapshot gives the run the intervals kept and the live view those
+// that ended in its window.
+func (t *intervalTracker) fillSnapshot(s *Snapshot, c *snapshotContext) {
+	s.Run.Intervals = slices.Clone(t.intervals)
+	for i, iv := range t.intervals {
+		if iv.End.After(c.now.Add(-t.window)) {
+			s.Live.Intervals = slices.Clone(t.intervals[i:])
+			break
+		}
+	}
+}
+
+// close turns the client measurements gathered since the previous scrape
+// and the scrape e.cur into an Interval, and starts the next one.
+func (t *intervalTracker) close(e *scraped) {
+	prev, cur := e.prev, e.cur
 	if prev == nil || !cur.At.After(prev.At) {
 		return
 	}
 	dt := cur.At.Sub(prev.At).Seconds()
-	iv := Interval{Start: prev.At, End: cur.At, Gaps: a.cur.gaps.count(), FirstTokens: a.cur.ttft.count()}
+	iv := Interval{Start: prev.At, End: cur.At, Gaps: t.gaps.count(), FirstTokens: t.ttft.count()}
 	if iv.Gaps > 0 {
-		iv.GapP50Ms, iv.GapP99Ms = a.cur.gaps.quantile(0.5), a.cur.gaps.quantile(0.99)
+		iv.GapP50Ms, iv.GapP99Ms = t.gaps.quantile(0.5), t.gaps.quantile(0.99)
 	}
 	if iv.FirstTokens > 0 {
-		iv.TTFTP50Ms = a.cur.ttft.quantile(0.5)
+		iv.TTFTP50Ms = t.ttft.quantile(0.5)
 	}
 	rate := func(c prom.Counter) *float64 {
 		inc, ok := prom.CounterIncrease(prev, cur, c)
@@ -119,15 +172,10 @@ func (a *Aggregator) closeInterval(prev, cur *prom.Sample) {
 			iv.BusySlotsPerDecode = ptrf(max(a1*n.After-a0*n.Before, 0) / n.By)
 		}
 	}
-	if a.sawStarted {
-		iv.ProbeInFlight = make([]int, len(a.opts.Classes))
-		for _, p := range a.pending {
-			iv.ProbeInFlight[p.class]++
-		}
+	iv.ProbeInFlight = e.probeInFlightByClass
+	t.intervals = append(t.intervals, iv)
+	if len(t.intervals) > MaxIntervals {
+		t.intervals = slices.Delete(t.intervals, 0, len(t.intervals)-MaxIntervals)
 	}
-	a.intervals = append(a.intervals, iv)
-	if len(a.intervals) > MaxIntervals {
-		a.intervals = slices.Delete(a.intervals, 0, len(a.intervals)-MaxIntervals)
-	}
-	a.cur = newIntervalAccum(a.mapping)
+	t.reset()
 }

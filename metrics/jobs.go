@@ -65,7 +65,7 @@ func (a *Aggregator) trackJob(t *observe.Trace, ci int, at time.Time) {
 	if !complete {
 		return // a job with a dropped request is not a finished job
 	}
-	a.toSpans(at, &jobEnded{class: ci, onTime: j.onTime})
+	a.toAll(at, &jobEnded{class: ci, onTime: j.onTime})
 }
 
 // forgetExpiredJobs drops the jobs whose deadline passed before now: they

@@ -46,7 +46,6 @@ func (a *Aggregator) addTrace(t *observe.Trace) {
 	if !ok {
 		return
 	}
-	a.footTrace(t, p)
 	if t.Err != nil && t.Err.Kind == observe.ErrThrottled {
 		a.addThrottled(t, ci)
 		return
@@ -58,17 +57,7 @@ func (a *Aggregator) addTrace(t *observe.Trace) {
 	if at.IsZero() {
 		at = t.Sent
 	}
-	if pathName(t.Path) == observe.PathDirect {
-		if rm.hasTTFT && !t.FirstTokenReported {
-			a.cur.ttft.add(rm.ttftMs)
-		}
-		for i, g := range rm.chunkGapsMs {
-			if i >= t.GapsReported {
-				a.cur.gaps.add(g)
-			}
-		}
-	}
-	a.toSpans(at, &requestEnded{class: ci, cfg: cl, t: t, rm: &rm, stallGapMs: stall})
+	a.toAll(at, &requestEnded{class: ci, cfg: cl, t: t, p: p, rm: &rm, stallGapMs: stall})
 	a.trackJob(t, ci, at)
 
 	src := a.source("probe")
@@ -97,7 +86,7 @@ func (a *Aggregator) addThrottled(t *observe.Trace, ci int) {
 	if at.IsZero() {
 		at = t.IntendedStart
 	}
-	a.toSpans(at, &requestThrottled{class: ci, maxTokens: t.MaxTokens})
+	a.toAll(at, &requestThrottled{class: ci, maxTokens: t.MaxTokens})
 }
 
 // addFirstToken accounts the TTFT of a request still streaming, so the
@@ -108,16 +97,12 @@ func (a *Aggregator) addFirstToken(ft *observe.FirstToken) {
 	if !ok {
 		return
 	}
-	if p := a.pending[ft.ID]; p != nil {
+	p := a.pending[ft.ID]
+	if p != nil {
 		p.firstToken = true
 	}
-	a.footFirstToken(ft)
 	ttft, fromIntended := msBetween(ft.Sent, ft.At), msBetween(ft.IntendedStart, ft.At)
-	path := pathName(ft.Path)
-	if path == observe.PathDirect {
-		a.cur.ttft.add(ttft)
-	}
-	a.toSpans(ft.At, &firstTokenSeen{class: ci, path: path, ttftMs: ttft, fromIntendedMs: fromIntended})
+	a.toAll(ft.At, &firstTokenSeen{class: ci, path: pathName(ft.Path), at: ft.At, p: p, ttftMs: ttft, fromIntendedMs: fromIntended})
 }
 
 // addGaps accounts chunk gaps of a stream still running (see
@@ -127,15 +112,7 @@ func (a *Aggregator) addGaps(r *observe.GapReport) {
 	if !ok {
 		return
 	}
-	stall := a.stallGapMs(ci)
-	a.footGaps(r)
-	path := pathName(r.Path)
-	if path == observe.PathDirect {
-		for _, g := range r.GapsMs {
-			a.cur.gaps.add(g)
-		}
-	}
-	a.toSpans(r.At, &gapsSeen{class: ci, path: path, gapsMs: r.GapsMs, stallGapMs: stall})
+	a.toAll(r.At, &gapsSeen{class: ci, path: pathName(r.Path), at: r.At, gapsMs: r.GapsMs, stallGapMs: a.stallGapMs(ci)})
 }
 
 func (a *Aggregator) stallGapMs(ci int) float64 {
@@ -143,4 +120,34 @@ func (a *Aggregator) stallGapMs(ci int) float64 {
 		return ms
 	}
 	return durMs(config.DefaultStallGap)
+}
+
+// probeInFlight is how many of tokentop's requests are in flight now: the
+// requests started and not finished, or, in recordings without start
+// events, the runners' own counts; -1 when neither was ever reported.
+func (a *Aggregator) probeInFlight() float64 {
+	if a.sawStarted {
+		return float64(len(a.pending))
+	}
+	if a.sawInFlight {
+		var n int64
+		for _, v := range a.inFlight {
+			n += v
+		}
+		return float64(n)
+	}
+	return -1
+}
+
+// probeInFlightByClass is how many of tokentop's requests are in flight
+// now, by class: nil when no start was ever reported.
+func (a *Aggregator) probeInFlightByClass() []int {
+	if !a.sawStarted {
+		return nil
+	}
+	n := make([]int, len(a.opts.Classes))
+	for _, p := range a.pending {
+		n[p.class]++
+	}
+	return n
 }

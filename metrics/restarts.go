@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/DataDog/sketches-go/ddsketch/mapping"
+
 	"github.com/tokentop/tokentop/prom"
 )
 
@@ -57,8 +59,9 @@ const maxRestarts = 64
 
 // restartTracker finds restarts between consecutive good scrapes.
 type restartTracker struct {
-	list  []Restart
-	total int // restarts seen in the run, listed or not
+	window time.Duration
+	list   []Restart
+	total  int // restarts seen in the run, listed or not
 	// Failures since the last good scrape.
 	failFrom time.Time
 	failed   int
@@ -68,6 +71,27 @@ type restartTracker struct {
 // restartCounters are the canonical counters a restart sets back to zero.
 var restartCounters = [...]prom.Counter{
 	prom.CounterGenerationTokens, prom.CounterPromptTokens, prom.CounterRequestSuccess, prom.CounterPreemptions,
+}
+
+func newRestartTracker(o *Options, _ mapping.IndexMapping) tracker {
+	return &restartTracker{window: o.Window}
+}
+
+func (r *restartTracker) apply(ev spanEvent) {
+	switch e := ev.(type) {
+	case *scraped:
+		r.goodScrape(e.prev, e.cur)
+	case *scrapeFailed:
+		r.failedScrape(e.at, e.err, e.sawGood)
+	}
+}
+
+// fillSnapshot lists the run's restarts and those in the live window.
+func (r *restartTracker) fillSnapshot(s *Snapshot, c *snapshotContext) {
+	s.Run.Server.Restarts = r.since(time.Time{})
+	s.Run.Server.RestartsTotal = r.total
+	s.Live.Server.Restarts = r.since(c.now.Add(-r.window))
+	s.Live.Server.RestartsTotal = len(s.Live.Server.Restarts)
 }
 
 // failedScrape notes a scrape that failed after a good one.

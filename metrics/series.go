@@ -5,6 +5,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/DataDog/sketches-go/ddsketch/mapping"
+
 	"github.com/tokentop/tokentop/prom"
 )
 
@@ -108,29 +110,60 @@ func counterRate(prev, cur *prom.Sample, c prom.Counter) float64 {
 	return inc.By / dt
 }
 
-// noteScrapeRates keeps the token rates between the previous and the new
-// scrape, for the series.
-func (a *Aggregator) noteScrapeRates(prev, cur *prom.Sample) {
-	a.rates = tokenRates{
-		prompt: counterRate(prev, cur, prom.CounterPromptTokens),
-		gen:    counterRate(prev, cur, prom.CounterGenerationTokens),
+// seriesTracker builds the console's time series, one point a step.
+type seriesTracker struct {
+	started    time.Time
+	staleAfter time.Duration
+	classNames []string
+	// series are the closed steps (shared, immutable, by every snapshot
+	// until the next step closes); st the step in progress; rates the
+	// server's token rates between its last two scrapes.
+	series Series
+	st     seriesState
+	rates  tokenRates
+}
+
+func newSeriesTracker(o *Options, _ mapping.IndexMapping) tracker {
+	t := &seriesTracker{started: o.Started, staleAfter: o.StaleAfter, series: Series{Step: SeriesStep},
+		rates: tokenRates{prompt: math.NaN(), gen: math.NaN()}}
+	for _, c := range o.Classes {
+		t.classNames = append(t.classNames, c.Name)
 	}
+	return t
+}
+
+// apply keeps the token rates between the previous and the new scrape.
+func (t *seriesTracker) apply(ev spanEvent) {
+	if e, ok := ev.(*scraped); ok {
+		t.rates = tokenRates{
+			prompt: counterRate(e.prev, e.cur, prom.CounterPromptTokens),
+			gen:    counterRate(e.prev, e.cur, prom.CounterGenerationTokens),
+		}
+	}
+}
+
+// fillSnapshot accounts the snapshot's live view as the series' latest
+// point, and gives it the series.
+func (t *seriesTracker) fillSnapshot(s *Snapshot, c *snapshotContext) {
+	t.advance(t.point(&s.Live, c), c.now)
+	s.Series = t.series
 }
 
 // point reads every series' value at now from the live view and the last
 // scrape and GPU sample, where they are fresh.
-func (a *Aggregator) point(live *View, now time.Time) *seriesPoint {
+func (t *seriesTracker) point(live *View, c *snapshotContext) *seriesPoint {
 	p := &seriesPoint{}
-	fresh := a.lastScrape != nil && a.scrapeOK && now.Sub(a.lastScrape.At) <= a.opts.StaleAfter
+	now, last := c.now, c.lastScrape
+	fresh := last != nil && c.scrapeOK && now.Sub(last.At) <= t.staleAfter
 	for i, read := range []func(*prom.Sample) (float64, bool){(*prom.Sample).QueueDepth, (*prom.Sample).Running, (*prom.Sample).KVUsage} {
 		p.server[i] = math.NaN()
-		if v, ok := read(a.lastScrape); ok && fresh {
+		if v, ok := read(last); ok && fresh {
 			p.server[i] = v
 		}
 	}
 	p.server[3], p.server[4] = math.NaN(), math.NaN()
 	if fresh {
-		p.server[3], p.server[4] = a.rates.prompt, a.rates.gen
+		p.server[3], p.server[4] = t.rates.prompt, t.rates.gen
 	}
 	p.classes = make([][3]float64, len(live.Classes))
 	for i := range live.Classes {
@@ -144,7 +177,7 @@ func (a *Aggregator) point(live *View, now time.Time) *seriesPoint {
 		}
 		p.classes[i] = v
 	}
-	if g := a.lastGPU; g != nil && !g.Stale && g.Err == "" && now.Sub(g.At) <= a.opts.StaleAfter {
+	if g := c.lastGPU; g != nil && !g.Stale && g.Err == "" && now.Sub(g.At) <= t.staleAfter {
 		p.gpus = make(map[int][2]float64, len(g.Devices))
 		for _, d := range g.Devices {
 			p.gpus[d.Index] = [2]float64{optValue(d.Util), optValue(d.MemBWUtil)}
@@ -160,16 +193,15 @@ func optValue(v *float64) float64 {
 	return *v
 }
 
-// advanceSeries accounts the snapshot taken at now: it replaces the
-// pending point when now is in the same step, and otherwise closes the
+// advance accounts p, the point of the snapshot taken at now: it replaces
+// the pending point when now is in the same step, and otherwise closes the
 // pending step into a new Series (steps without a snapshot become NaN).
-func (a *Aggregator) advanceSeries(live *View, now time.Time) {
-	step := int64(now.Sub(a.opts.Started) / SeriesStep)
-	p := a.point(live, now)
-	st := &a.seriesSt
+func (t *seriesTracker) advance(p *seriesPoint, now time.Time) {
+	step := int64(now.Sub(t.started) / SeriesStep)
+	st := &t.st
 	if st.pending != nil && step > st.step {
 		missed := int(min(step-st.step-1, SeriesLen))
-		a.series = a.series.with(st.pending, missed, a.opts.Started.Add(time.Duration(st.step+1)*SeriesStep), a.classNames)
+		t.series = t.series.with(st.pending, missed, t.started.Add(time.Duration(st.step+1)*SeriesStep), t.classNames)
 	}
 	if st.pending == nil || step >= st.step {
 		st.step, st.pending = step, p

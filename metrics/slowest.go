@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/tokentop/tokentop/observe"
-	"github.com/tokentop/tokentop/prom"
 )
 
 // MaxSlowest is how many of its slowest requests a class keeps per path,
@@ -164,47 +163,4 @@ func foldMax(vals []float64, n int) []float64 {
 		out[i] = slices.Max(vals[lo:max(hi, lo+1)])
 	}
 	return out
-}
-
-// SignalReading is one canonical server signal as last read: its value in
-// the latest scrape that had it, and when that was.
-type SignalReading struct {
-	Name string
-	// Histogram is true for the canonical histograms; Value is then the
-	// cumulative count of observations.
-	Histogram bool
-	Value     float64
-	// Seen is the time of the latest scrape that had the signal; zero
-	// when no scrape has. InLast is true when the latest successful
-	// scrape had it.
-	Seen   time.Time
-	InLast bool
-}
-
-// noteSignals records which canonical signals a successful scrape had.
-func (a *Aggregator) noteSignals(s *prom.Sample) {
-	if a.signals == nil {
-		for _, n := range prom.SignalNames() {
-			a.signals = append(a.signals, SignalReading{Name: n})
-		}
-		for _, n := range prom.HistogramNames() {
-			a.signals = append(a.signals, SignalReading{Name: n, Histogram: true})
-		}
-	}
-	for i := range a.signals {
-		r := &a.signals[i]
-		var v float64
-		var ok bool
-		if r.Histogram {
-			var h prom.Histogram
-			h, ok = s.Histograms[r.Name]
-			v = h.Count
-		} else {
-			v, ok = s.Signal(r.Name)
-		}
-		r.InLast = ok
-		if ok {
-			r.Value, r.Seen = v, s.At
-		}
-	}
 }

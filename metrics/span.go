@@ -40,6 +40,34 @@ var spanConcerns = []func(c *spanConfig) accumulator{
 	newLagAccum,
 }
 
+// A tracker keeps one concern over the run alone: scrape intervals, the
+// footprint, restarts, the series, the signals read. Each keeps what its
+// live part needs by time (the intervals that ended in the window...), not
+// by slot, so it has nothing to merge; it takes the same events as the
+// accumulators and fills the snapshot.
+type tracker interface {
+	apply(ev spanEvent)
+	fillSnapshot(s *Snapshot, c *snapshotContext)
+}
+
+// runConcerns build each tracker, in the order the aggregator keeps them.
+var runConcerns = []func(o *Options, m mapping.IndexMapping) tracker{
+	newIntervalTracker,
+	newFootTracker,
+	newRestartTracker,
+	newSignalTracker,
+	newSeriesTracker,
+}
+
+// snapshotContext is what the trackers fill a snapshot with besides their
+// own state.
+type snapshotContext struct {
+	now        time.Time
+	lastScrape *prom.Sample
+	scrapeOK   bool
+	lastGPU    *observe.GPUSample
+}
+
 // spanConfig is what a concern's accumulator is built with.
 type spanConfig struct {
 	mapping mapping.IndexMapping
@@ -70,11 +98,13 @@ type spanEvent any
 // classEvent is a span event about one class (its index, config order).
 type classEvent interface{ classIndex() int }
 
-// requestEnded is a finished request, measured.
+// requestEnded is a finished request, measured; p is what was noted
+// while it was in flight (nil when its start was not seen).
 type requestEnded struct {
 	class      int
 	cfg        *config.Class
 	t          *observe.Trace
+	p          *pendingRequest
 	rm         *requestMeasures
 	stallGapMs float64
 	timeline   *RequestTiming // built on first need (timing)
@@ -96,17 +126,22 @@ type requestThrottled struct {
 	maxTokens int
 }
 
-// firstTokenSeen is the first content token of a request still streaming.
+// firstTokenSeen is the first content token of a request still
+// streaming; p is the request in flight (nil when its start was not seen).
 type firstTokenSeen struct {
 	class                  int
 	path                   string
+	at                     time.Time
+	p                      *pendingRequest
 	ttftMs, fromIntendedMs float64
 }
 
-// gapsSeen are chunk gaps of a request still streaming.
+// gapsSeen are chunk gaps of a request still streaming, the last ending at
+// at.
 type gapsSeen struct {
 	class      int
 	path       string
+	at         time.Time
 	gapsMs     []float64
 	stallGapMs float64
 }
@@ -118,8 +153,22 @@ type jobEnded struct {
 }
 
 // scraped is a good scrape, with the previous good one (nil for the first)
-// that counters and histograms are differenced from.
-type scraped struct{ prev, cur *prom.Sample }
+// that counters and histograms are differenced from, and tokentop's own
+// requests in flight as it came: in all (-1 when never reported) and by
+// class (nil when their starts were never seen).
+type scraped struct {
+	prev, cur            *prom.Sample
+	probeInFlight        float64
+	probeInFlightByClass []int
+}
+
+// scrapeFailed is a scrape that failed; sawGood is true when one had
+// succeeded before.
+type scrapeFailed struct {
+	at      time.Time
+	err     string
+	sawGood bool
+}
 
 func (e *requestEnded) classIndex() int     { return e.class }
 func (e *requestThrottled) classIndex() int { return e.class }
@@ -149,9 +198,11 @@ func (s *slot) merge(o *slot) {
 	}
 }
 
-// toSpans applies ev to the run and to the live slot covering at (none
-// when at fell out of the window).
-func (a *Aggregator) toSpans(at time.Time, ev spanEvent) {
+// toAll applies ev, an event at at, to every concern: the trackers, the
+// run's accumulators and those of the live slot covering at (none when at
+// fell out of the window).
+func (a *Aggregator) toAll(at time.Time, ev spanEvent) {
+	a.track(ev)
 	for _, s := range []*slot{a.run, a.slotFor(at)} {
 		if s == nil {
 			continue
@@ -159,6 +210,13 @@ func (a *Aggregator) toSpans(at time.Time, ev spanEvent) {
 		for _, acc := range s.accs {
 			acc.apply(ev)
 		}
+	}
+}
+
+// track applies ev to the trackers alone: an event no span keeps.
+func (a *Aggregator) track(ev spanEvent) {
+	for _, t := range a.trackers {
+		t.apply(ev)
 	}
 }
 

@@ -24,29 +24,12 @@ func (a *Aggregator) Tick(now time.Time) *Snapshot {
 		Live:    a.view(liveAcc, liveSpan, inFlight),
 		Run:     a.view(a.run, max(elapsed, 0), inFlight),
 	}
-	a.advanceSeries(&snap.Live, now)
-	snap.Series = a.series
 	snap.Sources = a.sourceStatuses(now)
 	snap.KnobChanges = slices.Clone(a.knobs)
-	snap.ServerSignals = slices.Clone(a.signals)
-	snap.Run.Intervals = slices.Clone(a.intervals)
-	for i, iv := range a.intervals {
-		if iv.End.After(now.Add(-a.opts.Window)) {
-			snap.Live.Intervals = slices.Clone(a.intervals[i:])
-			break
-		}
+	c := &snapshotContext{now: now, lastScrape: a.lastScrape, scrapeOK: a.scrapeOK, lastGPU: a.lastGPU}
+	for _, t := range a.trackers {
+		t.fillSnapshot(snap, c)
 	}
-	// The footprint over the same scrape intervals as the views' own:
-	// those that ended in the live window, and all of the run's.
-	live := a.foot.since(now.Add(-a.opts.Window))
-	snap.Live.Probe.Footprint = live.footprint(a.opts.FootprintBudget)
-	run := a.foot.run
-	run.hasWaiting = a.foot.hasWaiting
-	snap.Run.Probe.Footprint = run.footprint(a.opts.FootprintBudget)
-	snap.Run.Server.Restarts = a.restarts.since(time.Time{})
-	snap.Run.Server.RestartsTotal = a.restarts.total
-	snap.Live.Server.Restarts = a.restarts.since(now.Add(-a.opts.Window))
-	snap.Live.Server.RestartsTotal = len(snap.Live.Server.Restarts)
 	return snap
 }
 
