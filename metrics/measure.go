@@ -1,7 +1,7 @@
 package metrics
 
 // What one finished request measures: derived once from its Trace, then
-// added to the slot and run accumulators alike (accum.go).
+// handed to every concern alike (span.go).
 
 import (
 	"time"

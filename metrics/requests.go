@@ -12,7 +12,7 @@ type pendingRequest struct {
 	path       string
 	sent       time.Time
 	firstToken bool
-	// The footprint's provisional count (footFirstToken): the prompt's
+	// The footprint's provisional count (footTracker.firstToken): the prompt's
 	// target size, counted at the first token's instant, until the Trace
 	// gives the exact figures.
 	promptTarget int
