@@ -78,12 +78,7 @@ func (b *bucketAccum) add(rm *requestMeasures) {
 	for _, g := range itl {
 		b.itl.add(g)
 	}
-	if rm.censoredTTFTMs > 0 {
-		b.ttftCens.add(rm.censoredTTFTMs)
-	}
-	if rm.censoredE2EMs > 0 {
-		b.e2eCens.add(rm.censoredE2EMs)
-	}
+	rm.addCensored(b.ttftCens, b.e2eCens)
 	if rm.completed {
 		b.e2e.add(rm.e2eMs)
 	}

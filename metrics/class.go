@@ -125,12 +125,7 @@ func (c *classAccum) add(t *observe.Trace, rm *requestMeasures, stallGapMs float
 	} else if len(rm.chunkGapsMs) > 0 {
 		c.chunkBasisRequests++
 	}
-	if rm.censoredTTFTMs > 0 {
-		c.ttftCens.add(rm.censoredTTFTMs)
-	}
-	if rm.censoredE2EMs > 0 {
-		c.e2eCens.add(rm.censoredE2EMs)
-	}
+	rm.addCensored(c.ttftCens, c.e2eCens)
 	if rm.completed {
 		c.e2e.add(rm.e2eMs)
 		if rm.outputTokens > 0 {

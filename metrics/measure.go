@@ -74,6 +74,17 @@ type requestMeasures struct {
 	censoredE2EMs  float64
 }
 
+// addCensored adds the request's censored samples, if it has any, to the
+// sketches of TTFT and E2E lower bounds.
+func (rm *requestMeasures) addCensored(ttft, e2e *sketch) {
+	if rm.censoredTTFTMs > 0 {
+		ttft.add(rm.censoredTTFTMs)
+	}
+	if rm.censoredE2EMs > 0 {
+		e2e.add(rm.censoredE2EMs)
+	}
+}
+
 // measure derives requestMeasures from a trace; good judges it against the
 // class's per-request SLO.
 func measure(t *observe.Trace, cl *config.Class, good GoodRequestFunc) requestMeasures {
