@@ -16,6 +16,9 @@ type assembler struct {
 	emit  func(observe.Event)
 	conns map[connKey]*conn
 	held  int // out-of-order bytes held, all connections
+	// tainting, while held bytes are read, marks every exchange they
+	// reach (one segment may end one request and begin the next).
+	tainting string
 	stats observe.CaptureStats
 
 	now       time.Time // the newest packet's time
@@ -232,8 +235,9 @@ func (a *assembler) drain(c *conn, fromClient bool, h *half, at time.Time) {
 		if overlap := int(-int64(d)); overlap < len(first.data) {
 			data := first.data[overlap:]
 			h.next += uint32(len(data))
-			c.taint(fromClient, reasonOutOfOrder)
+			a.tainting = reasonOutOfOrder
 			a.deliver(c, fromClient, data, at)
+			a.tainting = ""
 		}
 		if len(h.held) > 0 {
 			h.holeSince = at
@@ -271,6 +275,9 @@ func (c *conn) taint(fromClient bool, reason string) {
 // readRequests parses the client's bytes.
 func (a *assembler) readRequests(c *conn, data []byte, at time.Time) {
 	for len(data) > 0 && !c.gone {
+		if a.tainting != "" {
+			c.taint(true, a.tainting)
+		}
 		switch c.reqState {
 		case reqIdle:
 			switch {
@@ -372,6 +379,9 @@ func (a *assembler) readResponses(c *conn, data []byte, at time.Time) {
 			c.queue = append(c.queue, x)
 		}
 		x := c.queue[c.answered]
+		if a.tainting != "" {
+			x.incomplete(a.tainting)
+		}
 		switch c.respState {
 		case respHead:
 			rest, h, ok, err := a.readHead(c, &c.respHead, data, parseResponseHead)
