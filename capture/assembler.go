@@ -19,7 +19,7 @@ type assembler struct {
 	// tainting, while held bytes are read, marks every exchange they
 	// reach (one segment may end one request and begin the next).
 	tainting string
-	stats observe.CaptureStats
+	stats    observe.CaptureStats
 
 	now       time.Time // the newest packet's time
 	lastSweep time.Time
