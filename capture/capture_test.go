@@ -290,3 +290,18 @@ func wantIncomplete(reason string) func(*observe.Observed) string {
 		return ""
 	}
 }
+
+// A capture a real `tcpdump -i any` took (Linux cooked v2 frames) of
+// three streams to the simulator on port 44383, kept so that machines
+// without tcpdump read one too.
+func TestTcpdumpFixture(t *testing.T) {
+	obs, stats := runSource(t, File("testdata/tcpdump-any-sim.pcap", Config{Port: 44383}))
+	if len(obs) != 3 || stats.Complete != 3 || stats.Undecodable != 0 {
+		t.Fatalf("observed %d, stats %+v", len(obs), stats)
+	}
+	for _, o := range obs {
+		if !o.Complete || o.API != "completions" || o.Model != "tokentop-sim-8b" || len(o.Chunks) != 12 || !o.UsageReported || o.OutputTokens != 12 {
+			t.Errorf("observed %+v", o)
+		}
+	}
+}

@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
-	"sort"
 	"strconv"
 	"sync"
 	"testing"
@@ -172,7 +171,8 @@ func TestLiveLoopbackAgreesWithTheProbe(t *testing.T) {
 		name string
 		v    []float64
 	}{{"TTFT", ttftDiff}, {"gap", gapDiff}} {
-		p50, p99 := absQuantile(d.v, 0.50), absQuantile(d.v, 0.99)
+		q := absQuantiles(d.v)
+		p50, p99 := q.P50, q.P99
 		t.Logf("%s: captured − probe over %d: |diff| p50 %.3f ms, p99 %.3f ms", d.name, len(d.v), p50, p99)
 		if p99 > 1 {
 			t.Errorf("%s: captured and probe differ by %.3f ms at p99, over 1 ms", d.name, p99)
@@ -199,16 +199,13 @@ func matching(obs []*observe.Observed, tr observe.Trace) *observe.Observed {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-func absQuantile(v []float64, q float64) float64 {
+// absQuantiles are the quantiles of v's magnitudes.
+func absQuantiles(v []float64) Quantiles {
 	a := make([]float64, len(v))
 	for i, x := range v {
 		a[i] = math.Abs(x)
 	}
-	sort.Float64s(a)
-	if len(a) == 0 {
-		return math.NaN()
-	}
-	return a[int(math.Ceil(q*float64(len(a))))-1]
+	return quantiles(a)
 }
 
 // The kernel filter passes the port's TCP packets only, over IPv4 and
