@@ -32,6 +32,9 @@ type replayFlags struct {
 }
 
 func runReplay(ctx context.Context, e env, args []string) (int, error) {
+	if pcapReplay(args) {
+		return runPcapReplay(ctx, e, args) // pcap.go: a packet capture, not a recording
+	}
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
 	var f replayFlags
 	fs.BoolVar(&f.headless, "headless", false, "no console: replay at full speed and print the report (automatic when stdout is not a terminal)")
