@@ -8,8 +8,8 @@ import (
 	"github.com/tokentop/tokentop/observe"
 )
 
-// classAccum accumulates one class over one span: its requests' outcomes,
-// latencies and token counts.
+// classAccum accumulates one class over one span: its requests' outcomes
+// and latencies.
 type classAccum struct {
 	requests, completed, errors, cancelled, valid, retries int64
 	errorsByKind                                           map[string]int64
@@ -27,12 +27,6 @@ type classAccum struct {
 	chunkBasisRequests             int64
 	stallGaps, gaps                int64
 	eventsInReads, readsWithEvents int64
-	outTokens, inTokens            *sketch
-	outTotal, inTotal              int64
-	outBasis, inBasis, validBasis  basisTally
-
-	good, validOut, expected  int64
-	deadlineReqs, deadlineMet int64
 }
 
 func newClassAccums(c *spanConfig) accumulator {
@@ -51,8 +45,6 @@ func newClassAccum(m mapping.IndexMapping) classAccum {
 		e2ePerToken:    newSketch(m),
 		headers:        newSketch(m),
 		firstAny:       newSketch(m),
-		outTokens:      newSketch(m),
-		inTokens:       newSketch(m),
 		ttftCens:       newSketch(m),
 		e2eCens:        newSketch(m),
 	}
@@ -64,9 +56,6 @@ func (c *classAccum) applyClass(ev spanEvent) {
 		c.add(e.t, e.rm, e.stallGapMs)
 	case *requestThrottled:
 		c.throttled++
-		// A batch class asked for these tokens too: not sending them
-		// is not the same as the server producing them.
-		c.expected += int64(max(e.maxTokens, 0))
 	case *firstTokenSeen:
 		c.addFirstToken(e.ttftMs, e.fromIntendedMs)
 	case *gapsSeen:
@@ -132,76 +121,6 @@ func (c *classAccum) add(t *observe.Trace, rm *requestMeasures, stallGapMs float
 			c.e2ePerToken.add(rm.e2eMs / float64(rm.outputTokens))
 		}
 	}
-	if rm.outputTokens > 0 || rm.completed {
-		c.outTokens.add(float64(rm.outputTokens))
-	}
-	c.outTotal += int64(rm.outputTokens)
-	c.outBasis.add(rm.outputBasis, rm.completed)
-	if rm.inputTokens > 0 {
-		c.inTokens.add(float64(rm.inputTokens))
-		c.inTotal += int64(rm.inputTokens)
-		c.inBasis.add(rm.inputBasis, rm.completed)
-	}
-	if rm.good {
-		c.good++
-	}
-	if t.Err != nil && t.Err.Kind == observe.ErrCancelled {
-		// Cut short by the end of the run: measured, but not judged.
-		return
-	}
-	c.expected += int64(max(t.MaxTokens, rm.outputTokens))
-	if !t.Deadline.IsZero() {
-		c.deadlineReqs++
-		if t.Valid && rm.onTime {
-			c.deadlineMet++
-		}
-	}
-	if t.Valid && rm.onTime {
-		c.validOut += int64(rm.outputTokens)
-		c.validBasis.add(rm.outputBasis, true)
-	}
-}
-
-// basisTally counts the requests whose token counts came from the server's
-// usage and from elsewhere (the stream, the prompt target), to name a
-// class's basis (see BasisMixed).
-type basisTally struct {
-	usage int64
-	// other counts requests that ended on their own without usage;
-	// otherCut those cut short, which no server could have sent usage for.
-	other, otherCut int64
-}
-
-func (b *basisTally) add(basis string, completed bool) {
-	switch {
-	case basis == "":
-	case basis == BasisUsage:
-		b.usage++
-	case completed:
-		b.other++
-	default:
-		b.otherCut++
-	}
-}
-
-func (b *basisTally) merge(o *basisTally) {
-	b.usage += o.usage
-	b.other += o.other
-	b.otherCut += o.otherCut
-}
-
-// basis names the tally's basis; other is what a count without usage is
-// (BasisStreamChunks or BasisTarget).
-func (b *basisTally) basis(other string) string {
-	switch {
-	case b.usage > 0 && b.other > 0:
-		return BasisMixed
-	case b.usage > 0:
-		return BasisUsage
-	case b.other > 0 || b.otherCut > 0:
-		return other
-	}
-	return ""
 }
 
 func (c *classAccum) addGap(g, stallGapMs float64) {
@@ -247,18 +166,6 @@ func (c *classAccum) mergeClass(o *classAccum) {
 	c.gaps += o.gaps
 	c.eventsInReads += o.eventsInReads
 	c.readsWithEvents += o.readsWithEvents
-	c.outTokens.merge(o.outTokens)
-	c.inTokens.merge(o.inTokens)
-	c.outTotal += o.outTotal
-	c.inTotal += o.inTotal
-	c.outBasis.merge(&o.outBasis)
-	c.inBasis.merge(&o.inBasis)
-	c.validBasis.merge(&o.validBasis)
-	c.good += o.good
-	c.validOut += o.validOut
-	c.expected += o.expected
-	c.deadlineReqs += o.deadlineReqs
-	c.deadlineMet += o.deadlineMet
 }
 
 // fillClass writes the class's stats.
@@ -283,11 +190,6 @@ func (c *classAccum) fillClass(cs *ClassStats, cc *classContext) {
 	cs.Gaps = c.gaps
 	cs.E2E = censoredDist(c.e2e, c.e2eCens, inFlight.e2e)
 	cs.E2EPerOutputToken = c.e2ePerToken.dist()
-	cs.GoodRequests = c.good
-	cs.ValidOutputTokens = c.validOut
-	cs.ExpectedTokens = c.expected
-	cs.DeadlineRequests = c.deadlineReqs
-	cs.DeadlineMet = c.deadlineMet
 	if c.headers.count() > 0 {
 		cs.TTFTBreakdown.Network = ptrf(c.headers.quantile(0.5))
 	}
@@ -302,23 +204,9 @@ func (c *classAccum) fillClass(cs *ClassStats, cc *classContext) {
 	if c.readsWithEvents > 0 {
 		cs.EventsPerRead = float64(c.eventsInReads) / float64(c.readsWithEvents)
 	}
-	cs.OutputTokens = tokenStats(c.outTokens, c.outTotal)
-	cs.OutputTokens.Basis = c.outBasis.basis(BasisStreamChunks)
-	cs.InputTokens = tokenStats(c.inTokens, c.inTotal)
-	cs.InputTokens.Basis = c.inBasis.basis(BasisTarget)
-	cs.ValidOutputTokensBasis = c.validBasis.basis(BasisStreamChunks)
 	if secs := span.Seconds(); secs > 0 {
 		cs.Throughput.RequestsPerS = float64(c.requests) / secs
-		cs.Throughput.InputTokensPerS = float64(c.inTotal) / secs
-		cs.Throughput.OutputTokensPerS = float64(c.outTotal) / secs
 	}
-}
-
-func tokenStats(k *sketch, total int64) TokenStats {
-	if k.count() == 0 {
-		return TokenStats{Total: total}
-	}
-	return TokenStats{P50: k.quantile(0.5), P95: k.quantile(0.95), Total: total}
 }
 
 func copyCounts(m map[string]int64) map[string]int64 {

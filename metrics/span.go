@@ -29,6 +29,7 @@ type accumulator interface {
 // the order every span keeps them.
 var spanConcerns = []func(c *spanConfig) accumulator{
 	newClassAccums,
+	newTokenAccums,
 	newBucketAccums,
 	newPathAccums,
 	newSlowestAccums,
