@@ -15,7 +15,9 @@ type assembler struct {
 	cfg   Config
 	emit  func(observe.Event)
 	conns map[connKey]*conn
-	held  int // out-of-order bytes held, all connections
+	// refused are connections not tracked for want of room, counted once.
+	refused map[connKey]struct{}
+	held    int // out-of-order bytes held, all connections
 	// tainting, while held bytes are read, marks every exchange they
 	// reach (one segment may end one request and begin the next).
 	tainting string
@@ -91,7 +93,9 @@ func (a *assembler) packet(s *segment) {
 	if s.at.After(a.now) {
 		a.now = s.at
 	}
-	defer a.sweep()
+	// Gaps waited on too long are given up before this packet is read: it
+	// may start the connection's next request, to be joined afresh.
+	a.sweep()
 	var key connKey
 	fromClient := false
 	switch a.cfg.Port {
@@ -116,7 +120,7 @@ func (a *assembler) packet(s *segment) {
 			return
 		}
 		if len(a.conns) >= a.cfg.MaxConnections {
-			a.stats.ConnectionsDropped++
+			a.refuse(key)
 			return
 		}
 		c = &conn{key: key, joined: !s.syn}
@@ -151,6 +155,23 @@ func (a *assembler) packet(s *segment) {
 		c.srv.synced, c.srv.next = true, s.ack
 	}
 	a.segment(c, fromClient, h, s)
+}
+
+// maxRefused bounds the connections remembered as refused.
+const maxRefused = 4096
+
+// refuse counts a connection the table has no room for, once: the keys
+// refused are remembered, up to maxRefused of them (then forgotten all at
+// once, so a connection refused for long may count again).
+func (a *assembler) refuse(key connKey) {
+	if _, seen := a.refused[key]; seen {
+		return
+	}
+	if a.refused == nil || len(a.refused) >= maxRefused {
+		a.refused = map[connKey]struct{}{}
+	}
+	a.refused[key] = struct{}{}
+	a.stats.ConnectionsDropped++
 }
 
 // segment puts one segment's payload in order.
@@ -289,10 +310,6 @@ func (a *assembler) readRequests(c *conn, data []byte, at time.Time) {
 				data = data[1:]
 				continue
 			}
-			if len(c.queue) >= a.cfg.MaxPipelined {
-				a.lose(c, reasonPipelineCap)
-				return
-			}
 			x := &exchange{chunkCap: a.cfg.MaxChunks}
 			x.obs.RequestStart = at
 			x.incomplete(c.taintCli)
@@ -300,6 +317,10 @@ func (a *assembler) readRequests(c *conn, data []byte, at time.Time) {
 			c.cur = x
 			c.queue = append(c.queue, x)
 			c.reqState = reqHead
+			if len(c.queue) > a.cfg.MaxPipelined {
+				a.lose(c, reasonPipelineCap)
+				return
+			}
 		case reqHead:
 			rest, h, ok, err := a.readHead(c, &c.reqHead, data, parseRequestHead)
 			if data = rest; !ok {

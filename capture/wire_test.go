@@ -237,3 +237,9 @@ func usageEvent(prompt, completion int) string {
 }
 
 func words(n int) []string { return strings.Fields(strings.Repeat("lorem ", n)) }
+
+func netipFrom6(addr string, port uint16) netip.AddrPort {
+	return netip.AddrPortFrom(netip.MustParseAddr(addr), port)
+}
+
+func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
