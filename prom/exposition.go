@@ -2,7 +2,8 @@ package prom
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -116,7 +117,7 @@ func (e *Exposition) HasFamily(name string) bool {
 func seriesID(name string, labels map[string]string) string {
 	var b strings.Builder
 	b.WriteString(name)
-	for _, k := range sortedKeys(labels) {
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
 		b.WriteByte(0)
 		b.WriteString(k)
 		b.WriteByte(0)
@@ -134,15 +135,6 @@ func Truncate(s string, n int) string {
 		n--
 	}
 	return s[:n] + "..."
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 func withoutLabel(m map[string]string, drop string) map[string]string {

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -225,7 +226,7 @@ func errText(sc twin.SelfCheck) string {
 	worst := 0.0
 	seen := false
 	for _, e := range []*float64{sc.TTFTP95Err, sc.ITLP95Err, sc.OutputTokensPerSErr} {
-		if e != nil && (!seen || abs(*e) > abs(worst)) {
+		if e != nil && (!seen || math.Abs(*e) > math.Abs(worst)) {
 			worst, seen = *e, true
 		}
 	}
@@ -233,13 +234,6 @@ func errText(sc twin.SelfCheck) string {
 		return dash
 	}
 	return fmt.Sprintf("%+.0f%%", 100*worst)
-}
-
-func abs(x float64) float64 {
-	if x < 0 {
-		return -x
-	}
-	return x
 }
 
 func rpsText(v *float64) string {

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -262,7 +264,7 @@ func (m *Metrics) renderTGI(x *expo) {
 	if len(m.failures) > 0 {
 		x.family("tgi_request_failure", "Number of failed requests", "counter")
 	}
-	for _, reason := range sortedKeys(m.failures) {
+	for _, reason := range slices.Sorted(maps.Keys(m.failures)) {
 		x.sample("tgi_request_failure", `err="`+reason+`"`, float64(m.failures[reason]))
 	}
 	x.family("tgi_batch_inference_success", "Number of successful inference calls per method (prefill or decode)", "counter")
@@ -312,13 +314,4 @@ func ratio(a, b float64) float64 {
 		return 0
 	}
 	return a / b
-}
-
-func sortedKeys(m map[string]uint64) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

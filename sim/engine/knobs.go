@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -452,7 +453,7 @@ func (k Knobs) Validate() error {
 	if k.RejectStatus != 429 && k.RejectStatus != 503 {
 		bad("reject-status must be 429 or 503, got %d", k.RejectStatus)
 	}
-	if !contains(Flavors(), k.MetricsFlavor) {
+	if !slices.Contains(Flavors(), k.MetricsFlavor) {
 		bad("metrics-flavor %q unknown (valid: %s)", k.MetricsFlavor, strings.Join(Flavors(), ", "))
 	}
 	if k.StreamInterval < 1 {
@@ -468,13 +469,4 @@ func (k Knobs) Validate() error {
 		return fmt.Errorf("invalid simulator knobs: %w", err)
 	}
 	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
