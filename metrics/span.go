@@ -90,10 +90,10 @@ type viewContext struct {
 	reliableP99Ms    float64
 }
 
-// A spanEvent is an observed event prepared once for every span it falls
-// in: its class resolved, a finished request measured. The kinds: the
-// request events below, *scraped, *observe.GPUSample and
-// *observe.LagSample.
+// A spanEvent is an observed event prepared once for every concern: its
+// class resolved, a finished request measured. The kinds: the request
+// events below, *scraped, *scrapeFailed (trackers only),
+// *observe.GPUSample and *observe.LagSample.
 type spanEvent any
 
 // classEvent is a span event about one class (its index, config order).
