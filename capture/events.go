@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"unicode/utf8"
 )
 
 // eventReader splits a text/event-stream body into events' data, fed in
@@ -92,22 +93,44 @@ func (r *eventReader) forget() {
 	r.line, r.data = r.line[:0], r.data[:0]
 }
 
-// chunk is what one streaming chunk (chat or completions) says. Texts are
-// decoded to count their bytes and dropped with the chunk.
+// chunk is what one streaming chunk (chat or completions) says. Texts
+// are measured where they lie in the event, never copied out of it.
 type chunk struct {
 	Choices []struct {
-		Delta *struct {
-			Content          *string `json:"content"`
-			ReasoningContent *string `json:"reasoning_content"`
-			Reasoning        *string `json:"reasoning"`
+		Delta struct {
+			Content          textLength `json:"content"`
+			ReasoningContent textLength `json:"reasoning_content"`
+			Reasoning        textLength `json:"reasoning"`
 		} `json:"delta"`
-		Text         *string `json:"text"`
-		FinishReason *string `json:"finish_reason"`
+		Text         textLength `json:"text"`
+		FinishReason *string    `json:"finish_reason"`
 	} `json:"choices"`
 	// Usage is read apart: usage in an odd shape leaves the chunk's
 	// tokens valid, the usage merely unknown.
 	Usage json.RawMessage `json:"usage"`
 	Error json.RawMessage `json:"error"`
+}
+
+// textLength is a JSON string's decoded length in bytes (0 for null).
+// A string without escapes, nearly every token, is measured in place;
+// one with escapes is decoded to measure it and dropped.
+type textLength int
+
+func (n *textLength) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*n = 0
+		return nil
+	}
+	if len(b) >= 2 && b[0] == '"' && bytes.IndexByte(b, '\\') < 0 && utf8.Valid(b) {
+		*n = textLength(len(b) - 2)
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	*n = textLength(len(s))
+	return nil
 }
 
 // usage is the server's token accounting, where it is whole numbers.
@@ -132,10 +155,3 @@ func readUsage(raw json.RawMessage) (prompt, completion int, ok bool) {
 	return prompt, *u.CompletionTokens, true
 }
 
-// textLen is a decoded text's length, 0 for an absent or null one.
-func textLen(s *string) int {
-	if s == nil {
-		return 0
-	}
-	return len(*s)
-}

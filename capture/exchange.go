@@ -157,12 +157,9 @@ func (x *exchange) event(data []byte, at time.Time) error {
 		return nil
 	}
 	ch := c.Choices[0]
-	var content, reasoning int
-	if ch.Delta != nil {
-		content = textLen(ch.Delta.Content)
-		reasoning = max(textLen(ch.Delta.ReasoningContent), textLen(ch.Delta.Reasoning))
-	}
-	content += textLen(ch.Text)
+	content := int(ch.Delta.Content + ch.Text)
+	// vLLM ≥ 0.10 names it reasoning; a server may send both spellings.
+	reasoning := int(max(ch.Delta.ReasoningContent, ch.Delta.Reasoning))
 	if ch.FinishReason != nil && *ch.FinishReason != "" && *ch.FinishReason != x.finish {
 		x.finish = *ch.FinishReason
 		x.obs.FinishReason = sanitize.Bounded(x.finish, maxFinishBytes)
