@@ -154,4 +154,3 @@ func readUsage(raw json.RawMessage) (prompt, completion int, ok bool) {
 	}
 	return prompt, *u.CompletionTokens, true
 }
-
