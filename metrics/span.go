@@ -88,6 +88,19 @@ type viewContext struct {
 	lastScrape       *prom.Sample
 	lastGPU          *observe.GPUSample
 	reliableP99Ms    float64
+	// byClass are the classes' contexts, built once for every concern.
+	byClass []classContext
+}
+
+// forClass is class i's context.
+func (c *viewContext) forClass(i int) *classContext {
+	if c.byClass == nil {
+		c.byClass = make([]classContext, len(c.classes))
+		for j := range c.byClass {
+			c.byClass[j] = classContext{viewContext: c, cfg: &c.classes[j], inFlight: &c.inFlight[j]}
+		}
+	}
+	return &c.byClass[i]
 }
 
 // A spanEvent is an observed event prepared once for every concern: its
@@ -305,6 +318,6 @@ func (p *perClass[A, P]) merge(o accumulator) {
 
 func (p *perClass[A, P]) fill(v *View, c *viewContext) {
 	for i := range p.byClass {
-		P(&p.byClass[i]).fillClass(&v.Classes[i], &classContext{viewContext: c, cfg: &c.classes[i], inFlight: &c.inFlight[i]})
+		P(&p.byClass[i]).fillClass(&v.Classes[i], c.forClass(i))
 	}
 }
