@@ -11,7 +11,9 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -255,4 +257,36 @@ func TestPortFilter(t *testing.T) {
 
 func netipFrom(addr string, port uint16) netip.AddrPort {
 	return netip.AddrPortFrom(netip.MustParseAddr(addr), port)
+}
+
+// Without CAP_NET_RAW, a live capture fails with the one line that says
+// how to grant it. As root, the test runs itself again with the
+// capability out of its bounding set (setpriv), as an unprivileged user
+// would be.
+func TestLiveWithoutPrivilege(t *testing.T) {
+	if os.Getenv("TOKENTOP_CAPTURE_NO_NET_RAW") == "" && os.Getuid() == 0 {
+		setpriv, err := exec.LookPath("setpriv")
+		if err != nil {
+			t.Skip("root, and no setpriv to drop CAP_NET_RAW with")
+		}
+		cmd := exec.Command(setpriv, "--bounding-set=-net_raw", os.Args[0], "-test.run=^TestLiveWithoutPrivilege$", "-test.v")
+		cmd.Env = append(os.Environ(), "TOKENTOP_CAPTURE_NO_NET_RAW=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "--- PASS") {
+			t.Fatalf("without CAP_NET_RAW: %v\n%s", err, out)
+		}
+		return
+	}
+	p, err := openLive("", testPort)
+	if err == nil {
+		p.close()
+		t.Skip("this process may capture (it has CAP_NET_RAW)")
+	}
+	if !errors.Is(err, ErrNoPrivilege) {
+		t.Fatalf("error %v, want ErrNoPrivilege", err)
+	}
+	msg := err.Error()
+	if strings.Contains(msg, "\n") || !strings.Contains(msg, "sudo") || !strings.Contains(msg, "setcap cap_net_raw+ep") {
+		t.Errorf("error %q: want one line naming sudo and setcap", msg)
+	}
 }
