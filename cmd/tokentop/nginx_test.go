@@ -165,24 +165,10 @@ func TestRealNginxGzipBeforeAServerWithoutMetrics(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 20 s live run")
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	target := (&fakeLLM{stream: twentyChunks}).start(t)
 	gw := startNginx(t, target, nginxBuffered)
-	out := filepath.Join(t.TempDir(), "report.json")
-	var stdout, stderr bytes.Buffer
-	code := run(ctx, testEnv(&stdout, &stderr), []string{"watch", "--target", target, "--gateway", gw, "--headless", "--duration", "20s", "--report", out})
-	if code != report.ExitOK && code != report.ExitSLOFailed {
-		t.Fatalf("exit %d: %s", code, stderr.String())
-	}
-	data, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var r reportView
-	if err := json.Unmarshal(data, &r); err != nil {
-		t.Fatal(err)
-	}
+	watchReport(t, 20*time.Second, &r, "--target", target, "--gateway", gw)
 	if first := firstServerFinding(r); first != "proxy_buffering" {
 		t.Errorf("findings %v: want proxy_buffering first through a gzipping nginx", rules(r))
 	}
