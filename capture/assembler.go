@@ -18,6 +18,8 @@ type assembler struct {
 	// refused are connections not tracked for want of room, counted once.
 	refused map[connKey]struct{}
 	held    int // out-of-order bytes held, all connections
+	// chunksHeld counts the chunk times the open requests hold.
+	chunksHeld int
 	// tainting, while held bytes are read, marks every exchange they
 	// reach (one segment may end one request and begin the next).
 	tainting string
@@ -137,7 +139,14 @@ func (a *assembler) packet(s *segment) {
 		a.reset(c, fromClient, s)
 		return
 	case s.syn:
-		h.synced, h.next = true, s.seq+1
+		if !h.synced { // a retransmitted SYN-ACK must not rewind the stream
+			h.synced, h.next = true, s.seq+1
+		}
+		if !fromClient && s.hasACK && !c.cli.synced {
+			// The client's SYN was not seen (yet): the server's
+			// acknowledgment says where the client's bytes start.
+			c.cli.synced, c.cli.next = true, s.ack
+		}
 		return
 	}
 	if !h.synced {
@@ -293,6 +302,12 @@ func (c *conn) taint(fromClient bool, reason string) {
 	}
 }
 
+// newExchange starts a request's record, sharing the capture's budget of
+// chunk times.
+func (a *assembler) newExchange() *exchange {
+	return &exchange{budget: chunkBudget{perStream: a.cfg.MaxChunks, held: &a.chunksHeld, max: a.cfg.MaxChunksHeld}}
+}
+
 // readRequests parses the client's bytes.
 func (a *assembler) readRequests(c *conn, data []byte, at time.Time) {
 	for len(data) > 0 && !c.gone {
@@ -310,7 +325,7 @@ func (a *assembler) readRequests(c *conn, data []byte, at time.Time) {
 				data = data[1:]
 				continue
 			}
-			x := &exchange{chunkCap: a.cfg.MaxChunks}
+			x := a.newExchange()
 			x.obs.RequestStart = at
 			x.incomplete(c.taintCli)
 			c.taintCli = ""
@@ -396,7 +411,8 @@ func (a *assembler) readResponses(c *conn, data []byte, at time.Time) {
 		if c.answered == len(c.queue) {
 			// Bytes no request asked for (a 408 before an idle close):
 			// read to keep the framing, never reported.
-			x := &exchange{orphan: true, reqDone: true, chunkCap: a.cfg.MaxChunks}
+			x := a.newExchange()
+			x.orphan, x.reqDone = true, true
 			c.queue = append(c.queue, x)
 		}
 		x := c.queue[c.answered]
@@ -500,10 +516,11 @@ func (a *assembler) emitDone(c *conn) {
 
 // report emits one exchange and counts it.
 func (a *assembler) report(x *exchange) {
+	x.events.forget()
+	x.budget.release(len(x.obs.Chunks))
 	if x.orphan {
 		return
 	}
-	x.events.forget()
 	o := x.record()
 	a.stats.Streams++
 	switch {

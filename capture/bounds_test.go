@@ -25,7 +25,7 @@ func runWithStats(cfg Config, segs []segment) ([]*observe.Observed, *observe.Cap
 		a.packet(&segs[i])
 	}
 	a.flush()
-	if a.held != 0 || len(a.conns) != 0 {
+	if a.held != 0 || len(a.conns) != 0 || a.chunksHeld != 0 {
 		panic("the capture ended holding bytes or connections")
 	}
 	return obs, stats
@@ -120,5 +120,21 @@ func TestIPv6(t *testing.T) {
 	obs, _ := runSource(t, Reader(bytesReader(pcapOf(t, segments(f))), Config{Port: testPort}))
 	if o := one(t, obs); !o.Complete || len(o.Chunks) != 2 {
 		t.Errorf("observed %+v", o)
+	}
+}
+
+// The chunk times all open streams keep are capped together.
+func TestChunksHeldCap(t *testing.T) {
+	obs, _ := runWithStats(Config{MaxChunksHeld: 5}, segments(streamFlow(43700, "a", 4), streamFlow(43701, "b", 4)))
+	kept, dropped := 0, 0
+	for _, o := range obs {
+		kept += len(o.Chunks)
+		dropped += o.ChunksDropped
+		if o.OutputTokens != 4 {
+			t.Errorf("observed %+v", o)
+		}
+	}
+	if len(obs) != 2 || kept != 5 || dropped != 3 {
+		t.Errorf("%d kept, %d dropped", kept, dropped)
 	}
 }

@@ -5,8 +5,8 @@ import "time"
 // Config bounds what a capture holds, whatever the traffic. Zero fields
 // take the defaults below. The worst case, every tracked connection with
 // full head and event buffers, is MaxConnections × (2 × MaxHeadBytes +
-// MaxEventBytes) plus MaxReassemblyBytes: about 200 MiB with the
-// defaults; real streams hold a few KiB each.
+// MaxEventBytes) plus MaxReassemblyBytes plus 40 bytes × MaxChunksHeld:
+// about 240 MiB with the defaults; real streams hold a few KiB each.
 type Config struct {
 	// Port is the server's TCP port; every connection to it is measured.
 	Port uint16
@@ -25,9 +25,11 @@ type Config struct {
 	// line or event.
 	MaxHeadBytes  int
 	MaxEventBytes int
-	// MaxChunks caps the chunk times one stream keeps; later chunks are
-	// counted only.
-	MaxChunks int
+	// MaxChunks caps the chunk times one stream keeps, MaxChunksHeld those
+	// all open streams keep together (40 bytes each); later chunks are
+	// counted only (observe.Observed.ChunksDropped).
+	MaxChunks     int
+	MaxChunksHeld int
 	// ReorderWait is how long, in packet time, a missing segment is waited
 	// for before the bytes after it are given up as lost.
 	ReorderWait time.Duration
@@ -50,6 +52,7 @@ func (c Config) withDefaults() Config {
 	def(&c.MaxHeadBytes, 8<<10)
 	def(&c.MaxEventBytes, 16<<10)
 	def(&c.MaxChunks, 1<<16)
+	def(&c.MaxChunksHeld, 1<<20)
 	if c.ReorderWait <= 0 {
 		c.ReorderWait = time.Second
 	}

@@ -57,14 +57,39 @@ type exchange struct {
 	reqDone, respDone bool
 	orphan            bool // a response with no request seen: not a measurement
 
-	reqScan  *topLevel // the request body's model
-	respScan *topLevel // a non-stream response's usage
-	events   eventReader
-	broken   bool // the stream stopped being readable: its events are no longer parsed
-	prevUsed int  // completion tokens the usage had already counted
-	chunks   int  // content and reasoning events, for counted tokens
-	finish   string
-	chunkCap int // chunk times kept (Config.MaxChunks)
+	reqScan   *topLevel // the request body's model
+	respScan  *topLevel // a non-stream response's usage
+	events    eventReader
+	broken    bool // the stream stopped being readable: its events are no longer parsed
+	prevUsed  int  // completion tokens the usage had already counted
+	generated int  // content and reasoning events, for counted tokens
+	finish    string
+	budget    chunkBudget
+}
+
+// chunkBudget bounds the chunk times kept: per stream, and for all the
+// streams open at once.
+type chunkBudget struct {
+	perStream int
+	held      *int // all open streams' chunk times
+	max       int
+}
+
+// take reports whether one more chunk time may be kept by a stream that
+// holds n, and counts it.
+func (b chunkBudget) take(n int) bool {
+	if n >= b.perStream || *b.held >= b.max {
+		return false
+	}
+	*b.held++
+	return true
+}
+
+// release returns a reported stream's n chunk times to the budget.
+func (b chunkBudget) release(n int) {
+	if b.held != nil {
+		*b.held -= n
+	}
 }
 
 func (x *exchange) incomplete(reason string) {
@@ -167,12 +192,12 @@ func (x *exchange) event(data []byte, at time.Time) error {
 	if content == 0 && reasoning == 0 {
 		return nil
 	}
-	x.chunks++
+	x.generated++
 	x.obs.OutputBytes += content + reasoning
 	if content == 0 {
 		return nil // reasoning: generated, not yet what the user reads
 	}
-	if len(x.obs.Chunks) >= x.chunkCap {
+	if !x.budget.take(len(x.obs.Chunks)) {
 		x.obs.ChunksDropped++
 		return nil
 	}
@@ -199,7 +224,7 @@ func (x *exchange) responseEnd(at time.Time) {
 func (x *exchange) record() *observe.Observed {
 	o := x.obs
 	if !o.UsageReported {
-		o.OutputTokens = x.chunks
+		o.OutputTokens = x.generated
 	}
 	if o.Err == "" && o.Status >= 400 {
 		o.Err = observe.ErrHTTP

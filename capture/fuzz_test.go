@@ -184,6 +184,10 @@ func FuzzReassembly(f *testing.F) {
 			}
 			o := got[0]
 			if lostAny {
+				for _, c := range order {
+					t.Logf("client %v seq %d off %d len %d lost %v fin %v syn %v %q", c.p.fromClient, c.p.seq, c.off, len(c.p.payload), c.lost, c.p.fin, c.p.syn, c.p.payload)
+				}
+				t.Logf("lost %v span %+v", lost, sp)
 				t.Fatalf("%s reported complete with bytes lost: %+v", sp.model, o)
 			}
 			at := func(dir, off int) time.Time { return first[[2]int{dir, off}] }

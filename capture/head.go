@@ -222,17 +222,18 @@ func token(b []byte) bool {
 	return true
 }
 
-// methodStart reports whether b can begin a request line: an upper-case
-// method and a space. A capture that joins a connection already open
-// starts reading it at such a packet.
+// methodStart reports whether b can begin a request: one of the methods
+// of RFC 9110 and PATCH, and a space. A capture that joins a connection
+// already open starts reading it at such a packet; a request whose first
+// bytes were lost must not look like one ("OST /v1/…" is no request).
 func methodStart(b []byte) bool {
-	for i, c := range b {
-		if c == ' ' {
-			return i >= 3
-		}
-		if c < 'A' || c > 'Z' || i > 10 {
-			return false
-		}
+	m, _, ok := bytes.Cut(b[:min(len(b), 8)], []byte{' '})
+	if !ok {
+		return false
+	}
+	switch string(m) {
+	case "GET", "POST", "PUT", "DELETE", "HEAD", "OPTIONS", "PATCH", "CONNECT", "TRACE", "PRI":
+		return true
 	}
 	return false
 }

@@ -127,6 +127,9 @@ func observeSegments(cfg Config, segs []segment) []*observe.Observed {
 		a.packet(&segs[i])
 	}
 	a.flush()
+	if a.held != 0 || len(a.conns) != 0 || a.chunksHeld != 0 {
+		panic(fmt.Sprintf("the capture ended holding %d bytes, %d connections, %d chunk times", a.held, len(a.conns), a.chunksHeld))
+	}
 	return out
 }
 
