@@ -264,10 +264,15 @@ func TestOddConnections(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			obs := observeSegments(Config{}, c.build())
-			o := one(t, obs)
+			segs := c.build()
+			o := one(t, observeSegments(Config{}, segs))
 			if why := c.check(o); why != "" {
 				t.Errorf("%s; observed %+v", why, o)
+			}
+			// The same packets as a pcap file, decoded from their frames.
+			obs, _ := runSource(t, Reader(bytes.NewReader(pcapOf(t, segs)), Config{Port: testPort}))
+			if why := c.check(one(t, obs)); why != "" {
+				t.Errorf("from a pcap: %s; observed %+v", why, obs[0])
 			}
 		})
 	}

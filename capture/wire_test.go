@@ -163,7 +163,11 @@ func pcapOf(t testing.TB, segs []segment) []byte {
 	}
 	for _, s := range segs {
 		frame := frameOf(t, s)
-		if err := w.WritePacket(gopacket.CaptureInfo{Timestamp: s.at, CaptureLength: len(frame), Length: len(frame)}, frame); err != nil {
+		wire := len(frame)
+		if s.truncatedCapture {
+			frame = frame[:wire-len(s.payload)/2] // a snap length that cut the payload
+		}
+		if err := w.WritePacket(gopacket.CaptureInfo{Timestamp: s.at, CaptureLength: len(frame), Length: wire}, frame); err != nil {
 			t.Fatal(err)
 		}
 	}
