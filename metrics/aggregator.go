@@ -83,6 +83,11 @@ type Aggregator struct {
 	// reported, by start events or by the runners' counts.
 	sawStarted  bool
 	sawInFlight bool
+	// observedGroups are the groups of real users' requests (observed.go),
+	// in the order first seen, at most MaxObservedGroups and the catch-all.
+	observedGroups []observedGroup
+	observedKnown  map[string]bool
+	capture        *CaptureView // the capture's latest account; nil without one
 }
 
 // NewAggregator returns an empty aggregator.
@@ -151,6 +156,10 @@ func (a *Aggregator) Apply(ev observe.Event) {
 		a.addNotice(e.At, e.Source, e.Text)
 	case *observe.KnobChange:
 		a.addKnob(e)
+	case *observe.Observed:
+		a.addObserved(e)
+	case *observe.CaptureStats:
+		a.addCaptureStats(e)
 	case *observe.Tick:
 	}
 }

@@ -190,14 +190,7 @@ func (c *classAccum) fillClass(cs *ClassStats, cc *classContext) {
 	cs.Gaps = c.gaps
 	cs.E2E = censoredDist(c.e2e, c.e2eCens, inFlight.e2e)
 	cs.E2EPerOutputToken = c.e2ePerToken.dist()
-	if c.headers.count() > 0 {
-		cs.TTFTBreakdown.Network = ptrf(c.headers.quantile(0.5))
-	}
-	if c.chunkBasisRequests == 0 && c.tokenGap.count() > 0 {
-		cs.ITL, cs.ITLBasis = c.tokenGap.dist(), BasisToken
-	} else {
-		cs.ITL, cs.ITLBasis = cs.ChunkGap, BasisChunk
-	}
+	cs.fillNetworkAndITL(c.headers, c.tokenGap, c.chunkBasisRequests)
 	if c.gaps > 0 {
 		cs.StallFraction = float64(c.stallGaps) / float64(c.gaps)
 	}
@@ -206,6 +199,21 @@ func (c *classAccum) fillClass(cs *ClassStats, cc *classContext) {
 	}
 	if secs := span.Seconds(); secs > 0 {
 		cs.Throughput.RequestsPerS = float64(c.requests) / secs
+	}
+}
+
+// fillNetworkAndITL sets the median time to response headers (the TTFT
+// breakdown's network part) and the ITL: token gaps when every request
+// with gaps knew its tokens (chunkBasisRequests 0), else the chunk gaps
+// (cs.ChunkGap, set before).
+func (cs *ClassStats) fillNetworkAndITL(headers, tokenGap *sketch, chunkBasisRequests int64) {
+	if headers.count() > 0 {
+		cs.TTFTBreakdown.Network = ptrf(headers.quantile(0.5))
+	}
+	if chunkBasisRequests == 0 && tokenGap.count() > 0 {
+		cs.ITL, cs.ITLBasis = tokenGap.dist(), BasisToken
+	} else {
+		cs.ITL, cs.ITLBasis = cs.ChunkGap, BasisChunk
 	}
 }
 

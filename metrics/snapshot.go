@@ -30,6 +30,9 @@ type Snapshot struct {
 	// prom.SignalNames and prom.HistogramNames order, as last read; empty
 	// before the first successful scrape.
 	ServerSignals []SignalReading
+	// Capture is the passive capture's latest account of real users'
+	// requests (totals since it began); nil when no capture ran.
+	Capture *CaptureView
 }
 
 // View is the statistics over one span of time.
@@ -43,6 +46,11 @@ type View struct {
 	// keeps the last MaxIntervals), oldest first: the series the diagnosis
 	// attributes step time from (see Interval).
 	Intervals []Interval
+	// Observed are real users' requests seen in the host's packets, one
+	// group per endpoint and model (observed.go), in the order first seen;
+	// nil when no capture ran. Never mixed into Classes: the rules read
+	// the probes' classes.
+	Observed []ObservedStats
 }
 
 // Class returns the stats of the named class, or nil.

@@ -39,6 +39,7 @@ var spanConcerns = []func(c *spanConfig) accumulator{
 	newServerAccum,
 	newGPUAccum,
 	newLagAccum,
+	newObservedAccums,
 }
 
 // A tracker keeps one concern over the run alone: scrape intervals, the
@@ -88,6 +89,9 @@ type viewContext struct {
 	lastScrape       *prom.Sample
 	lastGPU          *observe.GPUSample
 	reliableP99Ms    float64
+	// observedGroups are the groups of real users' requests, first seen
+	// first.
+	observedGroups []observedGroup
 	// byClass are the classes' contexts, built once for every concern.
 	byClass []classContext
 }

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -26,6 +27,11 @@ func (a *Aggregator) Tick(now time.Time) *Snapshot {
 	}
 	snap.Sources = a.sourceStatuses(now)
 	snap.KnobChanges = slices.Clone(a.knobs)
+	if a.capture != nil {
+		c := *a.capture
+		c.Incomplete, c.NotMeasurable = maps.Clone(c.Incomplete), maps.Clone(c.NotMeasurable)
+		snap.Capture = &c
+	}
 	c := &snapshotContext{now: now, lastScrape: a.lastScrape, scrapeOK: a.scrapeOK, lastGPU: a.lastGPU}
 	for _, t := range a.trackers {
 		t.fillSnapshot(snap, c)
@@ -66,6 +72,7 @@ func (a *Aggregator) view(s *slot, span time.Duration, inFlight []inFlightAges) 
 		span: span, classes: a.opts.Classes, pathOrder: a.opts.Paths, inFlight: inFlight,
 		profile: a.profile, variant: a.variant, scrapeOK: a.scrapeOK, lastScrape: a.lastScrape,
 		lastGPU: a.lastGPU, reliableP99Ms: durMs(a.opts.ReliableLagP99),
+		observedGroups: a.observedGroups,
 	}
 	for _, acc := range s.accs {
 		acc.fill(&v, c)
