@@ -40,7 +40,7 @@ func TestReadsWhatTcpdumpWrote(t *testing.T) {
 				wg.Go(func() {
 					traces[i] = client.Stream(context.Background(), probe.Request{
 						Target: probe.Target{Path: observe.PathDirect, BaseURL: base}, API: "completions", Model: model,
-						Prompt: "one two three", PromptTokens: 3, MaxTokens: 12,
+						Prompt: "one two three", PromptTokens: 3, MaxTokens: 10 + i, // lengths tell them apart
 					})
 				})
 			}
