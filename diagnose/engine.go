@@ -26,7 +26,7 @@ func Evaluate(v *metrics.View, classes []config.Class) Diagnosis {
 	if attrOK {
 		attrP = &attr
 	}
-	d := Diagnosis{Verdicts: evaluateSLO(v, classes, attrP)}
+	d := Diagnosis{Verdicts: evaluateSLO(v, classes, attrP), Observed: EvaluateObserved(v, classes)}
 	failing := map[string]bool{}
 	for _, vd := range d.Verdicts {
 		if !vd.Pass && !vd.NoData {

@@ -80,6 +80,14 @@ func evaluateClassSLO(v *metrics.View, cl *config.Class, attr *Attribution) Verd
 		// so it reads as "no data" rather than vanishing from the report.
 		cs = &metrics.ClassStats{Name: cl.Name, Kind: cl.Kind}
 	}
+	verdict := judgeStats(v, cl, cs, span, attr)
+	verdict.Class = cl.Name
+	return verdict
+}
+
+// judgeStats judges cs, a class's stats or an observed group's, against
+// cl's objectives.
+func judgeStats(v *metrics.View, cl *config.Class, cs *metrics.ClassStats, span time.Duration, attr *Attribution) Verdict {
 	kind := cl.Kind
 	if kind == "" {
 		kind = config.KindInteractive
@@ -88,7 +96,6 @@ func evaluateClassSLO(v *metrics.View, cl *config.Class, attr *Attribution) Verd
 	// which nothing finishes is measured by how long they have waited.
 	censored := cs.TTFT.Censored > 0 || cs.E2E.Censored > 0
 	verdict := Verdict{
-		Class:   cl.Name,
 		Kind:    kind,
 		NoData:  cs.Judged == 0 && !censored,
 		Goodput: classGoodput(cs, kind, span),
@@ -119,9 +126,14 @@ func evaluateClassSLO(v *metrics.View, cl *config.Class, attr *Attribution) Verd
 			o.NotJudged = fmt.Sprintf("a workload figure: %s deliver at most %.0f tokens/s", c.how, c.perS)
 		}
 	}
-	// A class passes when every objective judged holds and at least one
-	// was judged: one whose requests are all still waiting has shown
-	// nothing that could pass.
+	verdict.settle()
+	return verdict
+}
+
+// settle decides whether the verdict passes: every objective judged holds
+// and at least one was judged (one whose requests are all still waiting
+// has shown nothing that could pass).
+func (verdict *Verdict) settle() {
 	withoutData := 0
 	verdict.Pass = !verdict.NoData
 	for _, o := range verdict.Objectives {
@@ -131,7 +143,6 @@ func evaluateClassSLO(v *metrics.View, cl *config.Class, attr *Attribution) Verd
 		}
 	}
 	verdict.Pass = verdict.Pass && (withoutData < len(verdict.Objectives) || len(verdict.Objectives) == 0)
-	return verdict
 }
 
 // notJudgedNoData is why an objective without data is not judged.

@@ -30,6 +30,10 @@ const (
 type Diagnosis struct {
 	Verdicts []Verdict // one per class, config order
 	Findings []Finding // most likely first
+	// Observed are the observed groups judged (EvaluateObserved), in the
+	// view's order; nil without a capture. The rules do not read them:
+	// findings are about the probes' classes.
+	Observed []ObservedVerdict
 }
 
 // Verdict is one class judged against its SLO contract.

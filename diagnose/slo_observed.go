@@ -1,0 +1,77 @@
+package diagnose
+
+import (
+	"github.com/tokentop/tokentop/config"
+	"github.com/tokentop/tokentop/metrics"
+)
+
+// ObservedVerdict is an observed group (real users' requests, measured
+// from packets) judged against a probe class's objectives.
+type ObservedVerdict struct {
+	Verdict
+	// Against names the class whose objectives judged the group.
+	Against string
+}
+
+// notJudgedObserved is why a probe class's workload objective is not
+// judged on real users' requests: their traffic is not sized to it.
+const notJudgedObserved = "a figure of the probe class's own workload, not of real users' requests"
+
+// EvaluateObserved judges each observed group of the view against the
+// objectives of the first interactive class of the config, one of the
+// group's endpoint first (chat or completions): what users of a streaming
+// endpoint are promised is what the interactive class promises. A group
+// with no such class, and the catch-all group (metrics.ObservedOther:
+// other endpoints, unreadable connections, models beyond the cap), has
+// no verdict. Only complete requests are judged (the aggregator times
+// nothing else); a group none of whose requests was complete has NoData.
+// The server's histograms never stand in for a group's missing figures,
+// and the throughput and deadline objectives, which size the probe's
+// own workload, are not judged. It is pure.
+func EvaluateObserved(v *metrics.View, classes []config.Class) []ObservedVerdict {
+	if v == nil {
+		return nil
+	}
+	var out []ObservedVerdict
+	for i := range v.Observed {
+		g := &v.Observed[i]
+		cl := classFor(g.API, classes)
+		if cl == nil {
+			continue
+		}
+		verdict := judgeStats(nil, cl, &g.ClassStats, v.Span, nil)
+		verdict.Class = g.Name
+		for j := range verdict.Objectives {
+			o := &verdict.Objectives[j]
+			if o.Name == ObjOutputTokensPerS || o.Name == ObjDeadlineCompletion {
+				o.Actual, o.Pass, o.NotJudged = nil, false, notJudgedObserved
+			}
+		}
+		verdict.settle()
+		out = append(out, ObservedVerdict{Verdict: verdict, Against: cl.Name})
+	}
+	return out
+}
+
+// classFor is the class an observed group of endpoint api is judged
+// against: the first interactive class of that endpoint, else the first
+// interactive class; nil for any other endpoint or without one.
+func classFor(api string, classes []config.Class) *config.Class {
+	if api != metrics.ObservedChat && api != metrics.ObservedCompletions {
+		return nil
+	}
+	var first *config.Class
+	for i := range classes {
+		cl := &classes[i]
+		if cl.Kind != config.KindInteractive && cl.Kind != "" {
+			continue
+		}
+		if cl.API == api || (cl.API == "" && api == metrics.ObservedChat) {
+			return cl
+		}
+		if first == nil {
+			first = cl
+		}
+	}
+	return first
+}
