@@ -273,7 +273,13 @@ func (b *builder) search(cl string, c Change, measured float64) (*float64, int) 
 			lo = hi
 		}
 		if hi > ceiling {
-			return &lo, runs
+			// Doubling overshot the ceiling: the capacity lies between
+			// the last rate that held and the ceiling, or beyond it.
+			if lo >= ceiling || pass(ceiling) {
+				top := math.Max(lo, ceiling)
+				return &top, runs
+			}
+			hi = ceiling
 		}
 	} else {
 		for hi > measured/20 {

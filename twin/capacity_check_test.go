@@ -1,0 +1,79 @@
+package twin
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/tokentop/tokentop/diagnose"
+	"github.com/tokentop/tokentop/sim"
+)
+
+// TestCapacityAtSLOHoldsOnTheSimulator checks the twin's capacity figure
+// against the server it was fitted to: for a healthy server on two hardware presets (every sick scenario
+// fails its interactive SLO at any rate, so has no capacity), a 3-minute
+// virtual session with the demo's classes gives the twin, whose capacity
+// is the highest interactive rate at which the interactive SLO holds;
+// sessions of the same server with the interactive class at that rate, and
+// at 1.25× it, must hold and fail the SLO. A twin that marks its capacity
+// unreliable, or gives none, is reported and not held to it.
+//
+// It runs with TWIN_CAPACITY_CHECK=1: on 4 Dec 2026 the twin put the
+// default hardware's capacity at 8.0 requests/s (its search's ceiling),
+// where the simulator fails the SLO (TTFT p95 3.5 s; it holds at 6/s), and
+// the large hardware's demo fails its SLO at the measured rate already
+// (docs/twin.md, "Capacity").
+func TestCapacityAtSLOHoldsOnTheSimulator(t *testing.T) {
+	if os.Getenv("TWIN_CAPACITY_CHECK") == "" {
+		t.Skip("set TWIN_CAPACITY_CHECK=1: virtual sessions of 3 minutes and twin builds, a known shortfall (see the comment)")
+	}
+	for _, hw := range []string{"default", "large"} {
+		scenario := "healthy on " + hw + " hardware"
+		t.Run(hw, func(t *testing.T) {
+			t.Parallel()
+			k := sim.DefaultKnobs()
+			if err := sim.Configure(&k, hw, "healthy"); err != nil {
+				t.Fatal(err)
+			}
+			measure := func(rate float64, seed uint64) (pass bool, ttftP95 float64) {
+				v, err := sim.NewVirtual(k, sessionStart)
+				if err != nil {
+					t.Fatal(err)
+				}
+				classes := demoClasses()
+				classes[0].Arrival.Rate = rate
+				snap := session(t, simEngine{v}, classes, 3*time.Minute, seed)
+				vd := diagnose.EvaluateSLO(&snap.Run, classes)
+				return vd[0].Pass, snap.Run.Class("interactive").TTFT.P95
+			}
+			v, err := sim.NewVirtual(k, sessionStart)
+			if err != nil {
+				t.Fatal(err)
+			}
+			classes := demoClasses()
+			snap := session(t, simEngine{v}, classes, 3*time.Minute, 1)
+			d := diagnose.Evaluate(&snap.Run, classes)
+			r := Build(Input{Classes: classes, View: &snap.Run, Findings: d.Findings})
+			if r.Declined != "" {
+				t.Fatalf("declined: %s", r.Declined)
+			}
+			c := r.Capacity.CurrentRPS
+			if c == nil || *c <= 0 {
+				t.Skipf("no capacity figure (%s)", r.Capacity.Note)
+			}
+			at, ttftAt := measure(*c, 2)
+			over, ttftOver := measure(1.25**c, 3)
+			t.Logf("%s: twin reliable %v, capacity %.2f interactive requests/s (measured at %.2f/s); at it: SLO pass %v (TTFT p95 %.0f ms); at 1.25×: pass %v (TTFT p95 %.0f ms)",
+				scenario, r.Reliable, *c, classes[0].Arrival.Rate, at, ttftAt, over, ttftOver)
+			if !r.Reliable {
+				t.Skipf("the twin marks itself unreliable: %s", selfCheckLine(r))
+			}
+			if !at {
+				t.Errorf("the SLO fails at the capacity the twin predicts (%.2f/s)", *c)
+			}
+			if over {
+				t.Errorf("the SLO still holds at 1.25× the capacity the twin predicts (%.2f/s)", 1.25**c)
+			}
+		})
+	}
+}
