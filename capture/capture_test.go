@@ -253,6 +253,28 @@ func TestOddConnections(t *testing.T) {
 			}
 			return ""
 		}},
+		{"chunked request body, 103 Early Hints", func() []segment {
+			body := `{"stream":true,"model":"chunky","messages":[]}`
+			f := newFlow(21).handshake()
+			f.send(true, "POST /v1/chat/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"+chunked(body[:10]))
+			f.send(true, chunked(body[10:])+"0\r\n\r\n")
+			f.send(false, "HTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\n"+sseHead+chunked(contentEvent("a")+doneEvent)+"0\r\n\r\n")
+			return segments(f)
+		}, func(o *observe.Observed) string {
+			if !o.Complete || o.Model != "chunky" || o.PromptBytes != 46 || len(o.Chunks) != 1 || o.Status != 200 {
+				return "want a complete stream for model chunky"
+			}
+			return ""
+		}},
+		{"signed Content-Length", func() []segment {
+			f := newFlow(22).handshake().send(true, chatRequest("m", "p"))
+			return segments(f.send(false, "HTTP/1.1 200 OK\r\nContent-Length: +2\r\n\r\n{}"))
+		}, func(o *observe.Observed) string {
+			if !o.Complete || o.Err != observe.ErrProtocol {
+				return "want a protocol violation"
+			}
+			return ""
+		}},
 		{"head over the cap", func() []segment {
 			f := newFlow(19).handshake()
 			return segments(f.send(true, "GET / HTTP/1.1\r\nX: "+strings.Repeat("a", 9000)+"\r\n\r\n"))

@@ -177,7 +177,7 @@ func (h *head) fields(b []byte) error {
 		switch {
 		case bytes.EqualFold(name, []byte("Content-Length")):
 			n, err := strconv.ParseInt(string(value), 10, 64)
-			if err != nil || n < 0 || (h.contentLength >= 0 && h.contentLength != n) {
+			if err != nil || !digits(value) || (h.contentLength >= 0 && h.contentLength != n) {
 				return errContentLength
 			}
 			h.contentLength = n
@@ -202,6 +202,17 @@ func (h *head) fields(b []byte) error {
 		}
 	}
 	return nil
+}
+
+// digits reports whether b is decimal digits only (no sign: RFC 9110's
+// Content-Length grammar, which strconv alone would widen).
+func digits(b []byte) bool {
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return len(b) > 0
 }
 
 func cutLine(b []byte) (line, rest []byte) {
