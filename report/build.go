@@ -38,6 +38,8 @@ func Build(s *metrics.Snapshot, d diagnose.Diagnosis, m Meta) Report {
 		Findings:      buildFindings(d.Findings),
 		Sources:       buildSources(s.Sources),
 		Classes:       Classes{},
+		Observed:      buildObserved(run.Observed, d.Observed),
+		Capture:       buildCapture(s.Capture),
 	}
 	if m.Gateway != "" {
 		r.Gateway = &m.Gateway

@@ -125,6 +125,27 @@ func fixtureSnapshot() *metrics.Snapshot {
 		Name: "canary", Kind: config.KindInteractive, InFlight: 1,
 		ByPromptBucket: emptyBuckets(), Paths: emptyPaths(),
 	}
+	// Real users' requests seen in the host's packets: a chat group
+	// judged against the interactive class, the catch-all not judged.
+	observedChat := metrics.ObservedStats{API: metrics.ObservedChat, Model: "meta-llama/Llama-3.1-8B-Instruct", ClassStats: metrics.ClassStats{
+		Name: "observed · chat · meta-llama/Llama-3.1-8B-Instruct", Kind: metrics.KindObserved,
+		Requests: 1204, Completed: 1188, Errors: 2, Judged: 1190, Valid: 1188,
+		ErrorsByKind: map[string]int64{"http_status": 2}, ErrorsByStatus: map[string]int64{"503": 2},
+		TTFT:       fixtureDist(1190, 380, 1100, 1700, 450, 2000),
+		FirstToken: fixtureDist(1190, 380, 1100, 1700, 450, 2000),
+		ChunkGap:   fixtureDist(300000, 21, 48, 90, 24, 400),
+		Gaps:       300000,
+		ITL:        fixtureDist(300000, 21, 48, 90, 24, 400), ITLBasis: metrics.BasisChunk,
+		E2E:               fixtureDist(1188, 5100, 7900, 9700, 5400, 11000),
+		E2EPerOutputToken: fixtureDist(1188, 20, 30, 37, 21, 40),
+		TPOT:              fixtureDist(1188, 18.5, 27, 33, 19, 36),
+		TTFTBreakdown:     metrics.TTFTBreakdown{Network: f64(12)},
+		OutputTokens:      metrics.TokenStats{P50: 250, P95: 256, Total: 297000, Basis: metrics.BasisStreamChunks},
+		Throughput:        metrics.Throughput{RequestsPerS: 40.13, OutputTokensPerS: 9900},
+	}, Incomplete: map[string]int64{"missing_segments": 3}}
+	observedOther := metrics.ObservedStats{ClassStats: metrics.ClassStats{
+		Name: metrics.ObservedOther, Kind: metrics.KindObserved, Requests: 11,
+	}, NotMeasurable: map[string]int64{"tls": 11}}
 	return &metrics.Snapshot{
 		At:      started.Add(30 * time.Second),
 		Started: started,
@@ -133,9 +154,14 @@ func fixtureSnapshot() *metrics.Snapshot {
 			{Name: "probe", LastSuccess: started.Add(29 * time.Second)},
 			{Name: "scrape", LastSuccess: started.Add(18 * time.Second), LastError: "scrape http://gpu-host:8000/metrics: HTTP 503", LastErrorAt: started.Add(29 * time.Second), Stale: true},
 		},
+		Capture: &metrics.CaptureView{CaptureStats: observe.CaptureStats{At: started.Add(30 * time.Second),
+			Packets: 2_400_000, KernelDrops: 0, Connections: 220, Streams: 1215, Complete: 1201,
+			Incomplete: map[string]int64{"missing_segments": 3}, NotMeasurable: map[string]int64{"tls": 11}},
+			IncompleteTotal: 3, NotMeasurableTotal: 11},
 		Run: metrics.View{
-			Span:    30 * time.Second,
-			Classes: []metrics.ClassStats{interactive, batch, canary},
+			Span:     30 * time.Second,
+			Classes:  []metrics.ClassStats{interactive, batch, canary},
+			Observed: []metrics.ObservedStats{observedChat, observedOther},
 			Server: metrics.ServerStats{
 				Profile: "vllm", Variant: "v1", ScrapeOK: true, Scrapes: 120,
 				QueueDepth:      metrics.GaugeStats{Count: 120, Last: 9, P50: 6, P95: 14, Max: 19, TrendPerS: f64(0.35)},
@@ -199,6 +225,17 @@ func fixtureDiagnosis() diagnose.Diagnosis {
 				Goodput: diagnose.Goodput{Unit: "requests"},
 			},
 		},
+		Observed: []diagnose.ObservedVerdict{{Against: "interactive", Verdict: diagnose.Verdict{
+			Class: "observed · chat · meta-llama/Llama-3.1-8B-Instruct", Kind: config.KindInteractive, Pass: false,
+			Objectives: []diagnose.Objective{
+				{Name: "valid_streams", Target: 0.95, Actual: f64(1188.0 / 1190), Pass: true},
+				{Name: "ttft_p95_ms", Target: 800, Actual: f64(1100), AtMost: true, Pass: false},
+				{Name: "ttft_p99_ms", Target: 2000, Actual: f64(1700), AtMost: true, Pass: true},
+				{Name: "itl_p95_ms", Target: 150, Actual: f64(48), AtMost: true, Pass: true, Basis: metrics.BasisChunk},
+				{Name: "e2e_p95_ms", Target: 20000, Actual: f64(7900), AtMost: true, Pass: true},
+			},
+			Goodput: diagnose.Goodput{Unit: "requests", Denominator: 1190, PerS: 0},
+		}}},
 		Findings: []diagnose.Finding{
 			{
 				Rule: diagnose.RuleProxyBuffering, Severity: diagnose.SeverityCritical, Confidence: 0.86,

@@ -19,6 +19,7 @@ func WriteMarkdown(w io.Writer, r Report) error {
 	writeVerdicts(&b, &r)
 	writeFindings(&b, &r)
 	writeLatency(&b, &r)
+	writeObserved(&b, &r)
 	writeFluidity(&b, &r)
 	writeBuckets(&b, &r)
 	writePaths(&b, &r)

@@ -46,6 +46,12 @@ type Report struct {
 	// Sources (beyond the contract) says how fresh each data source was at
 	// the end, so a reader sees a stale scraper instead of trusting numbers.
 	Sources []Source `json:"sources"`
+	// Observed (beyond the contract) are real users' requests measured
+	// from the host's packets (watch --capture, replay --pcap), a group
+	// per endpoint and model, with Capture, the capture's account; both
+	// absent when no capture ran.
+	Observed ObservedGroups `json:"observed,omitempty"`
+	Capture  *Capture       `json:"capture,omitempty"`
 }
 
 // Source is one data source's health at the end of the run.
