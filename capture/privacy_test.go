@@ -199,3 +199,53 @@ func TestUndecodableCounted(t *testing.T) {
 		t.Errorf("stats %+v", stats)
 	}
 }
+
+// A pcapng file with two interfaces of different link types (Ethernet
+// and raw IP): each packet is decoded by its own interface's type.
+func TestPcapngTwoInterfaces(t *testing.T) {
+	segs := segments(streamFlow(42100, "m", 3))
+	var ng bytes.Buffer
+	w, err := pcapgo.NewNgWriter(&ng, layers.LinkTypeEthernet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := w.AddInterface(pcapgo.NgInterface{Name: "tun0", LinkType: layers.LinkTypeRaw, SnapLength: 65535})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range segs {
+		frame, iface := frameOf(t, s), 0
+		if i%2 == 1 {
+			frame, iface = frame[14:], raw
+		}
+		ci := gopacket.CaptureInfo{Timestamp: s.at, CaptureLength: len(frame), Length: len(frame), InterfaceIndex: iface}
+		if err := w.WritePacket(ci, frame); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	obs, stats := runSource(t, Reader(&ng, Config{Port: testPort}))
+	if len(obs) != 1 || !obs[0].Complete || len(obs[0].Chunks) != 3 || stats.Undecodable != 0 {
+		t.Errorf("observed %+v, stats %+v", obs, stats)
+	}
+}
+
+// Stats are emitted as packet time passes StatsEvery, and at the end.
+func TestStatsEvery(t *testing.T) {
+	var n int
+	a := newAssembler(Config{Port: testPort, StatsEvery: 10 * time.Millisecond}, func(ev observe.Event) {
+		if _, ok := ev.(*observe.CaptureStats); ok {
+			n++
+		}
+	})
+	segs := segments(streamFlow(42200, "m", 5)) // 20 ms between chunks
+	for i := range segs {
+		a.packet(&segs[i])
+	}
+	a.flush()
+	if n < 5 {
+		t.Errorf("%d stats events over %v of packets", n, segs[len(segs)-1].at.Sub(segs[0].at))
+	}
+}

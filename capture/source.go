@@ -144,7 +144,9 @@ func readCapture(r io.Reader) (packets, error) {
 	}
 	closer, _ := r.(io.Closer)
 	if string(magic) == string(pcapngMagic) {
-		ng, err := pcapgo.NewNgReader(br, pcapgo.DefaultNgReaderOptions)
+		// Interfaces of other link types than the first are read too
+		// (libpcap's behaviour, the default, skips their packets silently).
+		ng, err := pcapgo.NewNgReader(br, pcapgo.NgReaderOptions{WantMixedLinkType: true, SkipUnknownVersion: true})
 		if err != nil {
 			return nil, err
 		}
