@@ -24,10 +24,17 @@ func (r *renderer) classes() []*metrics.ClassStats {
 	return out
 }
 
+// verdict is the named class's verdict, or an observed group's (judged
+// against a class's objectives); nil when it has none.
 func (r *renderer) verdict(class string) *diagnose.Verdict {
 	for i := range r.d.Verdicts {
 		if r.d.Verdicts[i].Class == class {
 			return &r.d.Verdicts[i]
+		}
+	}
+	for i := range r.d.Observed {
+		if r.d.Observed[i].Class == class {
+			return &r.d.Observed[i].Verdict
 		}
 	}
 	return nil
@@ -91,8 +98,11 @@ func goodput(v *diagnose.Verdict) string {
 }
 
 func counts(c *metrics.ClassStats) string {
-	s := "reqs " + fmtInt(c.Requests) + " ok " + fmtInt(c.Completed) + " err " + fmtInt(c.Errors) +
-		" in-flight " + fmtInt(c.InFlight)
+	s := "reqs " + fmtInt(c.Requests) + " ok " + fmtInt(c.Completed) + " err " + fmtInt(c.Errors)
+	if c.Kind != metrics.KindObserved {
+		// A capture sees requests once they end: none is in flight.
+		s += " in-flight " + fmtInt(c.InFlight)
+	}
 	if c.Cancelled > 0 {
 		s += " cancel " + fmtInt(c.Cancelled)
 	}
@@ -103,7 +113,8 @@ func counts(c *metrics.ClassStats) string {
 }
 
 func classTitle(c *metrics.ClassStats) string {
-	if c.Kind == "" || c.Kind == c.Name {
+	if c.Kind == "" || c.Kind == c.Name || c.Kind == metrics.KindObserved {
+		// An observed group's name says it is one.
 		return c.Name
 	}
 	return c.Name + " · " + c.Kind
@@ -270,7 +281,13 @@ func (r *renderer) classBody(c *metrics.ClassStats, iw, rows int) []string {
 	out = append(out, fit(pad(r.t.label("TPOT"), 14)+triple(c.TPOT, "  "), iw))
 	out = append(out, fit(pad(r.t.label("output"), 14)+fmtNum(c.Throughput.OutputTokensPerS)+" tok/s · "+
 		fmtRate(c.Throughput.RequestsPerS)+" req"+fluidityText(c.Fluidity), iw))
-	out = append(out, fit(pad(r.t.label("goodput"), 14)+strings.TrimPrefix(goodput(v), "goodput "), iw))
+	good := strings.TrimPrefix(goodput(v), "goodput ")
+	if c.Kind == metrics.KindObserved {
+		// No request of a real user is judged one by one: packets do not
+		// say whether its answer was valid.
+		good = dash + " (not judged per request)"
+	}
+	out = append(out, fit(pad(r.t.label("goodput"), 14)+good, iw))
 	sloLines := 2
 	if len(c.Paths) > 1 {
 		// Direct and gateway side by side: a buffering proxy shows as a later

@@ -63,12 +63,18 @@ func (r *renderer) wide(bodyH int) []string {
 	if r.w < wideMinWidth || r.h < wideMinHeight {
 		return nil
 	}
-	cls := r.classes()
-	ncols := min(max(len(cls), 1), r.w/wideColWidth)
-	shown, rest := cls, []*metrics.ClassStats(nil)
-	if len(cls) > ncols {
-		shown, rest = cls[:ncols], cls[ncols:]
+	cls, obs := r.classes(), r.observed()
+	// Observed groups take the columns the classes leave, then a line
+	// each after the classes' lines.
+	panels := append(cls[:len(cls):len(cls)], obs...)
+	ncols := min(max(len(panels), 1), r.w/wideColWidth)
+	shown, rest, obsRest := panels, []*metrics.ClassStats(nil), []*metrics.ClassStats(nil)
+	if len(panels) > ncols {
+		shown = panels[:ncols]
+		rest = cls[min(ncols, len(cls)):]
+		obsRest = obs[max(ncols-len(cls), 0):]
 	}
+	obsRows := min(len(obsRest), 2)
 	summ := min(len(rest), 2)
 	srv := r.serverGPU()
 	findH := 1
@@ -81,11 +87,11 @@ func (r *renderer) wide(bodyH int) []string {
 	// left with the fewest, the time series need at least a row of charts.
 	rows := 0
 	for hr := 4; hr >= 1 && rows == 0; hr-- {
-		if classBodyLines(hr)+2+summ+len(srv)+findH+trendsMin <= bodyH {
+		if classBodyLines(hr)+2+summ+obsRows+len(srv)+findH+trendsMin <= bodyH {
 			rows = hr
 		}
 	}
-	if rows == 0 && classBodyLines(1)+2+summ+len(srv)+findH+trendMinLines+2 <= bodyH {
+	if rows == 0 && classBodyLines(1)+2+summ+obsRows+len(srv)+findH+trendMinLines+2 <= bodyH {
 		rows = 1
 	}
 	if rows == 0 {
@@ -119,6 +125,7 @@ func (r *renderer) wide(bodyH int) []string {
 		}
 		body = append(body, fit(line, r.w))
 	}
+	body = append(body, r.observedRows(obsRest, obsRows, r.w)...)
 	th := bodyH - len(body) - len(srv) - findH
 	body = append(body, box(r.t, r.trendTitle(), r.trendLines(r.w-4, th-2, false), r.w, th)...)
 	body = append(body, srv...)
@@ -143,10 +150,12 @@ func (r *renderer) compact(bodyH int) []string {
 		others = min(len(cls)-1, 2)
 	}
 	nf := len(r.d.Findings)
+	obs := r.observed()
+	obsRows := min(len(obs), 2)
 	// The tightest form: class rule, counts, three histograms, E2E,
-	// goodput, others, one server line, probe and GPU, the findings rule
-	// (or "no findings").
-	base := 1 + 1 + 3 + 1 + 1 + others + 1 + 1 + 1
+	// goodput, others, observed groups, one server line, probe and GPU,
+	// the findings rule (or "no findings").
+	base := 1 + 1 + 3 + 1 + 1 + others + obsRows + 1 + 1 + 1
 	spare := bodyH - base - min(nf, 3)
 	trends := spare >= trendCompactLines+1
 	if trends {
@@ -164,6 +173,7 @@ func (r *renderer) compact(bodyH int) []string {
 	serverTTFT := take(1)
 	roomy := take(2)
 	out := r.compactClasses(cls, others, sloLine, w)
+	out = append(out, r.observedRows(obs, obsRows, w)...)
 	tail := r.compactServer(w, roomy, serverTTFT)
 	findH := 1
 	if nf > 0 {

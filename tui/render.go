@@ -201,6 +201,9 @@ func (r *renderer) header() []string {
 		line = sources + " " + short + " ·" + totals
 	}
 	lines := []string{first, fit(line, r.w)}
+	if c := r.captureLine(); c != "" {
+		lines = append(lines, fit(c, r.w))
+	}
 	// Decisions taken from what the server said (a calibration refused,
 	// usage ignored, load sized down): the latest, once there is one.
 	for i := len(r.s.Sources) - 1; i >= 0; i-- {

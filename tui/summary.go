@@ -71,6 +71,10 @@ func Summary(s *metrics.Snapshot, d diagnose.Diagnosis, o SummaryOptions) string
 			lines = append(lines, indent+pad("", 8)+"✗ "+strings.Join(fails, "; "))
 		}
 	}
+	if c := r.captureLine(); c != "" {
+		lines = append(lines, c)
+	}
+	lines = append(lines, r.observedRows(r.observed(), 4, w)...)
 	sv := &s.Run.Server
 	if sv.Scrapes > 0 {
 		lines = append(lines, pad("server", nw)+cmp.Or(sv.Profile, "unknown")+" · "+gaugeText("queue", sv.QueueDepth, fmtNum, false)+" · "+
