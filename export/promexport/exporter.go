@@ -186,5 +186,6 @@ func families(snap *metrics.Snapshot, diag diagnose.Diagnosis) []*dto.MetricFami
 	if n := len(srv.Restarts); n > 0 && !srv.Restarts[n-1].At.IsZero() {
 		gauge(lastRest, float64(srv.Restarts[n-1].At.UnixNano())/1e9)
 	}
-	return []*dto.MetricFamily{requests, outTok, ttft, itl, gap, e2e, tpot, pathTTFT, goodput, sloPass, finding, lag, foot, budget, fluidTok, fluidReq, restarts, lastRest}
+	return append([]*dto.MetricFamily{requests, outTok, ttft, itl, gap, e2e, tpot, pathTTFT, goodput, sloPass, finding, lag, foot, budget, fluidTok, fluidReq, restarts, lastRest},
+		observedFamilies(snap, diag)...)
 }
