@@ -98,39 +98,91 @@ func (l *live) setup(ifindex int, port uint16) error {
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
 // portFilter passes TCP over IPv4 (unfragmented, or the first fragment)
-// and IPv6 (TCP as the first next header) to or from port, whole, and
-// drops everything else in the kernel. Packets start at the network
-// header (cooked socket).
+// and IPv6 (TCP as the first next header) to or from port, whole, when
+// the segment carries data or a SYN, FIN or RST; it drops everything else
+// in the kernel, pure acknowledgments included (half the packets of a
+// stream, and nothing the measurement reads). Packets start at the
+// network header (cooked socket).
 func portFilter(port uint16) []bpf.Instruction {
-	const (
-		ipv6   = 13
-		drop   = 19
-		accept = 20
-	)
 	p := uint32(port)
-	return []bpf.Instruction{
-		/* 0 */ bpf.LoadAbsolute{Off: 0, Size: 1},
-		/* 1 */ bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: 0xf0},
-		/* 2 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0x60, SkipTrue: ipv6 - 3},
-		/* 3 */ bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: 0x40, SkipTrue: drop - 4},
-		/* 4 */ bpf.LoadAbsolute{Off: 9, Size: 1},
-		/* 5 */ bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: 6, SkipTrue: drop - 6},
-		/* 6 */ bpf.LoadAbsolute{Off: 6, Size: 2},
-		/* 7 */ bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: 0x1fff, SkipTrue: drop - 8},
-		/* 8 */ bpf.LoadMemShift{Off: 0},
-		/* 9 */ bpf.LoadIndirect{Off: 0, Size: 2},
-		/* 10 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: p, SkipTrue: accept - 11},
-		/* 11 */ bpf.LoadIndirect{Off: 2, Size: 2},
-		/* 12 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: p, SkipTrue: accept - 13, SkipFalse: drop - 13},
-		/* 13 ipv6 */ bpf.LoadAbsolute{Off: 6, Size: 1},
-		/* 14 */ bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: 6, SkipTrue: drop - 15},
-		/* 15 */ bpf.LoadAbsolute{Off: 40, Size: 2},
-		/* 16 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: p, SkipTrue: accept - 17},
-		/* 17 */ bpf.LoadAbsolute{Off: 42, Size: 2},
-		/* 18 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: p, SkipTrue: accept - 19, SkipFalse: drop - 19},
-		/* 19 drop */ bpf.RetConstant{Val: 0},
-		/* 20 accept */ bpf.RetConstant{Val: maxFrame},
+	var prog []bpf.Instruction
+	type jump struct {
+		at          int
+		true, false string
 	}
+	var jumps []jump
+	labels := map[string]int{}
+	emit := func(in bpf.Instruction) { prog = append(prog, in) }
+	// jumpIf compares A with v and goes to the label named when true or
+	// false ("" falls through).
+	jumpIf := func(cond bpf.JumpTest, v uint32, ifTrue, ifFalse string) {
+		jumps = append(jumps, jump{len(prog), ifTrue, ifFalse})
+		emit(bpf.JumpIf{Cond: cond, Val: v})
+	}
+	label := func(name string) { labels[name] = len(prog) }
+
+	emit(bpf.LoadAbsolute{Off: 0, Size: 1})
+	emit(bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: 0xf0})
+	jumpIf(bpf.JumpEqual, 0x60, "ipv6", "")
+	jumpIf(bpf.JumpEqual, 0x40, "", "drop")
+	// IPv4: TCP, not a later fragment, the port on either side.
+	emit(bpf.LoadAbsolute{Off: 9, Size: 1})
+	jumpIf(bpf.JumpEqual, 6, "", "drop")
+	emit(bpf.LoadAbsolute{Off: 6, Size: 2})
+	jumpIf(bpf.JumpBitsSet, 0x1fff, "drop", "")
+	emit(bpf.LoadMemShift{Off: 0}) // X = the IPv4 header's length
+	emit(bpf.LoadIndirect{Off: 0, Size: 2})
+	jumpIf(bpf.JumpEqual, p, "v4port", "")
+	emit(bpf.LoadIndirect{Off: 2, Size: 2})
+	jumpIf(bpf.JumpEqual, p, "", "drop")
+	label("v4port")
+	emit(bpf.LoadIndirect{Off: 13, Size: 1})
+	jumpIf(bpf.JumpBitsSet, 0x07, "accept", "") // FIN, SYN, RST
+	// Payload = IP total length − IP header − TCP header.
+	emit(bpf.LoadIndirect{Off: 12, Size: 1})
+	emit(bpf.ALUOpConstant{Op: bpf.ALUOpShiftRight, Val: 2})
+	emit(bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: 0x3c}) // the TCP header's length
+	emit(bpf.ALUOpX{Op: bpf.ALUOpAdd})
+	emit(bpf.TAX{})
+	emit(bpf.LoadAbsolute{Off: 2, Size: 2})
+	emit(bpf.ALUOpX{Op: bpf.ALUOpSub})
+	jumpIf(bpf.JumpGreaterThan, 0, "accept", "drop")
+	// IPv6: TCP right after the fixed header, the port on either side.
+	label("ipv6")
+	emit(bpf.LoadAbsolute{Off: 6, Size: 1})
+	jumpIf(bpf.JumpEqual, 6, "", "drop")
+	emit(bpf.LoadAbsolute{Off: 40, Size: 2})
+	jumpIf(bpf.JumpEqual, p, "v6port", "")
+	emit(bpf.LoadAbsolute{Off: 42, Size: 2})
+	jumpIf(bpf.JumpEqual, p, "", "drop")
+	label("v6port")
+	emit(bpf.LoadAbsolute{Off: 40 + 13, Size: 1})
+	jumpIf(bpf.JumpBitsSet, 0x07, "accept", "")
+	// Payload = IPv6 payload length − TCP header.
+	emit(bpf.LoadAbsolute{Off: 40 + 12, Size: 1})
+	emit(bpf.ALUOpConstant{Op: bpf.ALUOpShiftRight, Val: 2})
+	emit(bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: 0x3c})
+	emit(bpf.TAX{})
+	emit(bpf.LoadAbsolute{Off: 4, Size: 2})
+	emit(bpf.ALUOpX{Op: bpf.ALUOpSub})
+	jumpIf(bpf.JumpGreaterThan, 0, "accept", "drop")
+	label("drop")
+	emit(bpf.RetConstant{Val: 0})
+	label("accept")
+	emit(bpf.RetConstant{Val: maxFrame})
+
+	for _, j := range jumps {
+		skip := func(name string) uint8 {
+			if name == "" {
+				return 0
+			}
+			return uint8(labels[name] - j.at - 1)
+		}
+		in := prog[j.at].(bpf.JumpIf)
+		in.SkipTrue, in.SkipFalse = skip(j.true), skip(j.false)
+		prog[j.at] = in
+	}
+	return prog
 }
 
 func (l *live) next() ([]byte, linkType, uint16, time.Time, int, error) {

@@ -5,6 +5,7 @@ package capture
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"net"
 	"net/http/httptest"
@@ -161,6 +162,7 @@ func TestLiveLoopbackAgreesWithTheProbe(t *testing.T) {
 	}
 
 	var ttftDiff, gapDiff []float64
+	blurred := 0
 	for _, tr := range traces {
 		if tr.Err != nil || len(tr.Deltas) == 0 {
 			t.Fatalf("probe stream failed: %+v", tr.Err)
@@ -172,10 +174,18 @@ func TestLiveLoopbackAgreesWithTheProbe(t *testing.T) {
 		if !o.Complete || o.Status != 200 || len(o.Chunks) != len(tr.Deltas) {
 			t.Fatalf("captured %+v for a probe stream of %d chunks", o, len(tr.Deltas))
 		}
-		ttftDiff = append(ttftDiff, ms(o.Chunks[0].At.Sub(o.RequestEnd)-tr.Deltas[0].At.Sub(tr.WroteRequest)))
+		if sendBlurred(tr) {
+			blurred++
+		} else {
+			ttftDiff = append(ttftDiff, ms(o.Chunks[0].At.Sub(o.RequestEnd)-tr.Deltas[0].At.Sub(tr.WroteRequest)))
+		}
 		for i := 1; i < len(tr.Deltas); i++ {
 			gapDiff = append(gapDiff, ms(o.Chunks[i].At.Sub(o.Chunks[i-1].At)-tr.Deltas[i].At.Sub(tr.Deltas[i-1].At)))
 		}
+	}
+	t.Logf("%d of %d streams left out of the TTFT comparison: the probe's own send stamp was blurred (descheduled around its write)", blurred, len(traces))
+	if blurred > len(traces)/2 {
+		t.Fatalf("the machine is too loaded to compare: %d of %d sends blurred", blurred, len(traces))
 	}
 	for _, d := range []struct {
 		name string
@@ -188,6 +198,15 @@ func TestLiveLoopbackAgreesWithTheProbe(t *testing.T) {
 			t.Errorf("%s: captured and probe differ by %.3f ms at p99, over 1 ms", d.name, p99)
 		}
 	}
+}
+
+// sendBlurred reports whether the probe's own stamp of the end of its
+// request's write is uncertain: the write took over a millisecond from
+// before it began (Sent) to the user-space stamp after it (WroteRequest),
+// so the goroutine was descheduled around it. The probe's read times are
+// the kernel's and need no such care; its send time is user space's.
+func sendBlurred(tr observe.Trace) bool {
+	return tr.WroteRequest.Sub(tr.Sent) > time.Millisecond
 }
 
 // matching is the captured request with the probe stream's number of
@@ -222,40 +241,49 @@ func absQuantiles(v []float64) Quantiles {
 	return quantiles(a)
 }
 
-// The kernel filter passes the port's TCP packets only, over IPv4 and
-// IPv6, and never a fragment after the first.
+// The kernel filter passes the port's TCP segments that carry data or a
+// SYN, FIN or RST, over IPv4 and IPv6, and nothing else: not a pure
+// acknowledgment, another port, UDP, or an IPv4 fragment after the first.
 func TestPortFilter(t *testing.T) {
 	vm, err := bpf.NewVM(portFilter(testPort))
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newFlow(5555)
-	v6 := *f
+	v4 := newFlow(5555)
+	v6 := *v4
 	v6.cli = netipFrom("fd00::1", 5555)
 	v6.srv = netipFrom("fd00::2", testPort)
-	other := *f
+	other := *v4
 	other.srv = netipFrom("10.0.0.2", 9999)
-	for _, c := range []struct {
-		name  string
-		flow  *flow
-		fromC bool
-		pass  bool
-	}{
-		{"v4 to port", f, true, true}, {"v4 from port", f, false, true},
-		{"v6 to port", &v6, true, true}, {"v6 from port", &v6, false, true},
-		{"other port", &other, true, false},
-	} {
-		frame := frameOf(t, c.flow.segmentOf(wirePacket{fromClient: c.fromC, seq: 1, payload: []byte("x")}))
-		n, err := vm.Run(frame[14:]) // the cooked socket starts at the IP header
+	pass := func(f *flow, p wirePacket) bool {
+		t.Helper()
+		n, err := vm.Run(frameOf(t, f.segmentOf(p))[14:]) // the cooked socket starts at the IP header
 		if err != nil {
 			t.Fatal(err)
 		}
-		if (n > 0) != c.pass {
-			t.Errorf("%s: filter returned %d", c.name, n)
+		return n > 0
+	}
+	data := []byte("x")
+	for _, f := range []*flow{v4, &v6} {
+		for _, fromClient := range []bool{true, false} {
+			name := fmt.Sprintf("%v from client %v", f.srv.Addr(), fromClient)
+			for what, p := range map[string]wirePacket{
+				"data": {payload: data, ack1: true}, "SYN": {syn: true}, "FIN": {fin: true, ack1: true}, "RST": {rst: true},
+			} {
+				p.fromClient, p.seq = fromClient, 1
+				if !pass(f, p) {
+					t.Errorf("%s: %s dropped", name, what)
+				}
+			}
+			if pass(f, wirePacket{fromClient: fromClient, seq: 1, ack1: true}) {
+				t.Errorf("%s: a pure ACK passed", name)
+			}
 		}
 	}
-	// UDP to the port, and a later IPv4 fragment, are dropped.
-	ip := frameOf(t, f.segmentOf(wirePacket{fromClient: true, seq: 1}))[14:]
+	if pass(&other, wirePacket{fromClient: true, seq: 1, payload: data}) {
+		t.Error("another port passed")
+	}
+	ip := frameOf(t, v4.segmentOf(wirePacket{fromClient: true, seq: 1, payload: data}))[14:]
 	udp := append([]byte(nil), ip...)
 	udp[9] = 17
 	frag := append([]byte(nil), ip...)
