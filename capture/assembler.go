@@ -243,11 +243,16 @@ func (a *assembler) hold(c *conn, fromClient bool, h *half, seq uint32, data []b
 	h.held[i] = heldSegment{seq: seq, data: append([]byte(nil), data...)}
 	h.heldBytes += len(data)
 	a.held += len(data)
-	if h.heldBytes > a.cfg.MaxOutOfOrderBytes || a.held > a.cfg.MaxReassemblyBytes {
+	if h.heldBytes > a.cfg.MaxOutOfOrderBytes || a.held > a.cfg.MaxReassemblyBytes || len(h.held) > maxHeldSegments {
 		a.stats.ReassemblyDrops += int64(h.heldBytes)
 		a.lose(c, reasonReassemblyCap)
 	}
 }
+
+// maxHeldSegments bounds the segments one direction holds past a gap:
+// each is inserted in order, so a flood of tiny ones must not cost the
+// square of their number.
+const maxHeldSegments = 1024
 
 // drain reads the held segments the gap before them has been filled for.
 // Their bytes were readable only now, at: what they complete is marked

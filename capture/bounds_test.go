@@ -138,3 +138,21 @@ func TestChunksHeldCap(t *testing.T) {
 		t.Errorf("%d kept, %d dropped", kept, dropped)
 	}
 }
+
+// A flood of one-byte segments past a gap is bounded by count as well as
+// by bytes.
+func TestTinySegmentFlood(t *testing.T) {
+	f := newFlow(43800).handshake().send(true, chatRequest("m", "p")).send(false, sseHead)
+	for range 3000 {
+		f.send(false, "x")
+	}
+	segs := segments(f)
+	segs = append(segs[:5:5], segs[6:]...) // the first byte after the head is lost
+	for i, j := 5, len(segs)-1; i < j; i, j = i+1, j-1 {
+		segs[i], segs[j] = segs[j], segs[i] // the rest arrive last first: each held in front of the others
+	}
+	obs, stats := runWithStats(Config{}, segs)
+	if o := one(t, obs); o.Incomplete != reasonReassemblyCap || stats.ReassemblyDrops == 0 {
+		t.Errorf("observed %+v, stats %+v", o, stats)
+	}
+}
