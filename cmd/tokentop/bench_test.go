@@ -33,6 +33,10 @@ import (
 // tokentop program with the tests linked in, idle; run() is the same.
 const benchChildEnv = "TOKENTOP_BENCH_CHILD"
 
+// benchWatchBinEnv names a tokentop binary BenchmarkWatch runs as the
+// watch process instead of this test binary.
+const benchWatchBinEnv = "TOKENTOP_BENCH_WATCH_BIN"
+
 // benchProfileEnv, set to a directory, makes the watch process write
 // cpu.pprof and allocs.pprof there (go tool pprof).
 const benchProfileEnv = "TOKENTOP_BENCH_PROFILE"
@@ -279,6 +283,11 @@ func benchWatch(b *testing.B, streams int, d time.Duration) {
 	}
 	reportPath := filepath.Join(dir, "report.json")
 	watch := benchCommand("watch", "--config", cfgPath, "--headless", "--duration", d.String(), "--report", reportPath, "--format", "json")
+	if bin := os.Getenv(benchWatchBinEnv); bin != "" {
+		// Another build of tokentop (an earlier version, say) measured
+		// by this harness beside the same bare reader.
+		watch.Path, watch.Args[0] = bin, bin
+	}
 	var stdout bytes.Buffer
 	watch.Stdout = &stdout
 
