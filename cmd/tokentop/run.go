@@ -36,6 +36,7 @@ Usage:
   tokentop watch  --target URL [--metrics URL] [--gateway URL] [common flags]
   tokentop sim    --listen ADDR [--scenario NAME] [sim knobs]    the simulator alone
   tokentop replay FILE [common flags]                            the console or a report from a --record file
+  tokentop replay --pcap FILE --port N [--json]                  every request to port N in a tcpdump capture
   tokentop scrape URL|FILE [--json]                              what tokentop reads from a /metrics endpoint
   tokentop fleet  --prometheus URL [--selector SEL] [--model NAME] many replicas through Prometheus, worst first
   tokentop version
