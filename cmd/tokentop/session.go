@@ -32,6 +32,9 @@ type sessionSpec struct {
 	knobs  tui.KnobController // demo only
 	apiKey string
 	seed   int64
+	// capture measures real users' requests beside the probes (watch
+	// --capture).
+	capture captureSpec
 }
 
 // session is one run: its sources feed the aggregator's goroutine through

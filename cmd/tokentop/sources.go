@@ -88,8 +88,9 @@ type sourceFunc func(ctx context.Context, emit func(observe.Event)) error
 func (f sourceFunc) Run(ctx context.Context, emit func(observe.Event)) error { return f(ctx, emit) }
 
 // startSources starts the pipeline's sources: a runner per class (or the
-// spot check), the requests in flight, the server's /metrics, the GPUs and
-// tokentop's own self-check.
+// spot check), the requests in flight, the server's /metrics, the GPUs,
+// the capture of real users' requests (watch --capture) and tokentop's own
+// self-check.
 func (s *session) startSources() {
 	if s.spec.common.once {
 		s.startOnce()
@@ -102,6 +103,7 @@ func (s *session) startSources() {
 	s.goSource("scraper", scrape.Loop{Scraper: s.newScraper(nil), Every: scrapeEvery, MaxEvery: maxScrapeEvery,
 		Timeout: scrapeTimeout, FirstDone: s.scraped})
 	s.startGPU()
+	s.startCapture()
 	s.goSource("self-check", probe.NewLagMonitor(lagEvery, probe.RealClock{}))
 	if s.exp != nil {
 		mux := http.NewServeMux()

@@ -21,11 +21,16 @@ func runWatch(ctx context.Context, e env, args []string) (int, error) {
 	target := fs.String("target", "", "OpenAI-compatible base `URL` (overrides the config)")
 	metricsURL := fs.String("metrics", "", "Prometheus /metrics `URL` (default: target + /metrics)")
 	gateway := fs.String("gateway", "", "a second `URL` to the same server through a proxy or load balancer, compared with target")
+	captureOn := fs.Bool("capture", false, "also measure every real user's request to the target's port from the host's packets (needs CAP_NET_RAW; Linux)")
+	captureIface := fs.String("capture-iface", "any", "the `IFACE` --capture reads (any: every interface)")
 	if err := parseFlags(fs, args, e.Stderr); err != nil {
 		return report.ExitUsage, err
 	}
 	if fs.NArg() > 0 {
 		return report.ExitUsage, usagef("unexpected argument %q", fs.Arg(0))
+	}
+	if flagSet(fs, "capture-iface") && !*captureOn {
+		return report.ExitUsage, usagef("--capture-iface needs --capture")
 	}
 	cfg, err := common.finish(e)
 	if err != nil {
@@ -58,7 +63,8 @@ func runWatch(ctx context.Context, e env, args []string) (int, error) {
 	if cfg.Gateway != "" {
 		title += " · gateway " + sanitize.URL(cfg.Gateway)
 	}
-	return runSession(ctx, e, sessionSpec{cfg: cfg, common: common, title: title, apiKey: apiKey, seed: 1})
+	return runSession(ctx, e, sessionSpec{cfg: cfg, common: common, title: title, apiKey: apiKey, seed: 1,
+		capture: captureSpec{on: *captureOn, iface: *captureIface}})
 }
 
 func promOptions(model string) prom.ParseOptions {

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/tokentop/tokentop/capture"
+	"github.com/tokentop/tokentop/observe"
+)
+
+// captureSpec is watch --capture: real users' requests to the target's
+// port measured from the host's packets, beside the probes.
+type captureSpec struct {
+	on    bool
+	iface string // "any": every interface
+}
+
+// targetPort is the TCP port of an http(s) URL: its own, else the
+// scheme's.
+func targetPort(target string) (uint16, error) {
+	u, err := url.Parse(target)
+	if err != nil {
+		return 0, err
+	}
+	if p := u.Port(); p != "" {
+		n, err := strconv.ParseUint(p, 10, 16)
+		if err != nil || n == 0 {
+			return 0, fmt.Errorf("port %q", p)
+		}
+		return uint16(n), nil
+	}
+	if u.Scheme == "https" {
+		return 443, nil
+	}
+	return 80, nil
+}
+
+// startCapture starts the capture on the target's port. What stops it
+// (no CAP_NET_RAW, no such interface, not Linux) is said once, as the
+// capture source's note in the console and the report and a line on
+// stderr, and the run goes on with the probes.
+func (s *session) startCapture() {
+	c := s.spec.capture
+	if !c.on {
+		return
+	}
+	note := func(text string) {
+		s.send(&observe.Notice{At: time.Now(), Source: "capture", Text: text})
+	}
+	port, err := targetPort(s.cfg.Target)
+	if err != nil {
+		note("capture off: the target's port: " + err.Error())
+		return
+	}
+	if u, _ := url.Parse(s.cfg.Target); u != nil && u.Scheme == "https" {
+		// The capture reads HTTP/1.1 in clear: a TLS connection is
+		// counted, not measured.
+		note("the target is https: its connections are encrypted, so the capture counts them as not measurable")
+	}
+	src := capture.Live(c.iface, capture.Config{Port: port})
+	s.goSource("capture", sourceFunc(func(ctx context.Context, emit func(observe.Event)) error {
+		err := src.Run(ctx, emit)
+		if err != nil && ctx.Err() == nil {
+			note(fmt.Sprintf("capture off (interface %s, port %d): %v", c.iface, port, err))
+		}
+		return err
+	}))
+}
+
+// flagSet reports whether the flag name was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}

@@ -1,0 +1,266 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tokentop/tokentop/observe"
+	"github.com/tokentop/tokentop/record"
+	"github.com/tokentop/tokentop/report"
+	"github.com/tokentop/tokentop/sim"
+)
+
+// observedReport is the part of a report the capture tests read.
+type observedReport struct {
+	Observed map[string]struct {
+		Requests      int64   `json:"requests"`
+		TTFT          quant   `json:"ttft_ms"`
+		Gap           quant   `json:"chunk_gap_ms"`
+		E2E           quant   `json:"e2e_ms"`
+		JudgedAgainst *string `json:"judged_against"`
+		SLO           struct {
+			Objectives []struct {
+				Name string `json:"name"`
+			} `json:"objectives"`
+		} `json:"slo"`
+	} `json:"observed"`
+	Capture *struct {
+		Streams  int64 `json:"streams"`
+		Complete int64 `json:"complete"`
+	} `json:"capture"`
+	Classes map[string]struct {
+		Requests int64 `json:"requests"`
+	} `json:"classes"`
+	Sources []struct {
+		Name     string   `json:"name"`
+		Warnings []string `json:"warnings"`
+	} `json:"sources"`
+}
+
+// readObservedReport reads the JSON report at path.
+func readObservedReport(t *testing.T, path string) (observedReport, []byte) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r observedReport
+	if err := json.Unmarshal(data, &r); err != nil {
+		t.Fatalf("report is not JSON: %v", err)
+	}
+	return r, data
+}
+
+// users sends real streaming chat requests to target, one every every,
+// each with its own connection as a separate client would, until ctx ends;
+// it returns how many streams it read to their end.
+func users(ctx context.Context, target, model string, every time.Duration) func() int {
+	var mu sync.Mutex
+	done := 0
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for ctx.Err() == nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				body := fmt.Sprintf(`{"model":%q,"stream":true,"max_tokens":24,"messages":[{"role":"user","content":"how do packets carry a stream?"}]}`, model)
+				req, err := http.NewRequestWithContext(ctx, "POST", target+"/v1/chat/completions", strings.NewReader(body))
+				if err != nil {
+					return
+				}
+				req.Header.Set("Content-Type", "application/json")
+				client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+				resp, err := client.Do(req)
+				if err != nil {
+					return
+				}
+				defer resp.Body.Close()
+				if _, err := io.Copy(io.Discard, resp.Body); err == nil && resp.StatusCode == 200 {
+					mu.Lock()
+					done++
+					mu.Unlock()
+				}
+			}()
+		}
+	}()
+	return func() int {
+		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		return done
+	}
+}
+
+// watch --capture on loopback, as root: the simulator's traffic from the
+// probes and from real HTTP clients is measured from packets into an
+// observed group judged against the interactive class, and each probe
+// request is found among the captured ones with the same TTFT, within a
+// few milliseconds (the probe reads its first token from the socket the
+// packet arrived on; the capture stamps the packet).
+func TestWatchCaptureOnLoopback(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs watch for 10 s")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("capturing packets needs CAP_NET_RAW: run as root (sudo go test -run TestWatchCaptureOnLoopback ./cmd/tokentop)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	k := sim.DefaultKnobs()
+	stack, err := startSim(ctx, k, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stack.Close)
+	uctx, stopUsers := context.WithTimeout(ctx, 9*time.Second)
+	defer stopUsers()
+	wait := users(uctx, stack.target, k.Model, 250*time.Millisecond)
+
+	dir := t.TempDir()
+	out, rec := filepath.Join(dir, "report.json"), filepath.Join(dir, "session.jsonl")
+	var stdout, stderr bytes.Buffer
+	args := []string{"watch", "--target", stack.target, "--capture", "--capture-iface", "lo", "--duration", "10s",
+		"--headless", "--report", out, "--record", rec}
+	code := run(ctx, testEnv(&stdout, &stderr), args)
+	sent := wait()
+	if code != report.ExitOK && code != report.ExitSLOFailed {
+		t.Fatalf("tokentop %v: exit %d\n%s", args, code, stderr.String())
+	}
+	r, data := readObservedReport(t, out)
+	name := "observed · chat · " + k.Model
+	g, ok := r.Observed[name]
+	if !ok {
+		t.Fatalf("no group %q in %s", name, data)
+	}
+	probes := r.Classes["interactive"].Requests + r.Classes["batch"].Requests
+	t.Logf("%d streams from the users, %d probe requests; group %q: %d requests, TTFT %d (p50 %v ms), gaps %d, E2E %d; capture %+v",
+		sent, probes, name, g.Requests, g.TTFT.Count, deref(g.TTFT.P50), g.Gap.Count, g.E2E.Count, r.Capture)
+	if sent < 10 || g.Requests < int64(sent) || g.TTFT.Count < int64(sent) || g.Gap.Count == 0 || g.E2E.Count == 0 {
+		t.Errorf("group %q measured %d requests, %d TTFT, %d gaps for %d users' streams", name, g.Requests, g.TTFT.Count, g.Gap.Count, sent)
+	}
+	if g.JudgedAgainst == nil || *g.JudgedAgainst != "interactive" || len(g.SLO.Objectives) == 0 {
+		t.Errorf("group judged against %v with %d objectives", g.JudgedAgainst, len(g.SLO.Objectives))
+	}
+	if r.Capture == nil || r.Capture.Streams < g.Requests || r.Capture.Complete == 0 {
+		t.Errorf("capture account %+v", r.Capture)
+	}
+
+	// Each probe request with a first token, matched to the captured
+	// request whose first chunk came at the same instant.
+	f, err := os.Open(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rd, err := record.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var traces []*observe.Trace
+	var seen []*observe.Observed
+	if err := rd.Replay(func(ev observe.Event) {
+		switch e := ev.(type) {
+		case *observe.Trace:
+			traces = append(traces, e)
+		case *observe.Observed:
+			if e.Complete && len(e.Chunks) > 0 {
+				seen = append(seen, e)
+			}
+		}
+	}, func(time.Time) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	var diffs []float64
+	withToken := 0
+	for _, tr := range traces {
+		first := slices.IndexFunc(tr.Deltas, func(d observe.Delta) bool { return d.Chars > 0 && !d.Reasoning })
+		if first < 0 || tr.Sent.IsZero() {
+			continue
+		}
+		withToken++
+		at := tr.Deltas[first].At
+		best, bestDist := (*observe.Observed)(nil), 5*time.Millisecond
+		for _, o := range seen {
+			if d := o.Chunks[0].At.Sub(at).Abs(); d < bestDist {
+				best, bestDist = o, d
+			}
+		}
+		if best == nil {
+			continue
+		}
+		probe := at.Sub(tr.Sent)
+		captured := best.Chunks[0].At.Sub(best.RequestEnd)
+		diffs = append(diffs, math.Abs(float64(probe-captured))/float64(time.Millisecond))
+	}
+	slices.Sort(diffs)
+	t.Logf("%d of %d probe requests with a first token found among %d captured; TTFT |probe − captured| ms: %v", len(diffs), withToken, len(seen), diffs)
+	if withToken == 0 || len(diffs) < withToken*9/10 {
+		t.Fatalf("%d of %d probe requests found among the captured ones", len(diffs), withToken)
+	}
+	if p90 := diffs[len(diffs)*9/10]; p90 > 5 {
+		t.Errorf("captured TTFT differs from the probe's by %.2f ms at p90 (want ≤ 5 ms)", p90)
+	}
+}
+
+// What stops the capture (here an interface that does not exist) is said
+// once, as the capture source's note, and the probes go on.
+func TestWatchCaptureFailureIsANote(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs watch for 3 s")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	stack, err := startSim(ctx, sim.DefaultKnobs(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stack.Close)
+	out := filepath.Join(t.TempDir(), "report.json")
+	var stdout, stderr bytes.Buffer
+	args := []string{"watch", "--target", stack.target, "--capture", "--capture-iface", "nosuch0", "--duration", "3s", "--headless", "--report", out}
+	if code := run(ctx, testEnv(&stdout, &stderr), args); code != report.ExitOK && code != report.ExitSLOFailed {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	r, _ := readObservedReport(t, out)
+	if r.Classes["interactive"].Requests == 0 {
+		t.Errorf("the probes stopped with the capture")
+	}
+	var notes []string
+	for _, s := range r.Sources {
+		if s.Name == "capture" {
+			notes = s.Warnings
+		}
+	}
+	if len(notes) != 1 || !strings.Contains(notes[0], "capture off") || !strings.Contains(notes[0], "nosuch0") {
+		t.Errorf("capture notes %q", notes)
+	}
+	if n := strings.Count(stderr.String(), "no such network interface"); n != 1 {
+		t.Errorf("stderr names the failure %d times:\n%s", n, stderr.String())
+	}
+	if r.Observed != nil || r.Capture != nil {
+		t.Errorf("observed %v capture %v without a capture", r.Observed, r.Capture)
+	}
+}
