@@ -92,6 +92,10 @@ func (f sourceFunc) Run(ctx context.Context, emit func(observe.Event)) error { r
 // the capture of real users' requests (watch --capture) and tokentop's own
 // self-check.
 func (s *session) startSources() {
+	// The capture first: its socket opens as the probes send their first
+	// requests, and a request it did not see from its first byte is not
+	// measured.
+	s.startCapture()
 	if s.spec.common.once {
 		s.startOnce()
 	} else {
@@ -103,7 +107,6 @@ func (s *session) startSources() {
 	s.goSource("scraper", scrape.Loop{Scraper: s.newScraper(nil), Every: scrapeEvery, MaxEvery: maxScrapeEvery,
 		Timeout: scrapeTimeout, FirstDone: s.scraped})
 	s.startGPU()
-	s.startCapture()
 	s.goSource("self-check", probe.NewLagMonitor(lagEvery, probe.RealClock{}))
 	if s.exp != nil {
 		mux := http.NewServeMux()
