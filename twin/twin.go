@@ -475,10 +475,11 @@ func (b *builder) calibrate() (*runOut, error) {
 	outs := make([]*runOut, len(trials))
 	losses := make([]float64, len(trials))
 	errs := make([]error, len(trials))
+	warm, span := b.calibrationWindow()
 	parallel(len(trials), func(i int) {
 		srv := b.srv
 		srv.TokenBudget, srv.ChunkedPrefill = trials[i].budget, trials[i].chunked
-		outs[i], errs[i] = simulate(srv, b.sources, b.classes, b.warm, b.span, b.seed)
+		outs[i], errs[i] = simulate(srv, b.sources, b.classes, warm, span, b.seed)
 		if errs[i] == nil {
 			losses[i] = b.loss(outs[i])
 		}
@@ -510,6 +511,29 @@ func (b *builder) calibrate() (*runOut, error) {
 		b.res.Fit.Chunked = known(0, how)
 	}
 	return outs[best], nil
+}
+
+// calibrationTokens bounds the tokens one calibration trial generates
+// (warm-up and window): at a thousand streams the trials would otherwise
+// replay 6 M tokens each, a dozen of them, seconds of CPU at the end of
+// every run; a million is still thousands of requests to choose a budget
+// by, and leaves a probe-sized load's trials as they were.
+const calibrationTokens = 1_000_000
+
+// minCalibrationS is the shortest warm-up and window a trial is cut to.
+const minCalibrationS = 10.0
+
+// calibrationWindow is the warm-up and window of the calibration trials:
+// the run's, shortened alike where the server's generation rate would
+// make a trial generate more than calibrationTokens.
+func (b *builder) calibrationWindow() (warm, span float64) {
+	warm, span = b.warm, b.span
+	g := b.v.Server.GenerationTokensPerS
+	if g == nil || !(*g > 0) || (warm+span)**g <= calibrationTokens {
+		return warm, span
+	}
+	f := calibrationTokens / ((warm + span) * *g)
+	return math.Max(minCalibrationS, warm*f), math.Max(minCalibrationS, span*f)
 }
 
 // loss is how far a run is from the measured figures: the largest squared
