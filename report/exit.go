@@ -15,7 +15,13 @@ const (
 // or every request failed with an error), ExitSLOFailed when any class
 // missed its SLO (including by a censored lower bound above its target;
 // a class without data has not shown that it held), ExitOK otherwise.
+//
+// A report of real users' requests alone (replay --pcap: no class was
+// probed) is judged on its observed groups (observedExitCode).
 func ExitCode(r Report) int {
+	if len(r.Classes) == 0 && len(r.Observed) > 0 {
+		return observedExitCode(r)
+	}
 	var completed, valid, censored int64
 	for _, c := range r.Classes {
 		completed += c.Completed
@@ -27,6 +33,27 @@ func ExitCode(r Report) int {
 	}
 	for _, c := range r.Classes {
 		if !c.SLO.Pass {
+			return ExitSLOFailed
+		}
+	}
+	return ExitOK
+}
+
+// observedExitCode is ExitCode for a report of observed groups alone:
+// ExitNoData when no captured request was complete (nothing was timed),
+// ExitSLOFailed when a group judged against a class missed its
+// objectives (a judged group without data has not shown that they held),
+// ExitOK otherwise.
+func observedExitCode(r Report) int {
+	var timed int64
+	for _, g := range r.Observed {
+		timed += g.Completed + g.Errors + g.Cancelled
+	}
+	if timed == 0 {
+		return ExitNoData
+	}
+	for _, g := range r.Observed {
+		if g.JudgedAgainst != nil && !g.SLO.Pass {
 			return ExitSLOFailed
 		}
 	}

@@ -35,6 +35,15 @@ func WriteMarkdown(w io.Writer, r Report) error {
 }
 
 func writeHeader(b *strings.Builder, r *Report) {
+	headline := classesHeadline(r)
+	if len(r.Classes) == 0 && len(r.Observed) > 0 {
+		headline = observedHeadline(r, ExitCode(*r))
+	}
+	writeHeaderLines(b, r, headline)
+}
+
+// classesHeadline says how the probed classes did.
+func classesHeadline(r *Report) string {
 	failed, noData := 0, 0
 	for _, c := range r.Classes {
 		switch {
@@ -56,6 +65,11 @@ func writeHeader(b *strings.Builder, r *Report) {
 	default:
 		headline = fmt.Sprintf("PASS: all %d classes met their SLO", len(r.Classes))
 	}
+	return headline
+}
+
+// writeHeaderLines writes the title and the run's particulars.
+func writeHeaderLines(b *strings.Builder, r *Report, headline string) {
 	fmt.Fprintf(b, "# tokentop report: %s\n\n", headline)
 	fmt.Fprintf(b, "- target: %s\n", MarkdownCode(r.Target))
 	if r.Gateway != nil {

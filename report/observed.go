@@ -156,3 +156,26 @@ func reasons(m map[string]int64) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// observedHeadline says how the observed groups did, for a report of them
+// alone (replay --pcap).
+func observedHeadline(r *Report, code int) string {
+	judged, failed := 0, 0
+	for _, g := range r.Observed {
+		if g.JudgedAgainst != nil {
+			judged++
+			if !g.SLO.Pass {
+				failed++
+			}
+		}
+	}
+	switch {
+	case code == ExitNoData:
+		return "NO USABLE DATA: no captured request was complete"
+	case failed > 0:
+		return fmt.Sprintf("FAIL: %d of %d judged observed groups missed the objectives they are judged against", failed, judged)
+	case judged == 0:
+		return fmt.Sprintf("%d observed groups, none judged (no interactive class to judge them against)", len(r.Observed))
+	}
+	return fmt.Sprintf("PASS: all %d judged observed groups met their objectives", judged)
+}

@@ -40,3 +40,21 @@ func TestObservedSectionOnlyWithCapture(t *testing.T) {
 		t.Errorf("exit code %d changed by the observed groups", got)
 	}
 }
+
+// A report of observed groups alone (replay --pcap) takes its exit code
+// from the judged groups; with no complete request it has no usable data.
+func TestObservedOnlyExitCode(t *testing.T) {
+	r := fixtureReport()
+	r.Classes = nil
+	if got := ExitCode(r); got != ExitSLOFailed {
+		t.Errorf("a judged group failing: exit %d, want %d", got, ExitSLOFailed)
+	}
+	r.Observed = r.Observed[1:] // the catch-all alone: nothing timed
+	if got := ExitCode(r); got != ExitNoData {
+		t.Errorf("nothing timed: exit %d, want %d", got, ExitNoData)
+	}
+	var md bytes.Buffer
+	if err := WriteMarkdown(&md, r); err != nil || !strings.Contains(md.String(), "NO USABLE DATA: no captured request was complete") {
+		t.Errorf("headline: %v\n%s", err, md.String())
+	}
+}

@@ -31,8 +31,12 @@ func runPcapReplay(ctx context.Context, e env, args []string) (int, error) {
 	path := fs.String("pcap", "", "a capture `FILE` (pcap or pcapng, as tcpdump -w writes)")
 	port := fs.Uint("port", 0, "the server's TCP `PORT`: every request to it is measured")
 	asJSON := fs.Bool("json", false, "print the summary as JSON ("+capture.SummarySchema+")")
+	var rs pcapReportSpec
+	fs.StringVar(&rs.reportPath, "report", "", "write the session's report (observed groups, capture) to `PATH` (- for stdout) instead of the summary")
+	fs.StringVar(&rs.format, "format", "json", "report format: json or markdown")
+	fs.StringVar(&rs.configPath, "config", "", "YAML config `file` whose interactive class's objectives judge the groups (default: the built-in classes)")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: tokentop replay --pcap FILE --port N [--json]")
+		fmt.Fprintln(fs.Output(), "usage: tokentop replay --pcap FILE --port N [--json | --report PATH|- [--format json|markdown] [--config FILE]]")
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args, e.Stderr); err != nil {
@@ -45,6 +49,10 @@ func runPcapReplay(ctx context.Context, e env, args []string) (int, error) {
 		return report.ExitUsage, usagef("--pcap needs a capture FILE")
 	case *port == 0 || *port > 65535:
 		return report.ExitUsage, usagef("--port N is required (1–65535), got %d", *port)
+	}
+	if rs.reportPath != "" {
+		rs.path, rs.port = *path, uint16(*port)
+		return pcapReport(ctx, e, rs)
 	}
 	var sum capture.Summarizer
 	if err := capture.File(*path, capture.Config{Port: uint16(*port)}).Run(ctx, sum.Add); err != nil {
