@@ -3,6 +3,7 @@ package metrics
 import (
 	"cmp"
 	"maps"
+	"slices"
 	"strconv"
 	"time"
 
@@ -67,7 +68,8 @@ type CaptureView struct {
 	NotMeasurableTotal int64
 }
 
-// observedGroup names one group, in the order groups were first seen.
+// observedGroup names one group, in the order groups were first seen,
+// the catch-all last.
 type observedGroup struct {
 	name, api, model string
 }
@@ -104,7 +106,14 @@ func (a *Aggregator) observedGroupOf(o *observe.Observed) string {
 		a.observedKnown = map[string]bool{}
 	}
 	a.observedKnown[name] = true
-	a.observedGroups = append(a.observedGroups, observedGroup{name: name, api: api, model: model})
+	g := observedGroup{name: name, api: api, model: model}
+	if n := len(a.observedGroups); n > 0 && name != ObservedOther && a.observedGroups[n-1].name == ObservedOther {
+		// The catch-all stays last: the groups a user reads are the named
+		// ones (the scraper's GET /metrics alone would put it first).
+		a.observedGroups = slices.Insert(a.observedGroups, n-1, g)
+		return name
+	}
+	a.observedGroups = append(a.observedGroups, g)
 	return name
 }
 

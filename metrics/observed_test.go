@@ -31,6 +31,8 @@ func observedStream(model string, sent time.Time, offsets []float64, tokens int)
 // tokens; incomplete and unreadable requests are counted and never timed.
 func TestObservedGroupsMeasureCompleteRequestsOnly(t *testing.T) {
 	a := newTestAggregator()
+	// A scrape of /metrics first: the catch-all is still listed last.
+	a.Apply(&observe.Observed{API: "other", Status: 200, RequestStart: t0, RequestEnd: t0, Headers: t0.Add(ms(1)), End: t0.Add(ms(2)), Complete: true})
 	a.Apply(observedStream("llama", t0, []float64{100, 120, 140, 160, 180}, 1))
 	a.Apply(observedStream("llama", t0.Add(time.Second), []float64{50, 90}, 2))
 	cut := observedStream("llama", t0.Add(2*time.Second), []float64{5, 6}, 1)
@@ -78,7 +80,7 @@ func TestObservedGroupsMeasureCompleteRequestsOnly(t *testing.T) {
 		if g.OutputTokens.Total != 5+4+1 || g.InputTokens.Total != 3*40 || g.OutputTokens.Basis != BasisUsage {
 			t.Errorf("tokens out %+v in %+v", g.OutputTokens, g.InputTokens)
 		}
-		if o := &v.Observed[1]; o.Requests != 1 || o.NotMeasurable["tls"] != 1 || o.TTFT.Count != 0 || o.Judged != 0 {
+		if o := &v.Observed[1]; o.Requests != 2 || o.NotMeasurable["tls"] != 1 || o.TTFT.Count != 0 || o.Judged != 1 || o.E2E.Count != 1 {
 			t.Errorf("other: %+v", o)
 		}
 	}

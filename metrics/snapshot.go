@@ -47,7 +47,8 @@ type View struct {
 	// attributes step time from (see Interval).
 	Intervals []Interval
 	// Observed are real users' requests seen in the host's packets, one
-	// group per endpoint and model (observed.go), in the order first seen;
+	// group per endpoint and model (observed.go), in the order first seen
+	// and the catch-all (ObservedOther) last;
 	// nil when no capture ran. Never mixed into Classes: the rules read
 	// the probes' classes.
 	Observed []ObservedStats
