@@ -41,8 +41,8 @@ func targetPort(target string) (uint16, error) {
 
 // startCapture starts the capture on the target's port. What stops it
 // (no CAP_NET_RAW, no such interface, not Linux) is said once, as the
-// capture source's note in the console and the report and a line on
-// stderr, and the run goes on with the probes.
+// capture source's note in the console's header and the report, and
+// headless as a line on stderr too; the run goes on with the probes.
 func (s *session) startCapture() {
 	c := s.spec.capture
 	if !c.on {
@@ -64,8 +64,14 @@ func (s *session) startCapture() {
 	src := capture.Live(c.iface, capture.Config{Port: port})
 	s.goSource("capture", sourceFunc(func(ctx context.Context, emit func(observe.Event)) error {
 		err := src.Run(ctx, emit)
-		if err != nil && ctx.Err() == nil {
-			note(fmt.Sprintf("capture off (interface %s, port %d): %v", c.iface, port, err))
+		if err == nil || ctx.Err() != nil {
+			return nil
+		}
+		note(fmt.Sprintf("capture off (interface %s, port %d): %v", c.iface, port, err))
+		if !s.spec.common.headless {
+			// The console's header shows the note; a line on stderr
+			// would be drawn over the console.
+			return nil
 		}
 		return err
 	}))
