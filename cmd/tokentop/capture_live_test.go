@@ -171,6 +171,25 @@ func TestWatchCaptureOnLoopback(t *testing.T) {
 		t.Errorf("capture account %+v", r.Capture)
 	}
 
+	// The recording replays to the same observed groups and account.
+	replayed := filepath.Join(dir, "replayed.json")
+	if code := run(ctx, testEnv(&stdout, &stderr), []string{"replay", rec, "--headless", "--report", replayed}); code != report.ExitOK && code != report.ExitSLOFailed {
+		t.Fatalf("replay: exit %d\n%s", code, stderr.String())
+	}
+	_, again := readObservedReport(t, replayed)
+	var live, replay map[string]json.RawMessage
+	if err := json.Unmarshal(data, &live); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(again, &replay); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"observed", "capture"} {
+		if !bytes.Equal(live[key], replay[key]) {
+			t.Errorf("the replay's %s differs:\n live   %s\n replay %s", key, live[key], replay[key])
+		}
+	}
+
 	// Each probe request with a first token, matched to the captured
 	// request whose first chunk came at the same instant.
 	f, err := os.Open(rec)
