@@ -137,7 +137,6 @@ type observedEnded struct {
 type observedMeasures struct {
 	timed     bool // complete and its request's end seen: times are measurements
 	completed bool // ended with a proper end of stream (or response), no error
-	failed    bool // ended with an error other than the client's cancel
 	hasTTFT   bool
 	ttftMs    float64
 	headersMs float64 // 0 when no head was seen
@@ -156,7 +155,6 @@ func measureObserved(o *observe.Observed) observedMeasures {
 	if !m.timed {
 		return m
 	}
-	m.failed = o.Err != "" && o.Err != observe.ErrCancelled
 	m.completed = o.Err == "" && (!o.Stream || o.SawDone || o.FinishReason != "")
 	if !o.Headers.IsZero() {
 		m.headersMs = msBetween(o.RequestEnd, o.Headers)
