@@ -51,6 +51,9 @@ func runPcapReplay(ctx context.Context, e env, args []string) (int, error) {
 		return report.ExitUsage, usagef("--port N is required (1–65535), got %d", *port)
 	}
 	if rs.reportPath != "" {
+		if *asJSON {
+			return report.ExitUsage, usagef("--json prints the summary, --report the session's report: choose one")
+		}
 		rs.path, rs.port = *path, uint16(*port)
 		return pcapReport(ctx, e, rs)
 	}

@@ -35,6 +35,12 @@ func TestReplayPcapReport(t *testing.T) {
 		t.Fatalf("group %+v", g)
 	}
 
+	var stderr bytes.Buffer
+	if code := run(context.Background(), env{Stdout: &out, Stderr: &stderr, Getenv: e.Getenv}, append(args, "--json")); code != report.ExitUsage {
+		t.Errorf("--json with --report: exit %d, want %d", code, report.ExitUsage)
+	}
+	out.Reset()
+
 	var sum capture.Summarizer
 	if err := capture.File(simCapture, capture.Config{Port: 44383}).Run(context.Background(), sum.Add); err != nil {
 		t.Fatal(err)
