@@ -41,8 +41,11 @@ func requestBound(p config.Percentiles) (float64, bool) {
 
 // NewAggregator is the one place tokentop builds an aggregator (live runs,
 // replays, the fleet): metrics.NewAggregator with this package's
-// per-request goodput test, so every consumer judges goodput alike.
+// per-request goodput test and the class that judges each observed group
+// (ObservedClass), so every consumer judges goodput alike.
 func NewAggregator(o metrics.Options) *metrics.Aggregator {
 	o.GoodRequest = GoodRequest
+	classes := o.Classes
+	o.ObservedClass = func(api string) *config.Class { return ObservedClass(api, classes) }
 	return metrics.NewAggregator(o)
 }

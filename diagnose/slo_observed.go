@@ -27,7 +27,9 @@ const notJudgedObserved = "a figure of the probe class's own workload, not of re
 // nothing else); a group none of whose requests was complete has NoData.
 // The server's histograms never stand in for a group's missing figures,
 // and the throughput and deadline objectives, which size the probe's
-// own workload, are not judged. It is pure.
+// own workload, are not judged. Goodput is the group's requests that
+// completed within the class's per-request objectives (GoodRequest, as
+// the aggregator built by NewAggregator judges them). It is pure.
 func EvaluateObserved(v *metrics.View, classes []config.Class) []ObservedVerdict {
 	if v == nil {
 		return nil
@@ -35,7 +37,7 @@ func EvaluateObserved(v *metrics.View, classes []config.Class) []ObservedVerdict
 	var out []ObservedVerdict
 	for i := range v.Observed {
 		g := &v.Observed[i]
-		cl := classFor(g.API, classes)
+		cl := ObservedClass(g.API, classes)
 		if cl == nil {
 			continue
 		}
@@ -53,10 +55,12 @@ func EvaluateObserved(v *metrics.View, classes []config.Class) []ObservedVerdict
 	return out
 }
 
-// classFor is the class an observed group of endpoint api is judged
-// against: the first interactive class of that endpoint, else the first
-// interactive class; nil for any other endpoint or without one.
-func classFor(api string, classes []config.Class) *config.Class {
+// ObservedClass is the class an observed group of endpoint api is judged
+// against, as a whole here and request by request for goodput (the
+// aggregator's Options.ObservedClass): the first interactive class of
+// that endpoint, else the first interactive class; nil for any other
+// endpoint or without one.
+func ObservedClass(api string, classes []config.Class) *config.Class {
 	if api != metrics.ObservedChat && api != metrics.ObservedCompletions {
 		return nil
 	}

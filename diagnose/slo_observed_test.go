@@ -17,6 +17,7 @@ func TestEvaluateObserved(t *testing.T) {
 	v := &metrics.View{Span: 10 * time.Second, Observed: []metrics.ObservedStats{
 		{API: metrics.ObservedChat, Model: "m", ClassStats: metrics.ClassStats{
 			Name: "observed · chat · m", Kind: metrics.KindObserved, Requests: 10, Completed: 10, Judged: 10, Valid: 10,
+			GoodRequests: 8, GoodJudged: true,
 			TTFT:     metrics.Dist{Count: 10, P50: 200, P95: 900, P99: 1000},
 			ITL:      metrics.Dist{Count: 100, P50: 20, P95: 40, P99: 60},
 			ITLBasis: metrics.BasisToken,
@@ -37,6 +38,9 @@ func TestEvaluateObserved(t *testing.T) {
 		if (o.Name == ObjTTFTP95) == o.Pass || o.Basis == BasisServer {
 			t.Errorf("%s: pass %v basis %q", o.Name, o.Pass, o.Basis)
 		}
+	}
+	if r := m.Goodput.Ratio; r == nil || *r != 0.8 || m.Goodput.Unit != GoodputUnitRequests {
+		t.Errorf("goodput %+v, want 8 of 10 requests", m.Goodput)
 	}
 	if cut := got[1]; !cut.NoData || cut.Pass {
 		t.Errorf("a group with no complete request: %+v", cut)

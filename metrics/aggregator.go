@@ -39,6 +39,11 @@ type Options struct {
 	// per-request SLO for goodput (diagnose.GoodRequest); without it no
 	// request is judged good and ClassStats.GoodJudged is false.
 	GoodRequest GoodRequestFunc
+	// ObservedClass is the class whose objectives judge an observed group
+	// of endpoint api, real users' requests one by one for goodput as the
+	// group as a whole (diagnose.ObservedClass); nil, or a nil class, and
+	// the group's requests are not judged (ClassStats.GoodJudged false).
+	ObservedClass func(api string) *config.Class
 	// FootprintBudget is the share of the server's work tokentop's probes
 	// may take (config.Config.FootprintBudget), carried into every
 	// Footprint; config.DefaultFootprintBudget when 0 or outside (0, 1].
@@ -85,8 +90,8 @@ type Aggregator struct {
 	sawInFlight bool
 	// observedGroups are the groups of real users' requests (observed.go),
 	// in the order first seen, at most MaxObservedGroups and the catch-all.
-	observedGroups []observedGroup
-	observedKnown  map[string]bool
+	observedGroups []*observedGroup
+	observedKnown  map[string]*observedGroup
 	capture        *CaptureView // the capture's latest account; nil without one
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/DataDog/sketches-go/ddsketch/mapping"
 
+	"github.com/tokentop/tokentop/config"
 	"github.com/tokentop/tokentop/observe"
 	"github.com/tokentop/tokentop/sanitize"
 )
@@ -72,6 +73,9 @@ type CaptureView struct {
 // the catch-all last.
 type observedGroup struct {
 	name, api, model string
+	// judge is the class whose objectives judge the group's requests
+	// (Options.ObservedClass); nil when none does.
+	judge *config.Class
 }
 
 // observedGroupName is the name of (api, model)'s group before the cap.
@@ -82,10 +86,10 @@ func observedGroupName(api, model string) string {
 	return "observed · " + api + " · " + model
 }
 
-// observedGroupOf returns the name of o's group, adding the group while
+// observedGroupOf returns o's group, adding it while
 // fewer than MaxObservedGroups are known; everything else is in the
 // catch-all group (ObservedOther), which does not count towards the cap.
-func (a *Aggregator) observedGroupOf(o *observe.Observed) string {
+func (a *Aggregator) observedGroupOf(o *observe.Observed) *observedGroup {
 	api, model := o.API, sanitize.Bounded(o.Model, maxObservedModel)
 	name := ObservedOther
 	if o.NotMeasurable == "" && (api == ObservedChat || api == ObservedCompletions) {
@@ -93,33 +97,36 @@ func (a *Aggregator) observedGroupOf(o *observe.Observed) string {
 	} else {
 		api, model = "", ""
 	}
-	if a.observedKnown[name] {
-		return name
+	if g := a.observedKnown[name]; g != nil {
+		return g
 	}
-	if name != ObservedOther && len(a.observedGroups)-a.observedOtherKnown() >= MaxObservedGroups {
-		name, api, model = ObservedOther, "", ""
-		if a.observedKnown[name] {
-			return name
+	other := a.observedKnown[ObservedOther]
+	if name != ObservedOther && len(a.observedGroups) >= MaxObservedGroups+btoi(other != nil) {
+		if other != nil {
+			return other
 		}
+		name, api, model = ObservedOther, "", ""
+	}
+	g := &observedGroup{name: name, api: api, model: model}
+	if a.opts.ObservedClass != nil && api != "" {
+		g.judge = a.opts.ObservedClass(api)
 	}
 	if a.observedKnown == nil {
-		a.observedKnown = map[string]bool{}
+		a.observedKnown = map[string]*observedGroup{}
 	}
-	a.observedKnown[name] = true
-	g := observedGroup{name: name, api: api, model: model}
-	if n := len(a.observedGroups); n > 0 && name != ObservedOther && a.observedGroups[n-1].name == ObservedOther {
+	a.observedKnown[name] = g
+	if other != nil && name != ObservedOther {
 		// The catch-all stays last: the groups a user reads are the named
 		// ones (the scraper's GET /metrics alone would put it first).
-		a.observedGroups = slices.Insert(a.observedGroups, n-1, g)
-		return name
+		a.observedGroups = slices.Insert(a.observedGroups, len(a.observedGroups)-1, g)
+	} else {
+		a.observedGroups = append(a.observedGroups, g)
 	}
-	a.observedGroups = append(a.observedGroups, g)
-	return name
+	return g
 }
 
-// observedOtherKnown is 1 when the catch-all group exists.
-func (a *Aggregator) observedOtherKnown() int {
-	if a.observedKnown[ObservedOther] {
+func btoi(b bool) int {
+	if b {
 		return 1
 	}
 	return 0
@@ -137,6 +144,9 @@ type observedEnded struct {
 type observedMeasures struct {
 	timed     bool // complete and its request's end seen: times are measurements
 	completed bool // ended with a proper end of stream (or response), no error
+	// good: completed within the judging class's per-request objectives
+	// (Options.GoodRequest), goodput's numerator.
+	good      bool
 	hasTTFT   bool
 	ttftMs    float64
 	headersMs float64 // 0 when no head was seen
@@ -203,7 +213,11 @@ func (a *Aggregator) addObserved(o *observe.Observed) {
 	if at.IsZero() {
 		at = o.RequestStart
 	}
-	a.toAll(at, &observedEnded{group: a.observedGroupOf(o), o: o, om: measureObserved(o)})
+	g := a.observedGroupOf(o)
+	om := measureObserved(o)
+	om.good = om.completed && g.judge != nil && a.opts.GoodRequest != nil &&
+		a.opts.GoodRequest(&g.judge.SLO, RequestLatency{HasTTFT: om.hasTTFT, TTFTMs: om.ttftMs, E2EMs: om.e2eMs, OutputTokens: o.OutputTokens})
+	a.toAll(at, &observedEnded{group: g.name, o: o, om: om})
 }
 
 // addCaptureStats keeps the capture's latest account; its counts are
@@ -231,12 +245,12 @@ type observedAccum struct {
 
 // observedGroupAccum is one group over one span.
 type observedGroupAccum struct {
-	requests, timed, completed, errors, cancelled int64
-	errorsByKind, errorsByStatus                  map[string]int64
-	incomplete, notMeasurable                     map[string]int64
-	ttft, headers, chunkGap, tokenGap, e2e        *sketch
-	e2ePerToken, tpot, outTokens, inTokens        *sketch
-	outTotal, inTotal                             int64
+	requests, timed, completed, errors, cancelled, good int64
+	errorsByKind, errorsByStatus                        map[string]int64
+	incomplete, notMeasurable                           map[string]int64
+	ttft, headers, chunkGap, tokenGap, e2e              *sketch
+	e2ePerToken, tpot, outTokens, inTokens              *sketch
+	outTotal, inTotal                                   int64
 	// chunkBasisRequests counts timed requests whose gaps were per chunk
 	// only (some chunk's tokens unknown): the group's ITL is then by chunk.
 	chunkBasisRequests int64
@@ -289,6 +303,9 @@ func (g *observedGroupAccum) add(o *observe.Observed, m *observedMeasures) {
 	g.timed++
 	if m.completed {
 		g.completed++
+	}
+	if m.good {
+		g.good++
 	}
 	if o.Err != "" {
 		if o.Err == observe.ErrCancelled {
@@ -357,6 +374,7 @@ func (g *observedGroupAccum) merge(o *observedGroupAccum) {
 	g.completed += o.completed
 	g.errors += o.errors
 	g.cancelled += o.cancelled
+	g.good += o.good
 	for _, m := range [][2]map[string]int64{
 		{g.errorsByKind, o.errorsByKind}, {g.errorsByStatus, o.errorsByStatus},
 		{g.incomplete, o.incomplete}, {g.notMeasurable, o.notMeasurable},
@@ -390,6 +408,7 @@ func (a *observedAccum) fill(v *View, c *viewContext) {
 	for i, og := range c.observedGroups {
 		s := &v.Observed[i]
 		s.Name, s.Kind, s.API, s.Model = og.name, KindObserved, og.api, og.model
+		s.GoodJudged = og.judge != nil && c.goodJudge
 		if g := a.groups[og.name]; g != nil {
 			g.fill(s, c.span)
 		}
@@ -406,6 +425,7 @@ func (g *observedGroupAccum) fill(s *ObservedStats, span time.Duration) {
 	// record says nothing of how the server answered.
 	cs.Judged = g.timed - g.cancelled
 	cs.Valid = g.completed
+	cs.GoodRequests = g.good
 	cs.ErrorsByKind = copyCounts(g.errorsByKind)
 	cs.ErrorsByStatus = copyCounts(g.errorsByStatus)
 	s.Incomplete = copyCounts(g.incomplete)

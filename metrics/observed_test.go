@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tokentop/tokentop/config"
 	"github.com/tokentop/tokentop/observe"
 )
 
@@ -134,5 +135,32 @@ func TestNoCaptureNoObserved(t *testing.T) {
 	snap := a.Tick(t0.Add(time.Second))
 	if snap.Live.Observed != nil || snap.Run.Observed != nil || snap.Capture != nil {
 		t.Errorf("observed %v %v capture %v", snap.Live.Observed, snap.Run.Observed, snap.Capture)
+	}
+}
+
+// Real users' requests are judged one by one, for goodput, against the
+// class that judges their group: those that completed within its
+// per-request objectives are good; the catch-all is not judged.
+func TestObservedGoodput(t *testing.T) {
+	cfg := config.Default()
+	a := NewAggregator(Options{Classes: cfg.Classes, Started: t0, GoodRequest: ttftWithin800,
+		ObservedClass: func(api string) *config.Class {
+			if api == ObservedChat {
+				return &cfg.Classes[0]
+			}
+			return nil
+		}})
+	a.Apply(observedStream("m", t0, []float64{100, 120}, 1))
+	a.Apply(observedStream("m", t0, []float64{900, 920}, 1))
+	cut := observedStream("m", t0, []float64{100, 120}, 1)
+	cut.SawDone = false // not completed: never good
+	a.Apply(cut)
+	a.Apply(&observe.Observed{API: "other", Status: 200, RequestStart: t0, RequestEnd: t0, End: t0.Add(ms(1)), Complete: true})
+	v := a.Tick(t0.Add(time.Second)).Run
+	if g := v.Observed[0]; !g.GoodJudged || g.GoodRequests != 1 || g.Judged != 3 {
+		t.Errorf("chat group: judged %v, %d good of %d", g.GoodJudged, g.GoodRequests, g.Judged)
+	}
+	if o := v.Observed[1]; o.Name != ObservedOther || o.GoodJudged || o.GoodRequests != 0 {
+		t.Errorf("catch-all: judged %v, %d good", o.GoodJudged, o.GoodRequests)
 	}
 }

@@ -91,7 +91,8 @@ type viewContext struct {
 	reliableP99Ms    float64
 	// observedGroups are the groups of real users' requests, first seen
 	// first.
-	observedGroups []observedGroup
+	observedGroups []*observedGroup
+	goodJudge      bool // a per-request judge (Options.GoodRequest) was given
 	// byClass are the classes' contexts, built once for every concern.
 	byClass []classContext
 }

@@ -72,7 +72,7 @@ func (a *Aggregator) view(s *slot, span time.Duration, inFlight []inFlightAges) 
 		span: span, classes: a.opts.Classes, pathOrder: a.opts.Paths, inFlight: inFlight,
 		profile: a.profile, variant: a.variant, scrapeOK: a.scrapeOK, lastScrape: a.lastScrape,
 		lastGPU: a.lastGPU, reliableP99Ms: durMs(a.opts.ReliableLagP99),
-		observedGroups: a.observedGroups,
+		observedGroups: a.observedGroups, goodJudge: a.opts.GoodRequest != nil,
 	}
 	for _, acc := range s.accs {
 		acc.fill(&v, c)

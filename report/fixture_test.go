@@ -129,7 +129,7 @@ func fixtureSnapshot() *metrics.Snapshot {
 	// judged against the interactive class, the catch-all not judged.
 	observedChat := metrics.ObservedStats{API: metrics.ObservedChat, Model: "meta-llama/Llama-3.1-8B-Instruct", ClassStats: metrics.ClassStats{
 		Name: "observed · chat · meta-llama/Llama-3.1-8B-Instruct", Kind: metrics.KindObserved,
-		Requests: 1204, Completed: 1188, Errors: 2, Judged: 1190, Valid: 1188,
+		Requests: 1204, Completed: 1188, Errors: 2, Judged: 1190, Valid: 1188, GoodRequests: 1100, GoodJudged: true,
 		ErrorsByKind: map[string]int64{"http_status": 2}, ErrorsByStatus: map[string]int64{"503": 2},
 		TTFT:       fixtureDist(1190, 380, 1100, 1700, 450, 2000),
 		FirstToken: fixtureDist(1190, 380, 1100, 1700, 450, 2000),
@@ -234,7 +234,7 @@ func fixtureDiagnosis() diagnose.Diagnosis {
 				{Name: "itl_p95_ms", Target: 150, Actual: f64(48), AtMost: true, Pass: true, Basis: metrics.BasisChunk},
 				{Name: "e2e_p95_ms", Target: 20000, Actual: f64(7900), AtMost: true, Pass: true},
 			},
-			Goodput: diagnose.Goodput{Unit: "requests", Denominator: 1190, PerS: 0},
+			Goodput: diagnose.Goodput{Unit: "requests", Numerator: 1100, Denominator: 1190, PerS: 1100.0 / 30, Ratio: f64(1100.0 / 1190)},
 		}}},
 		Findings: []diagnose.Finding{
 			{

@@ -281,13 +281,7 @@ func (r *renderer) classBody(c *metrics.ClassStats, iw, rows int) []string {
 	out = append(out, fit(pad(r.t.label("TPOT"), 14)+triple(c.TPOT, "  "), iw))
 	out = append(out, fit(pad(r.t.label("output"), 14)+fmtNum(c.Throughput.OutputTokensPerS)+" tok/s · "+
 		fmtRate(c.Throughput.RequestsPerS)+" req"+fluidityText(c.Fluidity), iw))
-	good := strings.TrimPrefix(goodput(v), "goodput ")
-	if c.Kind == metrics.KindObserved {
-		// No request of a real user is judged one by one: packets do not
-		// say whether its answer was valid.
-		good = dash + " (not judged per request)"
-	}
-	out = append(out, fit(pad(r.t.label("goodput"), 14)+good, iw))
+	out = append(out, fit(pad(r.t.label("goodput"), 14)+strings.TrimPrefix(goodput(v), "goodput "), iw))
 	sloLines := 2
 	if len(c.Paths) > 1 {
 		// Direct and gateway side by side: a buffering proxy shows as a later

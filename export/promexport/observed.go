@@ -24,6 +24,7 @@ func observedFamilies(snap *metrics.Snapshot, diag diagnose.Diagnosis) []*dto.Me
 		gap      = family("tokentop_observed_chunk_gap_seconds", "Gaps between content chunks' packets.", dto.MetricType_SUMMARY)
 		e2e      = family("tokentop_observed_e2e_seconds", "Packet with the request's last byte to the response's end, completed requests.", dto.MetricType_SUMMARY)
 		tpot     = family("tokentop_observed_tpot_seconds", "Time per output token after the first, completed requests with two or more.", dto.MetricType_SUMMARY)
+		goodput  = family("tokentop_observed_goodput_ratio", "Share of the group's complete requests that completed within the per-request objectives of the class it is judged against (label against), live window.", dto.MetricType_GAUGE)
 		sloPass  = family("tokentop_observed_slo_pass", "1 when the group meets the objectives of the class it is judged against (label against) in the live window.", dto.MetricType_GAUGE)
 		streams  = family("tokentop_capture_requests_total", "Requests the capture saw, by result (complete, incomplete, not_measurable) and reason.", dto.MetricType_COUNTER)
 		packets  = family("tokentop_capture_packets_total", "Packets the capture read.", dto.MetricType_COUNTER)
@@ -48,6 +49,9 @@ func observedFamilies(snap *metrics.Snapshot, diag diagnose.Diagnosis) []*dto.Me
 		summary(tpot, live.TPOT, run.TPOT, g)
 	}
 	for _, v := range diag.Observed {
+		if v.Goodput.Ratio != nil {
+			gauge(goodput, *v.Goodput.Ratio, label("group", v.Class), label("against", v.Against))
+		}
 		if v.NoData {
 			continue
 		}
@@ -68,7 +72,7 @@ func observedFamilies(snap *metrics.Snapshot, diag diagnose.Diagnosis) []*dto.Me
 		counter(packets, float64(c.Packets))
 		counter(drops, float64(c.KernelDrops))
 	}
-	return []*dto.MetricFamily{requests, outTok, ttft, itl, gap, e2e, tpot, sloPass, streams, packets, drops}
+	return []*dto.MetricFamily{requests, outTok, ttft, itl, gap, e2e, tpot, goodput, sloPass, streams, packets, drops}
 }
 
 // observedByName is the named group of v, or empty stats.

@@ -22,7 +22,7 @@ import (
 func TestObservedGroupsAreBoundedSeries(t *testing.T) {
 	start := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	classes := config.Default().Classes
-	a := metrics.NewAggregator(metrics.Options{Classes: classes, Started: start})
+	a := diagnose.NewAggregator(metrics.Options{Classes: classes, Started: start})
 	for i := range 200 {
 		end := start.Add(time.Duration(i) * 10 * time.Millisecond)
 		a.Apply(&observe.Observed{API: "chat", Model: fmt.Sprintf("model-%d", i), Stream: true, Status: 200,
@@ -56,6 +56,7 @@ func TestObservedGroupsAreBoundedSeries(t *testing.T) {
 	for _, want := range []string{
 		`tokentop_observed_requests_total{group="observed · chat · model-0",outcome="completed"} 1`,
 		`tokentop_observed_slo_pass{group="observed · chat · model-0",against="interactive"}`,
+		`tokentop_observed_goodput_ratio{group="observed · chat · model-0",against="interactive"} 1`,
 		`tokentop_capture_requests_total{result="incomplete",reason="missing_segments"} 1`,
 		`tokentop_capture_kernel_drops_total 7`,
 	} {
