@@ -162,7 +162,7 @@ func TestLiveLoopbackAgreesWithTheProbe(t *testing.T) {
 	}
 
 	var ttftDiff, gapDiff []float64
-	blurred := 0
+	blurred, incomplete := 0, map[string]int{}
 	for _, tr := range traces {
 		if tr.Err != nil || len(tr.Deltas) == 0 {
 			t.Fatalf("probe stream failed: %+v", tr.Err)
@@ -170,6 +170,12 @@ func TestLiveLoopbackAgreesWithTheProbe(t *testing.T) {
 		o := matching(obs, tr)
 		if o == nil {
 			t.Fatalf("no captured request matches the probe's sent at %v (%d captured)", tr.WroteRequest, len(obs))
+		}
+		if !o.Complete && o.Incomplete != "" && o.Status == 200 {
+			// A loaded machine retransmits on loopback too: such a stream
+			// is marked, never timed, which is what is asked of it.
+			incomplete[o.Incomplete]++
+			continue
 		}
 		if !o.Complete || o.Status != 200 || len(o.Chunks) != len(tr.Deltas) {
 			t.Fatalf("captured %+v for a probe stream of %d chunks", o, len(tr.Deltas))
@@ -182,6 +188,14 @@ func TestLiveLoopbackAgreesWithTheProbe(t *testing.T) {
 		for i := 1; i < len(tr.Deltas); i++ {
 			gapDiff = append(gapDiff, ms(o.Chunks[i].At.Sub(o.Chunks[i-1].At)-tr.Deltas[i].At.Sub(tr.Deltas[i-1].At)))
 		}
+	}
+	n := 0
+	for _, k := range incomplete {
+		n += k
+	}
+	t.Logf("%d of %d streams marked incomplete by the capture (%v), not compared", n, len(traces), incomplete)
+	if n > len(traces)/10 {
+		t.Fatalf("%d of %d streams incomplete on loopback (%v)", n, len(traces), incomplete)
 	}
 	t.Logf("%d of %d streams left out of the TTFT comparison: the probe's own send stamp was blurred (descheduled around its write)", blurred, len(traces))
 	if blurred > len(traces)/2 {
