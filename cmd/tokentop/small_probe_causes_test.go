@@ -67,13 +67,13 @@ func checkErrorsNamed(t *testing.T, r *causeReport) {
 func TestServerErrorsNamedFromASmallProbe(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
-		t.Skip("live runs of 15 and 30 s")
+		t.Skip("live runs of 15 s")
 	}
-	t.Run("simulator, a fifth answered 500, 30 s", func(t *testing.T) {
+	t.Run("simulator, a fifth answered 500, 15 s", func(t *testing.T) {
 		t.Parallel()
 		target := startSimCommand(t, "--error-rate", "0.2", "--seed", "3")
 		var r causeReport
-		watchReport(t, 30*time.Second, &r, "--target", target)
+		watchReport(t, 15*time.Second, &r, "--target", target)
 		checkErrorsNamed(t, &r)
 	})
 	t.Run("fake server, every fourth answered 500, 15 s", func(t *testing.T) {
@@ -115,7 +115,7 @@ func checkPrefillTail(t *testing.T, r *causeReport) {
 func TestPrefillTailNamedLive(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
-		t.Skip("live runs of 30 s")
+		t.Skip("live runs of 20 s")
 	}
 	t.Run("simulator, 6,000-token prompts prefilled whole", func(t *testing.T) {
 		t.Parallel()
@@ -123,7 +123,7 @@ func TestPrefillTailNamedLive(t *testing.T) {
 			"--background-interactive-rps", "2", "--background-prompt-tokens", "6000", "--background-output-tokens", "1",
 			"--background-batch-concurrency", "0", "--output-length-sigma", "0")
 		var r causeReport
-		watchReport(t, 30*time.Second, &r, "--target", target)
+		watchReport(t, 20*time.Second, &r, "--target", target)
 		checkPrefillTail(t, &r)
 	})
 	t.Run("fake vLLM whose tenant's prompts stop every stream", func(t *testing.T) {
@@ -131,23 +131,23 @@ func TestPrefillTailNamedLive(t *testing.T) {
 		s := &stallingServer{start: time.Now()}
 		f := &fakeLLM{metrics: s.metrics, stream: s.stream}
 		var r causeReport
-		watchReport(t, 30*time.Second, &r, "--target", f.start(t))
+		watchReport(t, 20*time.Second, &r, "--target", f.start(t))
 		checkPrefillTail(t, &r)
 	})
 }
 
 // stallingServer is a server written for these tests: streams get a token
-// every 15 ms, except while a tenant's 6,000-token prompt is prefilled
-// whole, 300 ms in which no stream gets anything. The prompts come three
-// in a row, 700 ms apart, then nothing for 1.9 s, so that some scrape
+// every 30 ms, except while a tenant's 6,000-token prompt is prefilled
+// whole, 300 ms in which no stream gets anything. The prompts come two
+// in a row, 500 ms apart, then nothing for 1.2 s, so that some scrape
 // intervals hold the stalls and others are calm; its /metrics (vLLM V1
 // names) count the prompt tokens and the prefill times as they happen.
 type stallingServer struct{ start time.Time }
 
 const (
-	stallCycle    = 4 * time.Second
-	stallEvery    = 700 * time.Millisecond
-	stallsInCycle = 3
+	stallCycle    = 2 * time.Second
+	stallEvery    = 500 * time.Millisecond
+	stallsInCycle = 2
 	stallFor      = 300 * time.Millisecond
 	stallPrompt   = 6000
 )
@@ -175,7 +175,7 @@ func (s *stallingServer) stream(w http.ResponseWriter, r *http.Request, req fake
 	fl := w.(http.Flusher)
 	n := min(max(req.MaxTokens, 1), 200)
 	for i := range n {
-		time.Sleep(15 * time.Millisecond)
+		time.Sleep(30 * time.Millisecond)
 		if now := time.Now(); s.stalledUntil(now).After(now) {
 			time.Sleep(s.stalledUntil(now).Sub(now))
 		}
