@@ -67,10 +67,11 @@ classes:
 	}
 	var r struct {
 		Classes map[string]struct {
-			Requests int64 `json:"requests"`
-			Valid    int64 `json:"valid"`
-			TTFT     quant `json:"ttft_ms"`
-			Input    struct {
+			Requests  int64 `json:"requests"`
+			Cancelled int64 `json:"cancelled"`
+			Valid     int64 `json:"valid"`
+			TTFT      quant `json:"ttft_ms"`
+			Input     struct {
 				P50 *float64 `json:"p50"`
 			} `json:"input_tokens"`
 			SLO struct {
@@ -82,8 +83,10 @@ classes:
 		t.Fatal(err)
 	}
 	rep, strict := r.Classes["replayed"], r.Classes["strict-json"]
-	if rep.Requests < 10 || rep.Valid != rep.Requests || !rep.SLO.Pass {
-		t.Errorf("replayed: %d requests, %d valid, pass %v; want ≥ 10, all valid, pass", rep.Requests, rep.Valid, rep.SLO.Pass)
+	// A request still streaming when the run ends is cancelled by
+	// tokentop: measured, not judged, and not valid.
+	if rep.Requests < 10 || rep.Valid != rep.Requests-rep.Cancelled || !rep.SLO.Pass {
+		t.Errorf("replayed: %d requests, %d cancelled at the end, %d valid, pass %v; want ≥ 10, every judged one valid, pass", rep.Requests, rep.Cancelled, rep.Valid, rep.SLO.Pass)
 	}
 	if rep.Input.P50 == nil || *rep.Input.P50 < 300 || *rep.Input.P50 > 1100 {
 		t.Errorf("replayed prompt tokens p50 = %v, want within the trace's 300–1060", rep.Input.P50)
