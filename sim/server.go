@@ -36,6 +36,9 @@ type Server struct {
 	// on the Run goroutine); Run hands it to the delivery workers.
 	ready []tokenNews
 	epoch int64 // created, unix seconds (OpenAI "created")
+	start int64 // created, unix ns: where the background bursts count from
+
+	bg backgroundCounts // the background clients' requests (clients.go)
 
 	mu           sync.Mutex
 	knobs        Knobs
@@ -80,6 +83,7 @@ func New(k Knobs, opts ...Option) (*Server, error) {
 	}
 	now := s.clock.Now()
 	s.epoch = now.Unix()
+	s.start = now.UnixNano()
 	warm := int64(k.WarmupS * 1e9)
 	s.met.Store(engine.NewMetrics(k.MaxModelLen, float64(now.UnixNano()-warm)/1e9))
 	s.eng = engine.NewEngine(k, s.met.Load(), now.UnixNano())
@@ -103,9 +107,9 @@ func (s *Server) SetKnobs(k Knobs) error {
 		return err
 	}
 	s.mu.Lock()
-	if k.MaxModelLen != s.knobs.MaxModelLen || k.BlockSize != s.knobs.BlockSize {
+	if k.MaxModelLen != s.knobs.MaxModelLen || k.BlockSize != s.knobs.BlockSize || k.BackgroundClients != s.knobs.BackgroundClients {
 		s.mu.Unlock()
-		return errors.New("max-model-len and block-size cannot change on a running server")
+		return errors.New("max-model-len, block-size and background-clients cannot change on a running server")
 	}
 	s.knobs = k
 	s.knobsChanged = true

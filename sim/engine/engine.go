@@ -23,9 +23,13 @@ const (
 	originBatch
 )
 
-// Background batch work runs at a worse priority than interactive traffic so
-// that --priority-scheduling has something to protect.
-const backgroundBatchPriority = 10
+// BackgroundBatchPriority is the priority of background batch work (the
+// engine's own, and the HTTP batch workers' with BackgroundClients): worse
+// than interactive traffic's, so that --priority-scheduling has something
+// to protect.
+const BackgroundBatchPriority = 10
+
+const backgroundBatchPriority = BackgroundBatchPriority
 
 type seqState uint8
 
@@ -93,6 +97,10 @@ type EngineState struct {
 	// since the start.
 	Steps         int64
 	EmittedTokens int64
+	// BackgroundBatch is how many of the engine's own batch workers have
+	// a sequence in flight: with BackgroundClients, those the warm-up
+	// left, whose slots the HTTP batch workers take over as they finish.
+	BackgroundBatch int
 }
 
 // engine is vLLM's scheduler loop reduced to what shapes latency. It is
@@ -123,6 +131,10 @@ type Engine struct {
 	// workload whenever the run starts.
 	burstOrigin   int64
 	batchInFlight int
+	// clients: the background load has been handed to HTTP clients
+	// (Knobs.BackgroundClients, after the warm-up); the engine enqueues no
+	// more of its own, and what the warm-up left running finishes.
+	clients bool
 
 	// onFinish, when set, sees every finished sequence (tests).
 	onFinish func(*Seq)
@@ -150,6 +162,7 @@ func NewEngine(k Knobs, met *Metrics, now int64) *Engine {
 	e := newEngine(k, met)
 	e.burstOrigin = now
 	e.Warmup(now-int64(k.WarmupS*1e9), now)
+	e.clients = k.BackgroundClients
 	return e
 }
 
@@ -219,15 +232,20 @@ func (e *Engine) Enqueue(s *Seq) {
 }
 
 // rateAt is the background interactive rate at time now, with bursts.
-func (e *Engine) rateAt(now int64) float64 {
-	r := e.k.BackgroundInteractiveRPS
-	if p := e.k.BackgroundBurstPeriodS; p > 0 && e.k.BackgroundBurstFactor > 0 {
-		phase := math.Mod(float64(now-e.burstOrigin)/1e9, p)
+func (e *Engine) rateAt(now int64) float64 { return BackgroundRate(e.k, e.burstOrigin, now) }
+
+// BackgroundRate is the background interactive users' rate (per second)
+// at unix ns now, with the bursts of k counted from unix ns origin (the
+// server's start).
+func BackgroundRate(k Knobs, origin, now int64) float64 {
+	r := k.BackgroundInteractiveRPS
+	if p := k.BackgroundBurstPeriodS; p > 0 && k.BackgroundBurstFactor > 0 {
+		phase := math.Mod(float64(now-origin)/1e9, p)
 		if phase < 0 {
 			phase += p // warm-up time, before the origin
 		}
 		if phase < p/4 {
-			r *= e.k.BackgroundBurstFactor
+			r *= k.BackgroundBurstFactor
 		}
 	}
 	return r
@@ -235,6 +253,10 @@ func (e *Engine) rateAt(now int64) float64 {
 
 // arrivals enqueues background work due by now.
 func (e *Engine) arrivals(now int64) {
+	if e.clients {
+		e.nextInteractive = 0
+		return
+	}
 	if e.k.BackgroundInteractiveRPS > 0 {
 		if e.nextInteractive == 0 {
 			e.nextInteractive = now + e.expGap(now)
@@ -566,5 +588,7 @@ func (e *Engine) State() EngineState {
 		KVTokens:      e.usedBlocks * e.k.BlockSize,
 		Steps:         e.steps,
 		EmittedTokens: e.emittedTokens,
+
+		BackgroundBatch: e.batchInFlight,
 	}
 }

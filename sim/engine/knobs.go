@@ -48,6 +48,12 @@ type Knobs struct {
 	// BurstFactor (0 or 1: no bursts). Used by copilot-incident.
 	BackgroundBurstPeriodS float64
 	BackgroundBurstFactor  float64
+	// BackgroundClients makes the background load real HTTP clients of the
+	// server (sim.Server.RunBackgroundClients) once the warm-up is over,
+	// instead of sequences the engine enqueues itself: every simulated
+	// user's stream then crosses the network, where a packet capture sees
+	// it. Fixed for a server's life.
+	BackgroundClients bool
 
 	// Buffering proxy in front of the server (demo): >0 enables it.
 	ProxyBufferBytes int
@@ -354,6 +360,7 @@ func (k *Knobs) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&k.BackgroundBatchOutputTokens, "background-batch-output-tokens", k.BackgroundBatchOutputTokens, "median output of simulated batch requests")
 	fs.Float64Var(&k.BackgroundBurstPeriodS, "background-burst-period-s", k.BackgroundBurstPeriodS, "period of interactive bursts (0: none)")
 	fs.Float64Var(&k.BackgroundBurstFactor, "background-burst-factor", k.BackgroundBurstFactor, "interactive rate multiplier during a burst")
+	fs.BoolVar(&k.BackgroundClients, "background-clients", k.BackgroundClients, "the background users are real HTTP clients over loopback (what a packet capture sees), not injected in the engine")
 	fs.IntVar(&k.ProxyBufferBytes, "proxy-buffer-bytes", k.ProxyBufferBytes, "buffering proxy: bytes held before forwarding (0: no proxy)")
 	fs.Float64Var(&k.ProxyFlushMs, "proxy-flush-ms", k.ProxyFlushMs, "buffering proxy: longest time bytes are held")
 	fs.Float64Var(&k.ErrorRate, "error-rate", k.ErrorRate, "share of requests answered 500 before streaming")
