@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
 	"net/url"
 	"strconv"
 	"time"
@@ -75,6 +76,20 @@ func (s *session) startCapture() {
 		}
 		return err
 	}))
+}
+
+// loopbackInterface is the name of the host's loopback interface, where
+// the demo's simulator and its users talk ("lo" on Linux).
+func loopbackInterface() string {
+	ifcs, err := net.Interfaces()
+	if err == nil {
+		for _, ifc := range ifcs {
+			if ifc.Flags&net.FlagLoopback != 0 {
+				return ifc.Name
+			}
+		}
+	}
+	return "lo"
 }
 
 // flagSet reports whether the flag name was given on the command line.

@@ -291,3 +291,37 @@ func TestWatchCaptureFailureIsANote(t *testing.T) {
 		t.Errorf("observed %v capture %v without a capture", r.Observed, r.Capture)
 	}
 }
+
+// demo --capture, as root: the simulator's background users are real
+// clients over loopback, so the observed groups count their streams
+// beside tokentop's own probes.
+func TestDemoCaptureSeesTheBackgroundUsers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the demo for 6 s")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("capturing packets needs CAP_NET_RAW: run as root (sudo go test -run TestDemoCaptureSeesTheBackgroundUsers ./cmd/tokentop)")
+	}
+	var r observedReport
+	// Ten users a second of short answers: about 60 streams of their own in
+	// the run, most of them ended by its end, to the probe's dozen or so
+	// interactive requests.
+	runDemoJSON(t, 6*time.Second, &r, []int{report.ExitOK, report.ExitSLOFailed}, "--capture",
+		"--background-interactive-rps", "10", "--background-output-tokens", "20")
+	for _, s := range r.Sources {
+		if s.Name == "capture" && len(s.Warnings) > 0 && strings.Contains(strings.Join(s.Warnings, " "), "CAP_NET_RAW") {
+			t.Skipf("capture not permitted here: %q", s.Warnings)
+		}
+	}
+	model := sim.DefaultKnobs().Model
+	chat, completions := r.Observed["observed · chat · "+model], r.Observed["observed · completions · "+model]
+	interactive, batch := r.Classes["interactive"].Requests, r.Classes["batch"].Requests
+	t.Logf("observed chat %d (timed %d), completions %d; probes: interactive %d, batch %d; capture %+v",
+		chat.Requests, chat.TTFT.Count, completions.Requests, interactive, batch, r.Capture)
+	if chat.Requests < interactive+30 || chat.TTFT.Count < interactive+20 {
+		t.Errorf("observed chat requests %d (%d timed): not the probe's %d and the users' ~60", chat.Requests, chat.TTFT.Count, interactive)
+	}
+	if completions.Requests <= batch {
+		t.Errorf("observed completions %d: no background batch worker's beside the probe's %d", completions.Requests, batch)
+	}
+}

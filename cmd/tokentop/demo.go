@@ -101,6 +101,17 @@ func startSim(ctx context.Context, k sim.Knobs, addr string) (*simStack, error) 
 			st.errs <- fmt.Errorf("simulator engine: %w", err)
 		}
 	}()
+	if k.BackgroundClients {
+		// The background users stream from this process to the
+		// simulator's own port, straight (not through the proxy).
+		st.wg.Add(1)
+		go func() {
+			defer st.wg.Done()
+			if err := srv.RunBackgroundClients(ctx, st.target); err != nil {
+				st.errs <- fmt.Errorf("simulator background clients: %w", err)
+			}
+		}()
+	}
 	return st, nil
 }
 
@@ -171,6 +182,8 @@ func runDemo(ctx context.Context, e env, args []string) (int, error) {
 	common.register(fs)
 	var sf simFlags
 	sf.register(fs)
+	captureOn := fs.Bool("capture", false, "also measure every simulated user's stream from loopback's packets, as watch --capture does "+
+		"(turns --background-clients on; needs CAP_NET_RAW; Linux)")
 	if err := parseFlags(fs, args, e.Stderr); err != nil {
 		return report.ExitUsage, err
 	}
@@ -180,6 +193,16 @@ func runDemo(ctx context.Context, e env, args []string) (int, error) {
 	knobs, err := sf.resolve(fs)
 	if err != nil {
 		return report.ExitUsage, err
+	}
+	var capture captureSpec
+	if *captureOn {
+		if flagSet(fs, "background-clients") && !knobs.BackgroundClients {
+			return report.ExitUsage, usagef("--capture needs the background users as clients: drop --background-clients=false")
+		}
+		// Injected in the engine, the background users never cross the
+		// network: as clients, every simulated user's stream does.
+		knobs.BackgroundClients = true
+		capture = captureSpec{on: true, iface: loopbackInterface()}
 	}
 	userConfig := common.configPath != ""
 	cfg, err := common.finish(e)
@@ -212,11 +235,12 @@ func runDemo(ctx context.Context, e env, args []string) (int, error) {
 		title += " · gateway " + sanitize.URL(cfg.Gateway)
 	}
 	code, err := runSession(ctx, e, sessionSpec{
-		cfg:    cfg,
-		common: common,
-		title:  title,
-		knobs:  &simKnobs{srv: stack.srv},
-		seed:   knobs.Seed,
+		cfg:     cfg,
+		common:  common,
+		title:   title,
+		knobs:   &simKnobs{srv: stack.srv},
+		seed:    knobs.Seed,
+		capture: capture,
 	})
 	select {
 	case serr := <-stack.errs:
