@@ -29,12 +29,22 @@ type live struct {
 // (more with BIG TCP); a longer one is read cut, and counted as such.
 const maxFrame = 256 << 10
 
+// openLive opens the capture on iface ("" or "any": every interface); its
+// errors name the interface.
 func openLive(iface string, port uint16) (packets, error) {
+	p, err := openLiveOn(iface, port)
+	if err != nil {
+		return nil, fmt.Errorf("capture on %s: %w", ifaceName(iface), err)
+	}
+	return p, nil
+}
+
+func openLiveOn(iface string, port uint16) (packets, error) {
 	ifindex := 0
-	if iface != "" && iface != "any" {
+	if ifaceName(iface) != "any" {
 		ifc, err := net.InterfaceByName(iface)
 		if err != nil {
-			return nil, fmt.Errorf("capture interface: %w", err)
+			return nil, err
 		}
 		ifindex = ifc.Index
 	}
@@ -45,7 +55,7 @@ func openLive(iface string, port uint16) (packets, error) {
 		if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
 			return nil, ErrNoPrivilege
 		}
-		return nil, fmt.Errorf("capture: packet socket: %w", err)
+		return nil, fmt.Errorf("packet socket: %w", err)
 	}
 	l := &live{fd: fd, buf: make([]byte, maxFrame), oob: make([]byte, 128), loIndex: map[int]bool{}}
 	if err := l.setup(ifindex, port); err != nil {
@@ -65,7 +75,7 @@ func openLive(iface string, port uint16) (packets, error) {
 func (l *live) setup(ifindex int, port uint16) error {
 	raw, err := bpf.Assemble(portFilter(port))
 	if err != nil {
-		return fmt.Errorf("capture: filter: %w", err)
+		return fmt.Errorf("filter: %w", err)
 	}
 	prog := make([]unix.SockFilter, len(raw))
 	for i, r := range raw {
@@ -73,10 +83,10 @@ func (l *live) setup(ifindex int, port uint16) error {
 	}
 	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
 	if err := unix.SetsockoptSockFprog(l.fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &fprog); err != nil {
-		return fmt.Errorf("capture: attach filter: %w", err)
+		return fmt.Errorf("attach filter: %w", err)
 	}
 	if err := unix.SetsockoptInt(l.fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1); err != nil {
-		return fmt.Errorf("capture: kernel timestamps: %w", err)
+		return fmt.Errorf("kernel timestamps: %w", err)
 	}
 	// A large receive buffer rides out bursts; FORCE exceeds rmem_max
 	// with CAP_NET_ADMIN, and the plain option is the fallback.
@@ -86,11 +96,11 @@ func (l *live) setup(ifindex int, port uint16) error {
 	// Reads wake at least this often, so Run sees its context end.
 	tv := unix.NsecToTimeval(int64(200 * time.Millisecond))
 	if err := unix.SetsockoptTimeval(l.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
-		return fmt.Errorf("capture: read timeout: %w", err)
+		return fmt.Errorf("read timeout: %w", err)
 	}
 	sa := &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifindex}
 	if err := unix.Bind(l.fd, sa); err != nil {
-		return fmt.Errorf("capture: bind: %w", err)
+		return fmt.Errorf("bind: %w", err)
 	}
 	return nil
 }

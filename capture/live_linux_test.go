@@ -344,3 +344,48 @@ func TestLiveWithoutPrivilege(t *testing.T) {
 		t.Errorf("error %q: want one line naming sudo and setcap", msg)
 	}
 }
+
+// A live source opened before its traffic starts keeps every packet for
+// Run, however late Run starts: a stream sent wholly between Open and Run
+// is measured complete. Its errors name the interface.
+func TestLiveOpenBeforeRun(t *testing.T) {
+	base, model := startSim(t)
+	port := portOf(t, base)
+	lo := loopbackName(t)
+	if err := Live("nosuch0", Config{Port: port}).Open(); err == nil || !strings.HasPrefix(err.Error(), "capture on nosuch0: ") {
+		t.Errorf("error %v, want it to start with the interface", err)
+	}
+	src := Live(lo, Config{Port: port, StatsEvery: time.Hour})
+	err := src.Open()
+	if errors.Is(err, ErrNoPrivilege) || errors.Is(err, unix.EAFNOSUPPORT) {
+		if !strings.HasPrefix(err.Error(), "capture on "+lo+": ") {
+			t.Errorf("error %q does not name the interface", err)
+		}
+		t.Skipf("no live capture here: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := probe.NewClient(probe.ClientOptions{MaxConns: 1})
+	tr := client.Stream(context.Background(), probe.Request{
+		Target: probe.Target{Path: observe.PathDirect, BaseURL: base}, API: "chat", Model: model,
+		Prompt: "why is the sky blue", PromptTokens: 8, MaxTokens: 5,
+	})
+	client.CloseIdle()
+	if tr.Err != nil {
+		t.Fatalf("probe stream: %+v", tr.Err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	var complete int
+	if err := src.Run(ctx, func(ev observe.Event) {
+		if o, ok := ev.(*observe.Observed); ok && o.Complete && len(o.Chunks) == 5 {
+			complete++
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if complete != 1 {
+		t.Errorf("%d complete streams of 5 chunks, want the one sent before Run", complete)
+	}
+}

@@ -2,8 +2,8 @@
 
 package capture
 
-import "errors"
+import "fmt"
 
-func openLive(string, uint16) (packets, error) {
-	return nil, errors.New("capture: live capture needs Linux (AF_PACKET); read a tcpdump file with --pcap instead")
+func openLive(iface string, _ uint16) (packets, error) {
+	return nil, fmt.Errorf("capture on %s: live capture needs Linux (AF_PACKET); read a tcpdump file with --pcap instead", ifaceName(iface))
 }

@@ -21,8 +21,10 @@ import (
 // observe.CaptureStats every Config.StatsEvery of packet time and at the
 // end. It sends nothing.
 type Source struct {
-	cfg  Config
-	open func() (packets, error)
+	cfg   Config
+	open  func() (packets, error)
+	where string  // what its errors start with: "capture on lo", "capture FILE"
+	p     packets // opened by Open, else by Run
 }
 
 // packets is where frames come from.
@@ -41,7 +43,7 @@ var errNoPacket = errors.New("no packet yet")
 
 // File reads a capture file (pcap or pcapng, as `tcpdump -w` writes).
 func File(path string, cfg Config) *Source {
-	return &Source{cfg: cfg, open: func() (packets, error) {
+	return &Source{cfg: cfg, where: "capture " + path, open: func() (packets, error) {
 		f, err := os.Open(path)
 		if err != nil {
 			return nil, err
@@ -57,13 +59,22 @@ func File(path string, cfg Config) *Source {
 
 // Reader reads a capture (pcap or pcapng) from r.
 func Reader(r io.Reader, cfg Config) *Source {
-	return &Source{cfg: cfg, open: func() (packets, error) { return readCapture(r) }}
+	return &Source{cfg: cfg, where: "capture", open: func() (packets, error) { return readCapture(r) }}
 }
 
 // Live captures on an interface ("" or "any": all of them) with a kernel
-// filter for the port. It needs CAP_NET_RAW (ErrNoPrivilege without).
+// filter for the port. It needs CAP_NET_RAW (ErrNoPrivilege without). Its
+// errors name the interface ("capture on lo: ...").
 func Live(iface string, cfg Config) *Source {
-	return &Source{cfg: cfg, open: func() (packets, error) { return openLive(iface, cfg.Port) }}
+	return &Source{cfg: cfg, where: "capture on " + ifaceName(iface), open: func() (packets, error) { return openLive(iface, cfg.Port) }}
+}
+
+// ifaceName is how errors name the interface iface.
+func ifaceName(iface string) string {
+	if iface == "" {
+		return "any"
+	}
+	return iface
 }
 
 // ErrNoPrivilege is returned (wrapped) when the process may not open a
@@ -71,17 +82,38 @@ func Live(iface string, cfg Config) *Source {
 var ErrNoPrivilege = errors.New("capturing packets needs CAP_NET_RAW: run tokentop as root (sudo tokentop …), " +
 	"or grant it once with: sudo setcap cap_net_raw+ep \"$(command -v tokentop)\"")
 
-// Run reads packets until ctx ends or the file does, then reports every
-// request still open as incomplete and the final stats. It returns nil
-// then, and an error only when the packets cannot be read.
-func (s *Source) Run(ctx context.Context, emit func(observe.Event)) error {
+// Open opens the source now rather than when Run starts: a live
+// capture's socket is bound with its filter, and every packet from then on
+// is kept for Run (in the socket's buffer), however late Run starts. A
+// caller that starts traffic it wants measured from its first byte opens
+// the capture first. Run must follow a successful Open; it closes what
+// Open opened.
+func (s *Source) Open() error {
+	if s.p != nil {
+		return errors.New(s.where + ": opened twice")
+	}
 	if s.cfg.Port == 0 {
-		return errors.New("capture: no port given")
+		return errors.New(s.where + ": no port given")
 	}
 	p, err := s.open()
 	if err != nil {
 		return err
 	}
+	s.p = p
+	return nil
+}
+
+// Run reads packets until ctx ends or the file does, then reports every
+// request still open as incomplete and the final stats. It returns nil
+// then, and an error only when the packets cannot be read. It opens the
+// source unless Open did.
+func (s *Source) Run(ctx context.Context, emit func(observe.Event)) error {
+	if s.p == nil {
+		if err := s.Open(); err != nil {
+			return err
+		}
+	}
+	p := s.p
 	defer p.close()
 	return s.run(ctx, p, emit)
 }
@@ -111,7 +143,7 @@ func (s *Source) run(ctx context.Context, p packets, emit func(observe.Event)) e
 			// its last whole packet does.
 			return nil
 		case err != nil:
-			return fmt.Errorf("capture: %w", err)
+			return fmt.Errorf("%s: %w", s.where, err)
 		}
 		a.stats.Packets++
 		seg = segment{at: at}

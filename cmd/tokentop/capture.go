@@ -40,10 +40,12 @@ func targetPort(target string) (uint16, error) {
 	return 80, nil
 }
 
-// startCapture starts the capture on the target's port. What stops it
-// (no CAP_NET_RAW, no such interface, not Linux) is said once, as the
-// capture source's note in the console's header and the report, and
-// headless as a line on stderr too; the run goes on with the probes.
+// startCapture starts the capture on the target's port. Its socket is
+// open when it returns, before the probes start: a request the capture
+// does not see from its first byte is not measured. What stops it (no
+// CAP_NET_RAW, no such interface, not Linux) is said once, as the capture
+// source's note in the console's header and the report, and headless as
+// a line on stderr too; the run goes on with the probes.
 func (s *session) startCapture() {
 	c := s.spec.capture
 	if !c.on {
@@ -62,19 +64,25 @@ func (s *session) startCapture() {
 		// counted, not measured.
 		note("the target is https: its connections are encrypted, so the capture counts them as not measurable")
 	}
-	src := capture.Live(c.iface, capture.Config{Port: port})
-	s.goSource("capture", sourceFunc(func(ctx context.Context, emit func(observe.Event)) error {
-		err := src.Run(ctx, emit)
-		if err == nil || ctx.Err() != nil {
-			return nil
-		}
-		note(fmt.Sprintf("capture off (interface %s, port %d): %v", c.iface, port, err))
-		if !s.spec.common.headless {
+	// Errors name the interface ("capture on lo: ...").
+	off := func(err error) {
+		note(fmt.Sprintf("capture off (port %d): %v", port, err))
+		if s.spec.common.headless {
 			// The console's header shows the note; a line on stderr
 			// would be drawn over the console.
-			return nil
+			fmt.Fprintf(s.e.Stderr, "tokentop: %v\n", err)
 		}
-		return err
+	}
+	src := capture.Live(c.iface, capture.Config{Port: port})
+	if err := src.Open(); err != nil {
+		off(err)
+		return
+	}
+	s.goSource("capture", sourceFunc(func(ctx context.Context, emit func(observe.Event)) error {
+		if err := src.Run(ctx, emit); err != nil && ctx.Err() == nil {
+			off(err)
+		}
+		return nil
 	}))
 }
 
