@@ -19,9 +19,12 @@ type Loop struct {
 	Every    time.Duration // the normal interval
 	MaxEvery time.Duration // the longest a costly endpoint is slowed to
 	Timeout  time.Duration // one scrape, body included
-	// FirstDone, when set, is closed after the first scrape was emitted
-	// (a spot check waits for it).
-	FirstDone chan<- struct{}
+	// FirstTimeout, when longer than Timeout, bounds the first scrape: a
+	// cold endpoint's first answer may be slower than its steady ones.
+	FirstTimeout time.Duration
+	// Wake, when set, starts the next scrape at once for each value sent
+	// on it (a run's start, whose first sample should be there).
+	Wake <-chan struct{}
 }
 
 // Run scrapes until ctx is done.
@@ -32,7 +35,11 @@ func (l Loop) Run(ctx context.Context, emit func(observe.Event)) error {
 	first, slowNoted := true, false
 	for {
 		started := time.Now()
-		sctx, cancel := context.WithTimeout(ctx, l.Timeout)
+		timeout := l.Timeout
+		if first {
+			timeout = max(timeout, l.FirstTimeout)
+		}
+		sctx, cancel := context.WithTimeout(ctx, timeout)
 		sample, err := l.Scraper.Scrape(sctx)
 		cancel()
 		if ctx.Err() != nil {
@@ -47,12 +54,7 @@ func (l Loop) Run(ctx context.Context, emit func(observe.Event)) error {
 			ev.Sample, ev.Err = nil, err.Error()
 		}
 		emit(ev)
-		if first {
-			if l.FirstDone != nil {
-				close(l.FirstDone)
-			}
-			first = false
-		}
+		first = false
 		every := min(l.Scraper.Interval(l.Every), l.MaxEvery)
 		if every > l.Every && !slowNoted {
 			slowNoted = true
@@ -64,6 +66,7 @@ func (l Loop) Run(ctx context.Context, emit func(observe.Event)) error {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(time.Until(started.Add(every))):
+		case <-l.Wake:
 		}
 	}
 }

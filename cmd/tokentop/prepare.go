@@ -65,10 +65,12 @@ func (s *session) prepare(ctx context.Context) (int, error) {
 		}
 		s.model = m
 	}
-	// The server's own traffic is read from /metrics for a few seconds
-	// before anything is sent, while its limits and tokenizer are asked
-	// for; the default classes are then sized to both.
+	// The session's scrape loop starts now: the server's own traffic is
+	// read from it for a few seconds before anything is sent, while its
+	// limits and tokenizer are asked for; the default classes are then
+	// sized to both.
 	pre := s.startPrelude(ctx)
+	defer pre.stop()
 	limits := s.discoverCapacity(ctx, pre)
 	s.published = publishedLimits(limits)
 	// Prompts are sized in the server's own tokens: through its tokenize
@@ -81,7 +83,7 @@ func (s *session) prepare(ctx context.Context) (int, error) {
 		s.notices = append(s.notices, notice{"probe", fmt.Sprintf("tokenize endpoint not trusted (%v): prompts are sized from usage.prompt_tokens once it is consistent", err)})
 	}
 	cancel()
-	s.fitToServer(pre.wait(), limits)
+	s.fitToServer(pre.wait(ctx), limits)
 
 	s.targets = []probe.Target{{Path: observe.PathDirect, BaseURL: cfg.Target}}
 	s.paths = []string{observe.PathDirect}
@@ -131,15 +133,14 @@ func (s *session) prepare(ctx context.Context) (int, error) {
 	return report.ExitOK, nil
 }
 
-// Prelude timing: tokentop reads the server's /metrics every preludeEvery
-// for preludeMax before its first request (a tenth of a shorter
-// --duration), so its default load can be sized to the server's own
-// traffic. Under preludeMin there is no rate to read: --once, or a run of
-// a few seconds, sizes nothing and keeps the classes at their floor.
+// Prelude timing: tokentop reads the server's /metrics, on the session's
+// scrape loop, for preludeMax before its first request (a tenth of a
+// shorter --duration), so its default load can be sized to the server's
+// own traffic. Under preludeMin there is no rate to read: --once, or a run
+// of a few seconds, sizes nothing and keeps the classes at their floor.
 const (
-	preludeMax   = 3 * time.Second
-	preludeMin   = time.Second
-	preludeEvery = time.Second
+	preludeMax = 3 * time.Second
+	preludeMin = time.Second
 )
 
 // preludeWindow is how long the prelude reads the server: 0 for none.
@@ -165,20 +166,20 @@ func (s *session) sizesToTraffic() bool {
 	return !s.spec.common.once && s.spec.knobs == nil
 }
 
-// prelude is the server's /metrics read before any probe is sent: once for
-// the capacity hints a page carries and the first counters, then in the
-// background until the window has passed.
+// prelude is what sizing reads of the server before any probe is sent, all
+// from the session's scrape loop: the capacity hints on its first page,
+// then its scrapes until the window has passed.
 type prelude struct {
 	hints        capacity.Capacity
 	hintWarnings []string
-	done         chan struct{}
-	traffic      capacity.Traffic // set before done is closed
-}
-
-// wait returns the traffic the prelude measured, once it has.
-func (p *prelude) wait() capacity.Traffic {
-	<-p.done
-	return p.traffic
+	// traffic is decided at the first scrape when there is nothing to
+	// measure (Why says why); else wait measures it.
+	traffic capacity.Traffic
+	feed    *scrapeFeed
+	tap     <-chan *observe.Scrape // the loop's scrapes, in order, while the prelude reads them
+	first   preludeSample
+	end     time.Time // when the window's last scrape has ended
+	more    int       // scrapes still to read after the first
 }
 
 // preludeSample is one scrape of the prelude.
@@ -187,40 +188,39 @@ type preludeSample struct {
 	s  *prom.Sample
 }
 
-// startPrelude scrapes the server's /metrics once, with the same TLS and
-// key policy as the scrape loop, and, when the page has the counters the
-// sizing needs and the run has time for it, goes on scraping in the
-// background for preludeWindow.
+// preludeTap holds the scrapes the loop makes while prepare is busy
+// elsewhere: more than a window's worth, so none of the window is lost.
+const preludeTap = 16
+
+// startPrelude starts the session's scrape loop and waits for its first
+// scrape (bounded by capacityTimeout), whose page carries the capacity
+// hints; when that page has the counters sizing needs and the run has time
+// for it, the loop's next scrapes, over preludeWindow, are the traffic
+// wait measures.
 func (s *session) startPrelude(ctx context.Context) *prelude {
-	p := &prelude{done: make(chan struct{})}
-	first := true
-	scraper := s.newScraper(func(e *prom.Exposition) {
-		if !first {
-			return
-		}
-		series := map[string][]capacity.Sample{}
-		for _, name := range capacity.MetricNames() {
-			for _, ser := range e.Series[name] {
-				series[name] = append(series[name], capacity.Sample{Labels: ser.Labels, Value: ser.Value})
-			}
-		}
-		p.hints, p.hintWarnings = capacity.FromMetrics(series)
-	})
-	cctx, cancel := context.WithTimeout(ctx, capacityTimeout)
-	s0, err := scraper.Scrape(cctx)
-	cancel()
-	first = false
-	t0 := time.Now()
+	tap := make(chan *observe.Scrape, preludeTap)
+	hints := make(chan capacityHints, 1)
+	s.startScrape(tap, func(e *prom.Exposition) { hints <- readHints(e) })
+	p := &prelude{feed: s.scrapes, tap: tap}
+	var first *observe.Scrape
+	select {
+	case first = <-tap:
+	case <-ctx.Done():
+	}
 	window := s.preludeWindow()
 	why := ""
-	switch _, hasPrompt := s0.Counter(prom.CounterPromptTokens); {
-	case err != nil:
-		p.hints, p.hintWarnings = capacity.Capacity{}, nil
+	switch {
+	case first == nil || first.Sample == nil:
 		why = "the server's /metrics could not be read"
-	case !hasPrompt:
-		why = "the server's /metrics has no prompt token counter tokentop knows"
 	default:
-		if _, ok := s0.Running(); !ok {
+		select {
+		case h := <-hints:
+			p.hints, p.hintWarnings = h.hints, h.warnings
+		default:
+		}
+		if _, ok := first.Sample.Counter(prom.CounterPromptTokens); !ok {
+			why = "the server's /metrics has no prompt token counter tokentop knows"
+		} else if _, ok := first.Sample.Running(); !ok {
 			why = "the server's /metrics does not say how many requests it is running"
 		}
 	}
@@ -229,29 +229,73 @@ func (s *session) startPrelude(ctx context.Context) *prelude {
 	}
 	if why != "" {
 		p.traffic = capacity.Traffic{Why: why}
-		close(p.done)
+		p.stop()
 		return p
 	}
-	go func() {
-		defer close(p.done)
-		samples := []preludeSample{{t0, s0}}
-		for next := t0.Add(preludeEvery); !next.After(t0.Add(window)); next = next.Add(preludeEvery) {
+	p.first = preludeSample{first.At, first.Sample}
+	// The window's last scrape starts at its end and may take its timeout.
+	p.end, p.more = first.At.Add(window+scrapeTimeout), int(window/scrapeEvery)
+	return p
+}
+
+// capacityHints are what a /metrics page says of the server's limits.
+type capacityHints struct {
+	hints    capacity.Capacity
+	warnings []string
+}
+
+// readHints reads the capacity hints a page carries.
+func readHints(e *prom.Exposition) capacityHints {
+	series := map[string][]capacity.Sample{}
+	for _, name := range capacity.MetricNames() {
+		for _, ser := range e.Series[name] {
+			series[name] = append(series[name], capacity.Sample{Labels: ser.Labels, Value: ser.Value})
+		}
+	}
+	var h capacityHints
+	h.hints, h.warnings = capacity.FromMetrics(series)
+	return h
+}
+
+// stop ends the prelude's reading of the scrape loop.
+func (p *prelude) stop() {
+	if p.feed != nil {
+		p.feed.untap()
+		p.feed, p.tap = nil, nil
+	}
+}
+
+// wait returns the traffic the prelude measured: from the loop's scrapes
+// over the window, or what it had when ctx ended.
+func (p *prelude) wait(ctx context.Context) capacity.Traffic {
+	if p.tap == nil {
+		return p.traffic
+	}
+	defer p.stop()
+	samples := []preludeSample{p.first}
+	timer := time.NewTimer(time.Until(p.end))
+	defer timer.Stop()
+	for range p.more {
+		var ev *observe.Scrape
+		// A scrape already taken counts even when prepare took longer
+		// than the window.
+		select {
+		case ev = <-p.tap:
+		default:
 			select {
+			case ev = <-p.tap:
+			case <-timer.C:
 			case <-ctx.Done():
-				p.traffic = trafficOf(samples)
-				return
-			case <-time.After(time.Until(next)):
-			}
-			sctx, cancel := context.WithTimeout(ctx, scrapeTimeout)
-			si, err := scraper.Scrape(sctx)
-			cancel()
-			if err == nil {
-				samples = append(samples, preludeSample{time.Now(), si})
 			}
 		}
-		p.traffic = trafficOf(samples)
-	}()
-	return p
+		if ev == nil || ev.At.After(p.end) {
+			break
+		}
+		if ev.Sample != nil {
+			samples = append(samples, preludeSample{ev.At, ev.Sample})
+		}
+	}
+	return trafficOf(samples)
 }
 
 // trafficOf turns the prelude's scrapes into the server's own rates: the

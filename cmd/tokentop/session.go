@@ -69,7 +69,9 @@ type session struct {
 	// stopSources ends the run early: --once calls it when its requests
 	// and its scrape are done.
 	stopSources context.CancelFunc
-	scraped     chan struct{} // closed after the first scrape has been handed on
+	scraped     chan struct{} // closed after the run's first scrape has been handed on
+	// scrapes is the scrape loop's way in: prepare starts the loop.
+	scrapes *scrapeFeed
 	// notices are what prepare decided from what the server said, handed
 	// to the aggregator once it runs.
 	notices []notice
@@ -125,15 +127,17 @@ func runScrubbed(ctx context.Context, e env, spec sessionSpec, scrub *sanitize.S
 		runCtx, cancel = context.WithTimeout(ctx, spec.common.duration)
 		defer cancel()
 	}
+	// Sources run from prepare on: sizing reads the scrape loop.
+	srcCtx, stopSources := context.WithCancel(runCtx)
+	defer stopSources()
+	s.srcCtx, s.stopSources = srcCtx, stopSources
 	if code, err := s.prepare(runCtx); err != nil {
+		stopSources()
+		waitFor(&s.sources, stopGrace)
 		s.close()
 		return code, err
 	}
 	defer s.close()
-
-	srcCtx, stopSources := context.WithCancel(runCtx)
-	defer stopSources()
-	s.srcCtx, s.stopSources = srcCtx, stopSources
 	s.timebase = observe.NewTimebase(time.Now())
 	started := s.now()
 	agg := diagnose.NewAggregator(metrics.Options{Classes: s.cfg.Classes, Started: started, Paths: s.paths,

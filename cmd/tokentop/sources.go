@@ -88,9 +88,10 @@ type sourceFunc func(ctx context.Context, emit func(observe.Event)) error
 func (f sourceFunc) Run(ctx context.Context, emit func(observe.Event)) error { return f(ctx, emit) }
 
 // startSources starts the pipeline's sources: a runner per class (or the
-// spot check), the requests in flight, the server's /metrics, the GPUs,
-// the capture of real users' requests (watch --capture) and tokentop's own
-// self-check.
+// spot check), the requests in flight, the GPUs, the capture of real
+// users' requests (watch --capture) and tokentop's own self-check; and
+// hands the run the server's /metrics from the scrape loop prepare
+// started.
 func (s *session) startSources() {
 	// The capture first: its socket opens as the probes send their first
 	// requests, and a request it did not see from its first byte is not
@@ -104,8 +105,9 @@ func (s *session) startSources() {
 		}
 	}
 	s.goSource("in-flight counter", probe.InFlight{Runners: s.runners, Every: tickEvery})
-	s.goSource("scraper", scrape.Loop{Scraper: s.newScraper(nil), Every: scrapeEvery, MaxEvery: maxScrapeEvery,
-		Timeout: scrapeTimeout, FirstDone: s.scraped})
+	for _, n := range s.scrapes.open(time.Now()) {
+		s.send(n)
+	}
 	s.startGPU()
 	s.goSource("self-check", probe.NewLagMonitor(lagEvery, probe.RealClock{}))
 	if s.exp != nil {
@@ -148,6 +150,118 @@ func (s *session) startOnce() {
 		s.stopSources()
 		return nil
 	}))
+}
+
+// startScrape starts the session's scrape loop. prepare starts it, before
+// any request, with sizing's tap (scrapeFeed); firstPage sees the first
+// scrape's page.
+func (s *session) startScrape(tap chan<- *observe.Scrape, firstPage func(*prom.Exposition)) {
+	f := &scrapeFeed{firstPage: firstPage, wake: make(chan struct{}, 1), firstDone: s.scraped, tap: tap}
+	s.scrapes = f
+	loop := scrape.Loop{Scraper: s.newScraper(f.page), Every: scrapeEvery, MaxEvery: maxScrapeEvery,
+		Timeout: scrapeTimeout, FirstTimeout: capacityTimeout, Wake: f.wake}
+	s.goSource("scraper", sourceFunc(func(ctx context.Context, emit func(observe.Event)) error {
+		return loop.Run(ctx, f.emitter(emit))
+	}))
+}
+
+// scrapeFeed is where the session's scrape loop hands its events. The loop
+// starts in prepare, so that sizing reads the server's traffic from it;
+// until the run starts its scrapes go only to sizing's tap (a sample from
+// before the run is not the run's) and its notices wait, then everything
+// goes on to the aggregator.
+type scrapeFeed struct {
+	// Set before the loop starts.
+	firstPage func(*prom.Exposition) // sees the first scrape's page
+	wake      chan struct{}          // one value at the run's start: its first scrape is there
+	firstDone chan struct{}          // closed once the run's first scrape has been handed on
+
+	// The loop's goroutine only.
+	scrapes int // scrapes the loop has emitted
+	handed  bool
+
+	mu      sync.Mutex
+	tap     chan<- *observe.Scrape // sizing's, until it has read enough; never blocks the loop
+	started time.Time              // the run's start; zero before
+	held    []*observe.Notice      // the loop's notices before the start
+}
+
+// page is the scraper's OnExposition: the first scrape's page goes to
+// firstPage.
+func (f *scrapeFeed) page(e *prom.Exposition) {
+	if f.scrapes == 0 && f.firstPage != nil {
+		f.firstPage(e)
+	}
+}
+
+// emitter wraps the session's emit for the loop.
+func (f *scrapeFeed) emitter(emit func(observe.Event)) func(observe.Event) {
+	return func(ev observe.Event) {
+		_, isScrape := ev.(*observe.Scrape)
+		if isScrape {
+			f.scrapes++
+		}
+		if !f.pass(ev) {
+			return
+		}
+		emit(ev)
+		if isScrape && !f.handed {
+			f.handed = true
+			close(f.firstDone)
+		}
+	}
+}
+
+// pass reports whether ev is the run's; before the run starts it hands a
+// scrape to the tap and holds a notice.
+func (f *scrapeFeed) pass(ev observe.Event) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch ev := ev.(type) {
+	case *observe.Scrape:
+		if !f.started.IsZero() && !ev.At.Before(f.started) {
+			return true
+		}
+		if f.tap != nil {
+			select {
+			case f.tap <- ev:
+			default:
+			}
+		}
+		return false
+	case *observe.Notice:
+		if f.started.IsZero() {
+			f.held = append(f.held, ev)
+			return false
+		}
+	}
+	return true
+}
+
+// untap stops handing scrapes to sizing.
+func (f *scrapeFeed) untap() {
+	f.mu.Lock()
+	f.tap = nil
+	f.mu.Unlock()
+}
+
+// open starts the run's part of the loop at start: it scrapes at once, and
+// from then on hands on everything. It returns the notices held until
+// then, dated start.
+func (f *scrapeFeed) open(start time.Time) []*observe.Notice {
+	f.mu.Lock()
+	f.started, f.tap = start, nil
+	held := f.held
+	f.held = nil
+	f.mu.Unlock()
+	for _, n := range held {
+		n.At = start
+	}
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+	return held
 }
 
 // newScraper reads the server's /metrics with the same TLS settings as the
