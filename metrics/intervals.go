@@ -33,9 +33,16 @@ type Interval struct {
 	PromptTokensPerS     *float64
 	GenerationTokensPerS *float64
 	PreemptionsPerS      *float64
-	Running              *float64 // at the interval's end
-	Waiting              *float64
-	KVUsage              *float64
+	// RequestsPerS is the server's finished requests a second (its request
+	// counter); with ProbeEnded and the sequences in the server at both
+	// ends it tells the other traffic's arrivals in the interval.
+	RequestsPerS *float64
+	// ProbeEnded is tokentop's own requests that ended in the interval,
+	// any outcome, any path.
+	ProbeEnded int64
+	Running    *float64 // at the interval's end
+	Waiting    *float64
+	KVUsage    *float64
 	// Means of the server's own histograms over the interval, ms (the
 	// sums' delta over the counts' delta); nil with no observation.
 	ServerITLMs     *float64
@@ -65,6 +72,7 @@ type intervalTracker struct {
 	window    time.Duration
 	gaps      *sketch // the interval in progress
 	ttft      *sketch
+	ended     int64
 	intervals []Interval // the last MaxIntervals closed ones
 }
 
@@ -74,11 +82,12 @@ func newIntervalTracker(o *Options, m mapping.IndexMapping) tracker {
 	return t
 }
 
-func (t *intervalTracker) reset() { t.gaps, t.ttft = newSketch(t.m), newSketch(t.m) }
+func (t *intervalTracker) reset() { t.gaps, t.ttft, t.ended = newSketch(t.m), newSketch(t.m), 0 }
 
 func (t *intervalTracker) apply(ev spanEvent) {
 	switch e := ev.(type) {
 	case *requestEnded:
+		t.ended++
 		if pathName(e.t.Path) != observe.PathDirect {
 			return
 		}
@@ -126,7 +135,7 @@ func (t *intervalTracker) close(e *scraped) {
 		return
 	}
 	dt := cur.At.Sub(prev.At).Seconds()
-	iv := Interval{Start: prev.At, End: cur.At, Gaps: t.gaps.count(), FirstTokens: t.ttft.count()}
+	iv := Interval{Start: prev.At, End: cur.At, Gaps: t.gaps.count(), FirstTokens: t.ttft.count(), ProbeEnded: t.ended}
 	if iv.Gaps > 0 {
 		iv.GapP50Ms, iv.GapP99Ms = t.gaps.quantile(0.5), t.gaps.quantile(0.99)
 	}
@@ -161,6 +170,7 @@ func (t *intervalTracker) close(e *scraped) {
 	iv.PromptTokensPerS = rate(prom.CounterPromptTokens)
 	iv.GenerationTokensPerS = rate(prom.CounterGenerationTokens)
 	iv.PreemptionsPerS = rate(prom.CounterPreemptions)
+	iv.RequestsPerS = rate(prom.CounterRequestSuccess)
 	iv.Running, iv.Waiting, iv.KVUsage = gauge((*prom.Sample).Running), gauge((*prom.Sample).QueueDepth), gauge((*prom.Sample).KVUsage)
 	iv.ServerITLMs, iv.ServerTTFTMs, iv.ServerQueueMs = meanMs(prom.HistITL), meanMs(prom.HistTTFT), meanMs(prom.HistQueue)
 	iv.ServerPrefillMs, iv.ServerDecodeMs = meanMs(prom.HistPrefill), meanMs(prom.HistDecode)

@@ -163,7 +163,8 @@ func (b *builder) unknownFor(c Change, out *runOut) string {
 }
 
 // extrapolation says why a prediction goes beyond what the fit saw: a
-// batch larger than any measured with no cap seen.
+// batch larger than any measured with no cap seen, or a KV cache that
+// fills and preempts where the measured server never did.
 func (b *builder) extrapolation(c Change, out *runOut) string {
 	top := 0.0
 	for _, x := range out.running {
@@ -173,7 +174,21 @@ func (b *builder) extrapolation(c Change, out *runOut) string {
 	if b.res.Fit.SeqCap.Value == nil && c.MaxNumSeqs == nil && seen > 0 && top > 1.1*seen {
 		return fmt.Sprintf("extrapolated: the twin runs up to %.0f sequences, more than the %.0f measured or replayed, and the server's cap is unknown", top, seen)
 	}
+	if out.preemptions > 0 && !b.measuredPreemption() {
+		return fmt.Sprintf("extrapolated: the twin's KV cache fills and it preempts %d sequences, where the server preempted none in the run (how it preempts, and what a sequence holds then, the run did not show)", out.preemptions)
+	}
 	return ""
+}
+
+// measuredPreemption says whether the server preempted a sequence in the
+// run (its preemption counter rose).
+func (b *builder) measuredPreemption() bool {
+	for _, iv := range b.v.Intervals {
+		if iv.PreemptionsPerS != nil && *iv.PreemptionsPerS > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // capacitySpan bounds one capacity trial's virtual time: the search runs

@@ -65,6 +65,9 @@ type Source struct {
 	Rate       float64 `json:"rate_per_s,omitempty"`  // open loop
 	N          int     `json:"concurrency,omitempty"` // closed loop
 	Burstiness float64 `json:"burstiness,omitempty"`  // gamma
+	// Profile modulates an open loop's rate as the measured arrivals
+	// swung (the other traffic's open part; nil: steady).
+	Profile *RateProfile `json:"rate_profile,omitempty"`
 
 	Prompt   Length `json:"prompt_tokens"`
 	Output   Length `json:"output_tokens"`

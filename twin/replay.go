@@ -126,6 +126,9 @@ type runOut struct {
 	// otherInSystem is the other traffic's requests sent and not
 	// finished, sampled with the engine's state.
 	otherInSystem []float64
+	// preemptions counts the sequences the engine preempted over the
+	// measured span.
+	preemptions int64
 }
 
 type reqState struct {
@@ -251,10 +254,17 @@ func simulate(srv Server, sources []Source, classes map[string]*config.Class, wa
 			continue
 		}
 		next[i] = s.gap(rng) * rng.Float64() // a random phase: sources do not start in step
+		if s.Profile != nil {
+			next[i] = s.nextArrival(rng, 0, warm)
+		}
 	}
 	sort.Slice(starts, func(a, b int) bool { return starts[a].at < starts[b].at })
 	nextSample := warm
+	preemptedBefore := int64(-1)
 	for now < end {
+		if preemptedBefore < 0 && now >= warm {
+			preemptedBefore = v.State().Preemptions
+		}
 		for len(starts) > 0 && starts[0].at <= now {
 			submit(starts[0].src, starts[0].at)
 			starts = starts[1:]
@@ -264,7 +274,7 @@ func simulate(srv Server, sources []Source, classes map[string]*config.Class, wa
 		for i := range sources {
 			for next[i] <= now {
 				submit(i, next[i])
-				next[i] += sources[i].gap(rng)
+				next[i] = sources[i].nextArrival(rng, next[i], warm)
 			}
 			for len(retry[i]) > 0 && retry[i][0] <= now {
 				at := retry[i][0]
@@ -320,6 +330,9 @@ func simulate(srv Server, sources []Source, classes map[string]*config.Class, wa
 		// never a hair before the event it was meant to reach.
 		t := v.Step(epoch.Add(time.Duration(math.Ceil(until * float64(time.Second)))))
 		now = t.Sub(epoch).Seconds() + 1e-9 // the float of a nanosecond count can fall short of it
+	}
+	if preemptedBefore >= 0 {
+		out.preemptions = v.State().Preemptions - preemptedBefore
 	}
 	// Requests still waiting or streaming: their age is a lower bound. One
 	// sent during the warm-up and still waiting is one the server starves

@@ -14,10 +14,10 @@
 package twin
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
-	"sort"
 
 	"github.com/tokentop/tokentop/config"
 	"github.com/tokentop/tokentop/diagnose"
@@ -187,6 +187,8 @@ type builder struct {
 	warm    float64
 	sources []Source
 	srv     Server
+	// swings are the other traffic's arrivals' swings (modulate).
+	swings arrivalSwings
 	// The largest running batch measured (0 unknown) and replayed, for
 	// extrapolation.
 	topRunning, baselineTop float64
@@ -265,9 +267,12 @@ func (b *builder) fit() error {
 	// The open part's rate: what the counters leave once the closed part's
 	// throughput in the twin is known; with two shapes, which one is the
 	// closed part's too.
+	b.swings = otherArrivalSwings(b.v, len(probes))
+	b.modulate(false)
 	if err := b.fitOther(probes, other, batchPrio); err != nil {
 		return err
 	}
+	b.modulate(true)
 	best, err := b.calibrate()
 	if err != nil {
 		return err
@@ -457,45 +462,40 @@ var wholeBudgets = []int{4096, 8192, 16384, 32768}
 // the measured figures: the server does not publish them, and they shape
 // the gaps a prefill leaves.
 func (b *builder) calibrate() (*runOut, error) {
-	type trial struct {
-		budget  int
-		chunked bool
-	}
-	var trials []trial
+	var trials []budgetTrial
 	for _, bu := range budgets {
-		trials = append(trials, trial{bu, true})
+		trials = append(trials, budgetTrial{bu, true})
 	}
 	// Whole prompts, within a budget (no server prefills every waiting
 	// prompt in one step: vLLM's is its max-num-batched-tokens, at least
 	// the model's context) or none.
 	for _, bu := range wholeBudgets {
-		trials = append(trials, trial{bu, false})
+		trials = append(trials, budgetTrial{bu, false})
 	}
-	trials = append(trials, trial{0, false})
-	outs := make([]*runOut, len(trials))
-	losses := make([]float64, len(trials))
-	errs := make([]error, len(trials))
+	trials = append(trials, budgetTrial{0, false})
 	warm, span := b.calibrationWindow()
-	parallel(len(trials), func(i int) {
-		srv := b.srv
-		srv.TokenBudget, srv.ChunkedPrefill = trials[i].budget, trials[i].chunked
-		outs[i], errs[i] = simulate(srv, b.sources, b.classes, warm, span, b.seed)
-		if errs[i] == nil {
-			losses[i] = b.loss(outs[i])
-		}
-	})
-	b.res.Runs += len(trials)
-	best := -1
-	for i := range trials {
-		if errs[i] != nil {
-			return nil, errs[i]
-		}
-		if best < 0 || losses[i] < losses[best] {
-			best = i
-		}
+	outs, losses, err := b.tryBudgets(trials, warm, span)
+	if err != nil {
+		return nil, err
 	}
-	ordered := append([]float64(nil), losses...)
-	sort.Float64s(ordered)
+	best := slices.Index(losses, slices.Min(losses))
+	// Between powers of two: a chunked budget half-way (×1.5) to each
+	// neighbour of the best, as servers are also run with (6144, 3072).
+	if t := trials[best]; t.chunked {
+		var more []budgetTrial
+		for _, bu := range []int{t.budget * 3 / 4, t.budget * 3 / 2} {
+			if bu >= budgets[0] && bu <= budgets[len(budgets)-1] {
+				more = append(more, budgetTrial{bu, true})
+			}
+		}
+		mo, ml, err := b.tryBudgets(more, warm, span)
+		if err != nil {
+			return nil, err
+		}
+		trials, outs, losses = append(trials, more...), append(outs, mo...), append(losses, ml...)
+		best = slices.Index(losses, slices.Min(losses))
+	}
+	ordered := slices.Sorted(slices.Values(losses))
 	t := trials[best]
 	b.srv.TokenBudget, b.srv.ChunkedPrefill = t.budget, t.chunked
 	how := fmt.Sprintf("calibrated: of %d budgets replayed, the one whose replay matches the measured TTFT, ITL and throughput best (loss %.3f, next %.3f)", len(trials), ordered[0], ordered[min(1, len(ordered)-1)])
@@ -511,6 +511,30 @@ func (b *builder) calibrate() (*runOut, error) {
 		b.res.Fit.Chunked = known(0, how)
 	}
 	return outs[best], nil
+}
+
+// budgetTrial is a token budget and chunking calibration replays.
+type budgetTrial struct {
+	budget  int
+	chunked bool
+}
+
+// tryBudgets replays the measured configuration under each trial's budget,
+// in parallel, and returns each replay and its loss.
+func (b *builder) tryBudgets(trials []budgetTrial, warm, span float64) ([]*runOut, []float64, error) {
+	outs := make([]*runOut, len(trials))
+	losses := make([]float64, len(trials))
+	errs := make([]error, len(trials))
+	parallel(len(trials), func(i int) {
+		srv := b.srv
+		srv.TokenBudget, srv.ChunkedPrefill = trials[i].budget, trials[i].chunked
+		outs[i], errs[i] = simulate(srv, b.sources, b.classes, warm, span, b.seed)
+		if errs[i] == nil {
+			losses[i] = b.loss(outs[i])
+		}
+	})
+	b.res.Runs += len(trials)
+	return outs, losses, errors.Join(errs...)
 }
 
 // calibrationTokens bounds the tokens one calibration trial generates

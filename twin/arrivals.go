@@ -1,0 +1,194 @@
+package twin
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/tokentop/tokentop/metrics"
+)
+
+// The server's other traffic need not arrive as a steady Poisson stream: a
+// CI wave, a meeting ending or a retry storm brings it in bursts, and a
+// burst's queue is what its users' TTFT tail is made of. The scrapes tell
+// the other traffic's arrivals interval by interval (what finished, plus
+// what the server holds more than at the last scrape, less tokentop's
+// own); where they swing more than a Poisson stream's counts do, the
+// twin's open part follows the swings as measured.
+
+// RateProfile modulates an open source's arrival rate: bin j of BinS
+// seconds runs at Rate × Weights[j] (mean 1), the bins repeating from the
+// start of the measured span.
+type RateProfile struct {
+	BinS    float64   `json:"bin_s"`
+	Weights []float64 `json:"weights"`
+	top     float64   // the largest weight
+}
+
+func (p *RateProfile) weight(t float64) float64 {
+	n := len(p.Weights)
+	j := int(math.Floor(t/p.BinS)) % n
+	if j < 0 {
+		j += n
+	}
+	return p.Weights[j]
+}
+
+// Bounds of the swing test and profile.
+const (
+	// minSwingIntervals: fewer intervals say too little of a rate's swings.
+	minSwingIntervals = 20
+	// swingZ is the one-sided normal quantile of the dispersion test: the
+	// other traffic's arrivals swing beyond a Poisson stream's only where
+	// their index of dispersion passes its 99.9th percentile under a
+	// Poisson stream's (chi-square, n−1 degrees of freedom).
+	swingZ = 3.09
+	// maxThinning bounds the draws of one arrival under a profile.
+	maxThinning = 1 << 16
+)
+
+// arrivalSwings are the other traffic's arrivals, interval by interval,
+// beyond their mean: shrunk to the share of their variance a Poisson
+// stream's counts do not explain (an empirical-Bayes estimate of the rate
+// behind each count).
+type arrivalSwings struct {
+	binS       float64
+	dev        []float64 // requests/s beyond the mean, per interval
+	dispersion float64
+	basis      int
+	how        string
+}
+
+// chi2Quantile is the chi-square distribution's quantile at the normal
+// quantile z for k degrees of freedom (Wilson–Hilferty).
+func chi2Quantile(k, z float64) float64 {
+	a := 2 / (9 * k)
+	return k * math.Pow(1-a+z*math.Sqrt(a), 3)
+}
+
+// otherArrivalSwings reads the other traffic's arrivals per interval from
+// the scrapes: the server's finished requests less tokentop's ended ones,
+// plus the change in the server's sequences (running and waiting) less
+// tokentop's in flight. It returns no swings (dev nil) where they are
+// within what a Poisson stream's counts show, saying so.
+func otherArrivalSwings(v *metrics.View, probes int) arrivalSwings {
+	var counts, dts []float64
+	prevOthers := math.NaN()
+	for _, iv := range v.Intervals {
+		others := math.NaN()
+		if iv.Running != nil && iv.ProbeInFlight != nil && len(iv.ProbeInFlight) == probes {
+			others = *iv.Running
+			if iv.Waiting != nil {
+				others += *iv.Waiting
+			}
+			for _, n := range iv.ProbeInFlight {
+				others -= float64(n)
+			}
+		}
+		dt := iv.End.Sub(iv.Start).Seconds()
+		if iv.RequestsPerS != nil && dt > 0 && !math.IsNaN(others) && !math.IsNaN(prevOthers) {
+			a := *iv.RequestsPerS*dt - float64(iv.ProbeEnded) + others - prevOthers
+			counts = append(counts, math.Max(a, 0))
+			dts = append(dts, dt)
+		}
+		prevOthers = others
+	}
+	n := len(counts)
+	if n < minSwingIntervals {
+		return arrivalSwings{how: fmt.Sprintf("arrivals taken as steady: %d intervals tell the other traffic's arrivals (the request counter and the sequences in the server at both ends), under %d", n, minSwingIntervals)}
+	}
+	var total, span float64
+	for i := range counts {
+		total += counts[i]
+		span += dts[i]
+	}
+	binS := span / float64(n)
+	mean := total / float64(n)
+	if !(mean > 0) {
+		return arrivalSwings{how: "arrivals taken as steady: no other arrivals in the intervals"}
+	}
+	// Counts in intervals of unequal length: each at the mean length.
+	var ss float64
+	scaled := make([]float64, n)
+	for i := range counts {
+		scaled[i] = counts[i] * binS / dts[i]
+		ss += (scaled[i] - mean) * (scaled[i] - mean)
+	}
+	variance := ss / float64(n-1)
+	d := variance / mean
+	limit := chi2Quantile(float64(n-1), swingZ) / float64(n-1)
+	if d <= limit {
+		return arrivalSwings{dispersion: d, basis: n, how: fmt.Sprintf("arrivals taken as Poisson: their counts over %d intervals of %.1f s have an index of dispersion of %.2f, within the %.2f a Poisson stream's stay under (99.9%%)", n, binS, d, limit)}
+	}
+	signal := 1 - 1/d
+	dev := make([]float64, n)
+	for i := range scaled {
+		dev[i] = signal * (scaled[i] - mean) / binS
+	}
+	return arrivalSwings{binS: binS, dev: dev, dispersion: d, basis: n,
+		how: fmt.Sprintf("arrivals follow the measured swings: their counts over %d intervals of %.1f s have an index of dispersion of %.2f, beyond the %.2f a Poisson stream's stay under (99.9%%); the open part's rate follows each interval's count, shrunk by %.0f%% toward the mean (the share of their variance a Poisson stream's counting explains)", n, binS, d, limit, 100/d)}
+}
+
+// profile is the swings as a modulation of an open part running at rate
+// requests/s on average; nil where there are none or rate is none.
+func (a arrivalSwings) profile(rate float64) *RateProfile {
+	if a.dev == nil || !(rate > 0) {
+		return nil
+	}
+	w := make([]float64, len(a.dev))
+	var sum float64
+	for i, d := range a.dev {
+		w[i] = math.Max(rate+d, 0)
+		sum += w[i]
+	}
+	if !(sum > 0) {
+		return nil
+	}
+	p := &RateProfile{BinS: a.binS, Weights: w}
+	for i := range w {
+		w[i] *= float64(len(w)) / sum
+		p.top = math.Max(p.top, w[i])
+	}
+	return p
+}
+
+// nextArrival is the open source's next arrival after t (seconds from the
+// run's start; origin is where the profile's first bin starts): a
+// Poisson stream's, thinned to the profile where there is one.
+func (s *Source) nextArrival(rng *rand.Rand, t, origin float64) float64 {
+	p := s.Profile
+	if p == nil || !(p.top > 0) || !(s.Rate > 0) {
+		return t + s.gap(rng)
+	}
+	top := s.Rate * p.top
+	for range maxThinning {
+		t += rng.ExpFloat64() / top
+		if rng.Float64()*p.top <= p.weight(t-origin) {
+			return t
+		}
+	}
+	return math.Inf(1)
+}
+
+// modulate gives the other traffic's open parts the measured swings of its
+// arrivals, at their rate in all (the swings are the whole other
+// traffic's); with say, the fit's sources say how their arrivals were
+// taken.
+func (b *builder) modulate(say bool) {
+	var open float64
+	for _, s := range b.sources {
+		if s.Group == OtherName && s.Process == ProcPoisson {
+			open += s.Rate
+		}
+	}
+	p := b.swings.profile(open)
+	for i := range b.sources {
+		s := &b.sources[i]
+		if s.Group == OtherName && s.Process == ProcPoisson {
+			s.Profile = p
+			if say && b.swings.how != "" {
+				s.Origin += "; " + b.swings.how
+			}
+		}
+	}
+}
