@@ -240,14 +240,12 @@ const DerivedPrefillComputedShare = "prefill_computed_share"
 // served from a cache or a transfer), from the first and last sample.
 func derived(first, last *prom.Sample) map[string]float64 {
 	out := map[string]float64{}
-	a1, ok1 := first.Signal(prom.SignalPrefillComputed)
-	b1, ok2 := last.Signal(prom.SignalPrefillComputed)
-	a2, ok3 := first.Signal(prom.SignalPromptTokensTotal)
-	b2, ok4 := last.Signal(prom.SignalPromptTokensTotal)
+	computed, ok1 := prom.CounterIncrease(first, last, prom.CounterPrefillComputed)
+	prompt, ok2 := prom.CounterIncrease(first, last, prom.CounterPromptTokens)
 	// No share across a restart (a counter going down): the window is
 	// too short to split it.
-	if ok1 && ok2 && ok3 && ok4 && b1 >= a1 && b2 > a2 && b1-a1 <= b2-a2 {
-		out[DerivedPrefillComputedShare] = (b1 - a1) / (b2 - a2)
+	if ok1 && ok2 && !computed.Reset && !prompt.Reset && prompt.By > 0 && computed.By <= prompt.By {
+		out[DerivedPrefillComputedShare] = computed.By / prompt.By
 	}
 	return out
 }
@@ -266,26 +264,25 @@ func series(samples []*prom.Sample) map[string][]float64 {
 		samples = samples[len(samples)-maxSeriesSteps:]
 	}
 	out := map[string][]float64{}
+	gauges := []struct {
+		key  string
+		read func(*prom.Sample) (float64, bool)
+	}{{SeriesQueue, (*prom.Sample).QueueDepth}, {SeriesRunning, (*prom.Sample).Running}, {SeriesKV, (*prom.Sample).KVUsage}}
 	for i, s := range samples {
-		for _, k := range []string{SeriesQueue, SeriesRunning, SeriesKV} {
-			v, ok := s.Signal(k)
+		for _, g := range gauges {
+			v, ok := g.read(s)
 			if !ok {
 				v = math.NaN()
 			}
-			out[k] = append(out[k], v)
+			out[g.key] = append(out[g.key], v)
 		}
 		rate := math.NaN()
 		if i > 0 {
-			a, ok1 := samples[i-1].Signal(prom.SignalGenerationTokens)
-			b, ok2 := s.Signal(prom.SignalGenerationTokens)
-			if dt := s.At.Sub(samples[i-1].At).Seconds(); ok1 && ok2 && dt > 0 {
-				// Across a restart (the counter went down) the new
-				// process's count: never a negative rate.
-				rate = b - a
-				if b < a {
-					rate = b
-				}
-				rate /= dt
+			// Across a restart the increase is the new process's count:
+			// never a negative rate.
+			inc, ok := prom.CounterIncrease(samples[i-1], s, prom.CounterGenerationTokens)
+			if dt := s.At.Sub(samples[i-1].At).Seconds(); ok && dt > 0 {
+				rate = inc.By / dt
 			}
 		}
 		out[SeriesGenPerS] = append(out[SeriesGenPerS], rate)

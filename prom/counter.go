@@ -19,6 +19,7 @@ const (
 	CounterSpecAcceptedTokens Counter = SignalSpecAcceptedTokens
 	CounterKVTransferFailures Counter = SignalKVTransferFailures
 	CounterDecodeCalls        Counter = SignalDecodeCallsTotal
+	CounterPrefillComputed    Counter = SignalPrefillComputed
 )
 
 // Counter returns the counter's value and whether the server exposes it.
