@@ -227,13 +227,17 @@ func (b *builder) capacity() {
 	}
 	res := make([]*float64, len(jobs))
 	runs := make([]int, len(jobs))
+	bounded := make([]string, len(jobs))
 	parallel(len(jobs), func(i int) {
-		res[i], runs[i] = b.search(cl, jobs[i].c, rate)
+		res[i], runs[i], bounded[i] = b.search(cl, jobs[i].c, rate)
 	})
 	for i, j := range jobs {
 		b.res.Runs += runs[i]
 		if j.key == "" {
 			b.res.Capacity.CurrentRPS = res[i]
+			if bounded[i] != "" {
+				b.res.Capacity.Note += "; at most what the run showed: a higher rate is " + bounded[i]
+			}
 		} else {
 			b.res.Capacity.Candidates[j.key] = res[i]
 		}
@@ -265,9 +269,13 @@ func (b *builder) rateCeiling(cl string, measured float64) float64 {
 const capacityTolerance = 0.05
 
 // search bisects the interactive rate under change c: the largest rate
-// that passes (nil when even a twentieth of the measured rate fails).
-func (b *builder) search(cl string, c Change, measured float64) (*float64, int) {
-	runs := 0
+// that passes (nil when even a twentieth of the measured rate fails). A
+// rate whose run is an extrapolation (a batch larger than any measured
+// with the cap unknown, a KV cache preempting where the server never did)
+// does not count as passing: the twin cannot vouch for it, and near the
+// knee the cap it does not know is what fails the SLO. bounded says so
+// when that limited the search.
+func (b *builder) search(cl string, c Change, measured float64) (_ *float64, runs int, bounded string) {
 	pass := func(rate float64) bool {
 		cc := c
 		cc.InteractiveRate = &rate
@@ -275,6 +283,10 @@ func (b *builder) search(cl string, c Change, measured float64) (*float64, int) 
 		runs++
 		out, err := simulate(srv, src, b.classes, b.warm, capacitySpan, b.seed)
 		if err != nil {
+			return false
+		}
+		if note := b.extrapolation(cc, out); note != "" {
+			bounded = note
 			return false
 		}
 		f := out.groups[cl].figures(out.seconds, b.classes[cl], b.judged[cl])
@@ -292,7 +304,7 @@ func (b *builder) search(cl string, c Change, measured float64) (*float64, int) 
 			// the last rate that held and the ceiling, or beyond it.
 			if lo >= ceiling || pass(ceiling) {
 				top := math.Max(lo, ceiling)
-				return &top, runs
+				return &top, runs, bounded
 			}
 			hi = ceiling
 		}
@@ -306,7 +318,7 @@ func (b *builder) search(cl string, c Change, measured float64) (*float64, int) 
 			hi = mid
 		}
 		if lo == 0 {
-			return nil, runs
+			return nil, runs, bounded
 		}
 	}
 	for hi-lo > capacityTolerance*lo {
@@ -317,5 +329,5 @@ func (b *builder) search(cl string, c Change, measured float64) (*float64, int) 
 			hi = mid
 		}
 	}
-	return &lo, runs
+	return &lo, runs, bounded
 }

@@ -2,6 +2,7 @@ package twin
 
 import (
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,11 +19,11 @@ import (
 // at 1.25× it, must hold and fail the SLO. A twin that marks its capacity
 // unreliable, or gives none, is reported and not held to it.
 //
-// It runs with TWIN_CAPACITY_CHECK=1: on 4 Dec 2026 the twin put the
-// default hardware's capacity at 8.0 requests/s (its search's ceiling),
-// where the simulator fails the SLO (TTFT p95 3.5 s; it holds at 6/s), and
-// the large hardware's demo fails its SLO at the measured rate already
-// (docs/twin.md, "Capacity").
+// A capacity the twin bounds by what the run showed (beyond it, a batch
+// larger than any measured with the cap unknown) is a lower bound: the SLO
+// must hold at it, and may still hold at 1.25× it.
+//
+// It runs with TWIN_CAPACITY_CHECK=1 (docs/twin.md, "Capacity").
 func TestCapacityAtSLOHoldsOnTheSimulator(t *testing.T) {
 	if os.Getenv("TWIN_CAPACITY_CHECK") == "" {
 		t.Skip("set TWIN_CAPACITY_CHECK=1: virtual sessions of 3 minutes and twin builds, a known shortfall (see the comment)")
@@ -71,8 +72,10 @@ func TestCapacityAtSLOHoldsOnTheSimulator(t *testing.T) {
 			if !at {
 				t.Errorf("the SLO fails at the capacity the twin predicts (%.2f/s)", *c)
 			}
-			if over {
+			if bounded := strings.Contains(r.Capacity.Note, "at most what the run showed"); over && !bounded {
 				t.Errorf("the SLO still holds at 1.25× the capacity the twin predicts (%.2f/s)", 1.25**c)
+			} else if bounded {
+				t.Logf("a lower bound: %s", r.Capacity.Note)
 			}
 		})
 	}
