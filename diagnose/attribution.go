@@ -129,8 +129,8 @@ func Attribute(ivs []metrics.Interval) (Attribution, bool) {
 		at.R2 = 1
 	}
 	if my > 0 {
-		at.PrefillShare = clamp01(b * mp / my)
-		at.BatchShare = clamp01(c * mr / my)
+		at.PrefillShare = min(max(b*mp/my, 0), 1)
+		at.BatchShare = min(max(c*mr/my, 0), 1)
 		if s := at.PrefillShare + at.BatchShare; s > 1 {
 			at.PrefillShare, at.BatchShare = at.PrefillShare/s, at.BatchShare/s
 		}

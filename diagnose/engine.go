@@ -5,7 +5,6 @@ package diagnose
 
 import (
 	"maps"
-	"math"
 	"slices"
 	"sort"
 
@@ -40,7 +39,7 @@ func Evaluate(v *metrics.View, classes []config.Class) Diagnosis {
 		}
 		if f, ok := r.evaluate(&in); ok {
 			f.Rule = r.id
-			f.Confidence = clamp01(f.Confidence)
+			f.Confidence = min(max(f.Confidence, 0), 1)
 			d.Findings = append(d.Findings, f)
 		}
 	}
@@ -203,5 +202,3 @@ func orderExplainers(fs []Finding, explained map[string][]string) {
 		fs[to] = f
 	}
 }
-
-func clamp01(x float64) float64 { return math.Max(0, math.Min(1, x)) }

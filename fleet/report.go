@@ -105,19 +105,12 @@ func Build(r *Result, m Meta) Report {
 	return out
 }
 
-func num(v float64) *float64 {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return nil
-	}
-	return &v
-}
-
 func buildInstance(in *Instance) InstanceReport {
 	s := &in.Server
 	sig := map[string]*float64{}
 	for _, name := range prom.SignalNames() {
 		if v, ok := in.Last.Signal(name); ok {
-			sig[name] = num(v)
+			sig[name] = report.Num(v)
 		} else {
 			sig[name] = nil
 		}
@@ -126,13 +119,13 @@ func buildInstance(in *Instance) InstanceReport {
 		if g.Count == 0 {
 			return nil
 		}
-		return num(v)
+		return report.Num(v)
 	}
 	ptr := func(p *float64) *float64 {
 		if p == nil {
 			return nil
 		}
-		return num(*p)
+		return report.Num(*p)
 	}
 	sig[SigQueueP50], sig[SigQueueMax] = gauge(s.QueueDepth, s.QueueDepth.P50), gauge(s.QueueDepth, s.QueueDepth.Max)
 	sig[SigRunningP50] = gauge(s.Running, s.Running.P50)
@@ -142,7 +135,7 @@ func buildInstance(in *Instance) InstanceReport {
 	sig[SigKVTransferFailPerS] = ptr(s.KVTransferFailuresPerS)
 	sig[DerivedPrefillComputedShare] = nil
 	if v, ok := in.Derived[DerivedPrefillComputedShare]; ok {
-		sig[DerivedPrefillComputedShare] = num(v)
+		sig[DerivedPrefillComputedShare] = report.Num(v)
 	}
 	hists := map[string]report.Dist{
 		"server_ttft_ms": dist(s.TTFT), "server_itl_ms": dist(s.ITL), "server_e2e_ms": dist(s.E2E),
@@ -153,7 +146,7 @@ func buildInstance(in *Instance) InstanceReport {
 	for k, vs := range in.Series {
 		ps := make([]*float64, len(vs))
 		for i, v := range vs {
-			ps[i] = num(v)
+			ps[i] = report.Num(v)
 		}
 		series[k] = ps
 	}
@@ -169,7 +162,7 @@ func dist(d metrics.Dist) report.Dist {
 	if d.Count <= 0 {
 		return report.Dist{}
 	}
-	return report.Dist{P50: num(d.P50), P95: num(d.P95), P99: num(d.P99), Mean: num(d.Mean), Max: num(d.Max), Count: d.Count}
+	return report.Dist{P50: report.Num(d.P50), P95: report.Num(d.P95), P99: report.Num(d.P99), Mean: report.Num(d.Mean), Max: report.Num(d.Max), Count: d.Count}
 }
 
 func findings(fs []diagnose.Finding) []report.Finding {

@@ -208,7 +208,7 @@ func (c *classAccum) fillClass(cs *ClassStats, cc *classContext) {
 // (cs.ChunkGap, set before).
 func (cs *ClassStats) fillNetworkAndITL(headers, tokenGap *sketch, chunkBasisRequests int64) {
 	if headers.count() > 0 {
-		cs.TTFTBreakdown.Network = ptrf(headers.quantile(0.5))
+		cs.TTFTBreakdown.Network = new(headers.quantile(0.5))
 	}
 	if chunkBasisRequests == 0 && tokenGap.count() > 0 {
 		cs.ITL, cs.ITLBasis = tokenGap.dist(), BasisToken

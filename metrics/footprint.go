@@ -339,14 +339,12 @@ func footShare(probe, server, over float64) (p, s, share *float64) {
 	}
 	// Provisional counts replaced by exact ones may leave a rounding
 	// residue below zero.
-	p, s = ptrf(math.Max(probe, 0)/over), ptrf(server/over)
+	p, s = new(max(probe, 0)/over), new(server/over)
 	if server > 0 {
-		share = ptrf(clamp01(*p / *s))
+		share = new(min(max(*p / *s, 0), 1))
 	}
 	return p, s, share
 }
-
-func clamp01(x float64) float64 { return math.Max(0, math.Min(1, x)) }
 
 // Probe bookkeeping for the footprint.
 

@@ -1,8 +1,9 @@
 package metrics
 
 import (
+	"maps"
 	"math"
-	"sort"
+	"slices"
 
 	"github.com/DataDog/sketches-go/ddsketch/mapping"
 
@@ -98,12 +99,7 @@ func (g *gpuAccum) stats(last *observe.GPUSample) GPUStats {
 			lastByIdx[d.Index] = d
 		}
 	}
-	idxs := make([]int, 0, len(g.devices))
-	for i := range g.devices {
-		idxs = append(idxs, i)
-	}
-	sort.Ints(idxs)
-	for _, i := range idxs {
+	for _, i := range slices.Sorted(maps.Keys(g.devices)) {
 		d := g.devices[i]
 		ds := GPUDeviceStats{Index: i, Name: d.name, Last: lastByIdx[i]}
 		ds.UtilP50 = optQuantile(d.util, 0.5)
@@ -117,10 +113,7 @@ func (g *gpuAccum) stats(last *observe.GPUSample) GPUStats {
 			f := d.memFracMax
 			ds.MemUsedFracMax = &f
 		}
-		for w := range d.words {
-			ds.ClockEventWords = append(ds.ClockEventWords, w)
-		}
-		sort.Strings(ds.ClockEventWords)
+		ds.ClockEventWords = slices.Sorted(maps.Keys(d.words))
 		st.Devices = append(st.Devices, ds)
 	}
 	return st
@@ -130,6 +123,5 @@ func optQuantile(k *sketch, q float64) *float64 {
 	if k.count() == 0 {
 		return nil
 	}
-	v := k.quantile(q)
-	return &v
+	return new(k.quantile(q))
 }

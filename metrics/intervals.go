@@ -147,11 +147,11 @@ func (t *intervalTracker) close(e *scraped) {
 		if !ok {
 			return nil
 		}
-		return ptrf(inc.By / dt)
+		return new(inc.By / dt)
 	}
 	gauge := func(read func(*prom.Sample) (float64, bool)) *float64 {
 		if v, ok := read(cur); ok {
-			return ptrf(v)
+			return new(v)
 		}
 		return nil
 	}
@@ -165,7 +165,7 @@ func (t *intervalTracker) close(e *scraped) {
 		if !ok || d.Count <= 0 || d.Sum < 0 {
 			return nil
 		}
-		return ptrf(1000 * d.Sum / d.Count)
+		return new(1000 * d.Sum / d.Count)
 	}
 	iv.PromptTokensPerS = rate(prom.CounterPromptTokens)
 	iv.GenerationTokensPerS = rate(prom.CounterGenerationTokens)
@@ -179,7 +179,7 @@ func (t *intervalTracker) close(e *scraped) {
 		a0, ok2 := prev.BusySlotsPerDecode()
 		a1, ok3 := cur.BusySlotsPerDecode()
 		if ok2 && ok3 && n.By > 0 {
-			iv.BusySlotsPerDecode = ptrf(max(a1*n.After-a0*n.Before, 0) / n.By)
+			iv.BusySlotsPerDecode = new(max(a1*n.After-a0*n.Before, 0) / n.By)
 		}
 	}
 	iv.ProbeInFlight = e.probeInFlightByClass

@@ -290,8 +290,7 @@ func (t *trend) slope() *float64 {
 	if den <= 1e-9*t.n*t.sumTT {
 		return nil
 	}
-	v := (t.n*t.sumTY - t.sumT*t.sumY) / den
-	return &v
+	return new((t.n*t.sumTY - t.sumT*t.sumY) / den)
 }
 
 // lengthHist is a copy of a windowed length histogram, the zero value

@@ -117,8 +117,6 @@ func breakdown(c *ClassStats, s *ServerStats) TTFTBreakdown {
 	return b
 }
 
-func ptrf(v float64) *float64 { return &v }
-
 // resolvedMedian is d's median (a server histogram's) when the bucket that
 // holds it is at most width ms wide, else nil. A median beyond the last
 // finite bucket is unresolved too.
@@ -132,7 +130,7 @@ func resolvedMedian(d Dist, width float64) *float64 {
 			if bin.HiMs-bin.LoMs > width {
 				return nil
 			}
-			return ptrf(d.P50)
+			return new(d.P50)
 		}
 	}
 	return nil

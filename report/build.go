@@ -137,10 +137,10 @@ func buildClass(cs *metrics.ClassStats, v *diagnose.Verdict, gateway bool) Class
 		c.Kind = v.Kind
 	}
 	if c.Kind == config.KindBatch {
-		c.Throughput.JobsPerS = num(cs.Throughput.JobsPerS)
+		c.Throughput.JobsPerS = Num(cs.Throughput.JobsPerS)
 	}
 	if cs.Gaps > 0 {
-		c.StallFraction = num(cs.StallFraction)
+		c.StallFraction = Num(cs.StallFraction)
 	}
 	c.FirstTokenMs = dist(&cs.FirstToken)
 	c.TTFTFromIntendedMs = dist(&cs.TTFTFromIntended)
@@ -174,7 +174,7 @@ func buildClass(cs *metrics.ClassStats, v *diagnose.Verdict, gateway bool) Class
 				Requests:   p.Requests,
 			}
 			if p.Requests > 0 {
-				path.EventsPerRead = num(p.EventsPerRead)
+				path.EventsPerRead = Num(p.EventsPerRead)
 			}
 			c.Paths = append(c.Paths, path)
 		}
@@ -247,7 +247,7 @@ func buildServer(s *metrics.ServerStats) Server {
 		out.Variant = &s.Variant
 	}
 	if s.Queue.Count > 0 {
-		out.ServerQueueMs = MedianP95{P50: num(s.Queue.P50), P95: num(s.Queue.P95)}
+		out.ServerQueueMs = MedianP95{P50: Num(s.Queue.P50), P95: Num(s.Queue.P95)}
 	}
 	return out
 }
@@ -285,7 +285,7 @@ func buildProbe(p *metrics.ProbeStats) Probe {
 		ProbeInFlight:             finitePtr(fp.ProbeInFlight),
 	}}
 	if p.Samples > 0 {
-		out.SelfLagMs = SelfLag{P99: num(p.SelfLagP99Ms), Max: num(p.SelfLagMaxMs)}
+		out.SelfLagMs = SelfLag{P99: Num(p.SelfLagP99Ms), Max: Num(p.SelfLagMaxMs)}
 	}
 	return out
 }
@@ -313,7 +313,7 @@ func dist(d *metrics.Dist) Dist {
 	if d.Count <= 0 {
 		return Dist{}
 	}
-	return Dist{P50: num(d.P50), P95: num(d.P95), P99: num(d.P99), Mean: num(d.Mean), Max: num(d.Max), Count: d.Count, Censorship: censorship(d)}
+	return Dist{P50: Num(d.P50), P95: Num(d.P95), P99: Num(d.P99), Mean: Num(d.Mean), Max: Num(d.Max), Count: d.Count, Censorship: censorship(d)}
 }
 
 func itl(d *metrics.Dist, basis string) ITL {
@@ -328,14 +328,14 @@ func quantiles(d *metrics.Dist) Quantiles {
 	if d.Count <= 0 {
 		return Quantiles{}
 	}
-	return Quantiles{P50: num(d.P50), P95: num(d.P95), P99: num(d.P99), Censorship: censorship(d)}
+	return Quantiles{P50: Num(d.P50), P95: Num(d.P95), P99: Num(d.P99), Censorship: censorship(d)}
 }
 
 func gauge(g *metrics.GaugeStats) Gauge {
 	if g.Count <= 0 {
 		return Gauge{}
 	}
-	return Gauge{P50: num(g.P50), P95: num(g.P95), Max: num(g.Max)}
+	return Gauge{P50: Num(g.P50), P95: Num(g.P95), Max: Num(g.Max)}
 }
 
 // basis is a token count's basis, or nil (null) when nothing was counted.
@@ -349,14 +349,14 @@ func basis(b string) *string {
 func tokens(t *metrics.TokenStats, requests int64) Tokens {
 	out := Tokens{Total: t.Total, Basis: basis(t.Basis)}
 	if requests > 0 {
-		out.P50, out.P95 = num(t.P50), num(t.P95)
+		out.P50, out.P95 = Num(t.P50), Num(t.P95)
 	}
 	return out
 }
 
-// num is v as a JSON number, or nil (null) when v is NaN or infinite, which
+// Num is v as a JSON number, or nil (null) when v is NaN or infinite, which
 // encoding/json refuses to write.
-func num(v float64) *float64 {
+func Num(v float64) *float64 {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return nil
 	}
@@ -367,7 +367,7 @@ func finitePtr(v *float64) *float64 {
 	if v == nil {
 		return nil
 	}
-	return num(*v)
+	return Num(*v)
 }
 
 // finite is v, or 0 where v is not finite and the contract has no null.
@@ -401,7 +401,7 @@ func slow(r *metrics.RequestTiming) Slow {
 		if ms < 0 {
 			return nil
 		}
-		return num(ms)
+		return Num(ms)
 	}
 	s := Slow{
 		TraceID:      r.ID,
@@ -410,7 +410,7 @@ func slow(r *metrics.RequestTiming) Slow {
 		Attempt:      r.Attempt,
 		PromptTokens: r.PromptTokens,
 		OutputTokens: r.OutputTokens,
-		ClientWaitMs: num(r.IntendedMs),
+		ClientWaitMs: Num(r.IntendedMs),
 		HeadersMs:    at(r.HeadersMs),
 		FirstByteMs:  at(r.FirstByteMs),
 		TTFTMs:       at(r.FirstTokenMs),
@@ -421,7 +421,7 @@ func slow(r *metrics.RequestTiming) Slow {
 		Censored:     r.Censored,
 	}
 	if r.Gaps > 0 {
-		s.MaxChunkGapMs = num(r.MaxGapMs)
+		s.MaxChunkGapMs = Num(r.MaxGapMs)
 	}
 	return s
 }

@@ -27,14 +27,14 @@ func fluidity(f *metrics.Fluidity) Fluidity {
 		return Fluidity{}
 	}
 	out := Fluidity{
-		TokenShare:       num(f.TokenShare),
-		RequestsAbove0_9: num(f.RequestsAbove),
+		TokenShare:       Num(f.TokenShare),
+		RequestsAbove0_9: Num(f.RequestsAbove),
 		Requests:         f.Requests,
 		Tokens:           f.Tokens,
-		TBTTargetMs:      num(f.TBTTargetMs),
+		TBTTargetMs:      Num(f.TBTTargetMs),
 	}
 	if f.TTFTTargetMs > 0 {
-		out.TTFTTargetMs = num(f.TTFTTargetMs)
+		out.TTFTTargetMs = Num(f.TTFTTargetMs)
 	}
 	return out
 }

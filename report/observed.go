@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 
 	"github.com/tokentop/tokentop/diagnose"
@@ -151,7 +152,7 @@ func reasons(m map[string]int64) string {
 		return "none"
 	}
 	parts := make([]string, 0, len(m))
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		parts = append(parts, fmt.Sprintf("%s %d", MarkdownText(k), m[k]))
 	}
 	return strings.Join(parts, ", ")

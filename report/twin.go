@@ -2,8 +2,9 @@ package report
 
 import (
 	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -177,13 +178,13 @@ func writeTwin(b *strings.Builder, r *Report) {
 		fmt.Fprintf(b, "> **Unreliable:** the twin's replay of the measured configuration is further than %s from a measured figure; its predictions are shown but not to be relied on.\n\n", pct(t.SelfCheckBound))
 	}
 	table(b, []string{"self-check", "TTFT p95 err", "ITL p95 err", "output tok/s err"})
-	for _, name := range sortedKeys(t.SelfCheck) {
+	for _, name := range slices.Sorted(maps.Keys(t.SelfCheck)) {
 		sc := t.SelfCheck[name]
 		row(b, cell(name), errCell(sc.TTFTP95Err), errCell(sc.ITLP95Err), errCell(sc.OutputTokensPerSErr))
 	}
 	b.WriteString("\n")
 	table(b, []string{"change", "source", "class", "TTFT p95/p99", "ITL p95/p99", "E2E p95", "output tok/s", "goodput", "SLO", "reliable"})
-	for _, name := range sortedKeys(t.Measured) {
+	for _, name := range slices.Sorted(maps.Keys(t.Measured)) {
 		writeTwinRow(b, "now (measured)", "", name, t.Measured[name], "")
 	}
 	for _, c := range t.Candidates {
@@ -198,14 +199,14 @@ func writeTwin(b *strings.Builder, r *Report) {
 				rel = "no: " + *c.Note
 			}
 		}
-		for _, name := range sortedKeys(c.Predicted) {
+		for _, name := range slices.Sorted(maps.Keys(c.Predicted)) {
 			writeTwinRow(b, c.Change, c.Source, name, c.Predicted[name], rel)
 		}
 	}
 	b.WriteString("\n")
 	if c := t.Capacity; c.CurrentInteractiveRPS != nil || len(c.Candidates) > 0 {
 		fmt.Fprintf(b, "Capacity at SLO (%s): now %s", inline(c.Note), rpsCell(c.CurrentInteractiveRPS))
-		for _, k := range sortedKeys(c.Candidates) {
+		for _, k := range slices.Sorted(maps.Keys(c.Candidates)) {
 			fmt.Fprintf(b, "; %s: %s", inline(k), rpsCell(c.Candidates[k]))
 		}
 		b.WriteString(".\n\n")
@@ -218,7 +219,7 @@ func writeTwin(b *strings.Builder, r *Report) {
 				row(b, cell(e.Change), e.At.Format("15:04:05"), "", cell(*e.Note), "", "", "", "", "")
 				continue
 			}
-			for _, name := range sortedKeys(e.Predicted) {
+			for _, name := range slices.Sorted(maps.Keys(e.Predicted)) {
 				p, m, er := e.Predicted[name], e.Measured[name], e.Error[name]
 				row(b, cell(e.Change), e.At.Format("15:04:05"), cell(name),
 					msPair(p.TTFTMs.P95, m.TTFTMs.P95), errCell(er.TTFTP95Err), msPair(p.ITLMs.P95, m.ITLMs.P95), errCell(er.ITLP95Err),
@@ -271,15 +272,6 @@ func rpsCell(v *float64) string {
 		return "none found"
 	}
 	return fmt.Sprintf("%.3g req/s", *v)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }
 
 // TwinSection is the report's view of a built twin; nil for none.
@@ -375,7 +367,7 @@ func twinFigures(f twin.Figures, rateOnly bool) TwinFigures {
 		if rateOnly || !(v > 0) || math.IsInf(v, 0) {
 			return nil
 		}
-		return &v
+		return new(v)
 	}
 	return TwinFigures{
 		TTFTMs:           TwinPcts{P50: msPtr(f.TTFT.P50), P95: msPtr(f.TTFT.P95), P99: msPtr(f.TTFT.P99)},

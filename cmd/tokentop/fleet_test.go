@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -141,17 +142,17 @@ func TestFleetRealPrometheus(t *testing.T) {
 		t.Errorf("the healthy replica is #%d, want last", pos["healthy"]+1)
 	}
 	kv, capped, healthy := rep.Instances[pos["kv"]], rep.Instances[pos["batchcap"]], rep.Instances[pos["healthy"]]
-	if !contains(rules(kv, "critical"), "kv_cache_pressure") {
+	if !slices.Contains(rules(kv, "critical"), "kv_cache_pressure") {
 		t.Errorf("KV replica: critical findings %v, want kv_cache_pressure", rules(kv, "critical"))
 	}
-	if !contains(rules(capped, "critical"), "queue_saturation") {
+	if !slices.Contains(rules(capped, "critical"), "queue_saturation") {
 		t.Errorf("batch-capped replica: critical findings %v, want queue_saturation", rules(capped, "critical"))
 	}
 	if c := rules(healthy, "critical"); len(c) > 0 {
 		t.Errorf("healthy replica has critical findings %v", c)
 	}
 	for _, r := range []string{"kv_cache_pressure", "queue_saturation"} {
-		if contains(rules(healthy, ""), r) {
+		if slices.Contains(rules(healthy, ""), r) {
 			t.Errorf("healthy replica has %s", r)
 		}
 	}
@@ -285,15 +286,6 @@ func deref(p *float64) any {
 		return nil
 	}
 	return *p
-}
-
-func contains(xs []string, x string) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
 }
 
 // TestFleetUsage: the flag errors are usage errors (exit 2); an engine
