@@ -2,9 +2,9 @@ package prom
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -107,10 +107,7 @@ func mapWith(e *Exposition, model string, hc histCache, models []string) *Sample
 		s.Warnings = append(append([]string(nil), e.limits...), withSummary(m.warnings, m.dropped)...)
 		return s
 	}
-	for name := range m.models {
-		s.Models = append(s.Models, name)
-	}
-	sort.Strings(s.Models)
+	s.Models = slices.Sorted(maps.Keys(m.models))
 	var limits []string
 	if n := len(s.Models); n > MaxModels {
 		limits = append(limits, fmt.Sprintf(

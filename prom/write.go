@@ -184,12 +184,7 @@ func signalOrder(s *Sample) []string {
 		}
 		extra = append(extra, n)
 	}
-	idxs := make([]int, 0, len(gpus))
-	for i := range gpus {
-		idxs = append(idxs, i)
-	}
-	sort.Ints(idxs)
-	for _, i := range idxs {
+	for _, i := range slices.Sorted(maps.Keys(gpus)) {
 		for _, suffix := range GPUSignalSuffixes() {
 			name := GPUSignal(i, suffix)
 			known[name] = true
