@@ -90,10 +90,29 @@ func (rm *requestMeasures) addCensored(ttft, e2e *sketch) {
 func measure(t *observe.Trace, cl *config.Class, good GoodRequestFunc) requestMeasures {
 	var m requestMeasures
 	m.completed = t.Err == nil && (t.SawDone || t.FinishReason != "")
+	chunks := m.readDeltas(t)
+	m.countTokens(t, chunks.generated)
+	m.splitTokenGaps(t, chunks)
+	m.readTimes(t)
+	// Without a judge no request is called good: goodput is then unknown
+	// (ClassStats.GoodJudged), never every valid request.
+	m.good = t.Valid && m.completed && good != nil && cl != nil &&
+		good(&cl.SLO, RequestLatency{HasTTFT: m.hasTTFT, TTFTMs: m.ttftMs, E2EMs: m.e2eMs, OutputTokens: m.outputTokens})
+	return m
+}
 
+// streamChunks is what a stream's deltas say of its token counts.
+type streamChunks struct {
+	content   int  // content chunks (text, not reasoning)
+	generated int  // chunks with any text, reasoning included
+	exact     bool // every content chunk carried its token count
+}
+
+// readDeltas takes the first token of any kind, the first content token and
+// the gaps between content chunks from the stream's deltas.
+func (m *requestMeasures) readDeltas(t *observe.Trace) streamChunks {
+	c := streamChunks{exact: true}
 	var prev time.Time
-	exactTokens := true
-	contentDeltas, generatedDeltas := 0, 0
 	for i := range t.Deltas {
 		d := &t.Deltas[i]
 		if d.Chars > 0 && !m.hasFirstAny {
@@ -101,76 +120,86 @@ func measure(t *observe.Trace, cl *config.Class, good GoodRequestFunc) requestMe
 			m.firstAnyMs = msBetween(t.Sent, d.At)
 		}
 		if d.Chars > 0 {
-			generatedDeltas++
+			c.generated++
 		}
 		if d.Reasoning || d.Chars == 0 {
 			continue
 		}
-		contentDeltas++
+		c.content++
 		if !m.hasTTFT {
 			m.hasTTFT = true
 			m.ttftMs = msBetween(t.Sent, d.At)
 			m.ttftIntendedMs = msBetween(t.IntendedStart, d.At)
 		} else {
-			g := msBetween(prev, d.At)
-			m.chunkGapsMs = append(m.chunkGapsMs, g)
+			m.chunkGapsMs = append(m.chunkGapsMs, msBetween(prev, d.At))
 		}
 		if d.Tokens <= 0 {
-			exactTokens = false
+			c.exact = false
 		}
 		prev = d.At
 	}
+	return c
+}
 
+// countTokens takes the request's token counts from its usage, else from
+// its generated chunks and its prompt's target.
+func (m *requestMeasures) countTokens(t *observe.Trace, generatedChunks int) {
 	if t.Usage != nil {
 		m.outputTokens, m.outputBasis = t.Usage.CompletionTokens, BasisUsage
 		m.inputTokens, m.inputBasis = t.Usage.PromptTokens, BasisUsage
-	} else {
-		// No usage (not sent, stripped by a gateway, cut off with the
-		// stream, or ignored as impossible): one token a generated chunk,
-		// as the server's completion_tokens counts reasoning too. Delta
-		// Tokens are 0 here (they come with usage), so they cannot count.
-		if generatedDeltas > 0 {
-			m.outputTokens, m.outputBasis = generatedDeltas, BasisStreamChunks
-		}
-		if t.PromptTokensTarget > 0 {
-			m.inputTokens, m.inputBasis = t.PromptTokensTarget, BasisTarget
-		}
+		return
 	}
+	// No usage (not sent, stripped by a gateway, cut off with the stream,
+	// or ignored as impossible): one token a generated chunk, as the
+	// server's completion_tokens counts reasoning too. Delta Tokens are 0
+	// here (they come with usage), so they cannot count.
+	if generatedChunks > 0 {
+		m.outputTokens, m.outputBasis = generatedChunks, BasisStreamChunks
+	}
+	if t.PromptTokensTarget > 0 {
+		m.inputTokens, m.inputBasis = t.PromptTokensTarget, BasisTarget
+	}
+}
 
-	// Token gaps are exact only when every chunk's token count is known
-	// (per-chunk usage) or the server sent one token per chunk (usage equals
-	// the number of content chunks). A chunk holding k tokens contributes its
-	// chunk gap for the first token and k-1 zero gaps: that is when the client
-	// got them. A chunk gap is never divided by a guessed token count.
-	oneTokenPerChunk := t.Usage != nil && t.Usage.CompletionTokens == contentDeltas && contentDeltas > 0
-	if m.hasTTFT && (exactTokens || oneTokenPerChunk) {
-		m.tokenGapsMs = make([]float64, 0, max(m.outputTokens-1, len(m.chunkGapsMs)))
-		first := true
-		gi := 0
-		for i := range t.Deltas {
-			d := &t.Deltas[i]
-			if d.Reasoning || d.Chars == 0 {
-				continue
-			}
-			k := d.Tokens
-			if oneTokenPerChunk && !exactTokens {
-				k = 1
-			}
-			if first {
-				first = false
-				for j := 1; j < k; j++ {
-					m.tokenGapsMs = append(m.tokenGapsMs, 0)
-				}
-				continue
-			}
+// splitTokenGaps turns chunk gaps into token gaps where that is exact: when
+// every chunk's token count is known (per-chunk usage) or the server sent
+// one token per chunk (usage equals the number of content chunks). A chunk
+// holding k tokens contributes its chunk gap for the first token and k-1
+// zero gaps: that is when the client got them. A chunk gap is never
+// divided by a guessed token count.
+func (m *requestMeasures) splitTokenGaps(t *observe.Trace, c streamChunks) {
+	oneTokenPerChunk := t.Usage != nil && t.Usage.CompletionTokens == c.content && c.content > 0
+	if !m.hasTTFT || !(c.exact || oneTokenPerChunk) {
+		return
+	}
+	m.tokenGapsMs = make([]float64, 0, max(m.outputTokens-1, len(m.chunkGapsMs)))
+	first := true
+	gi := 0
+	for i := range t.Deltas {
+		d := &t.Deltas[i]
+		if d.Reasoning || d.Chars == 0 {
+			continue
+		}
+		k := d.Tokens
+		if oneTokenPerChunk && !c.exact {
+			k = 1
+		}
+		if first {
+			first = false
+		} else {
 			m.tokenGapsMs = append(m.tokenGapsMs, m.chunkGapsMs[gi])
 			gi++
-			for j := 1; j < k; j++ {
-				m.tokenGapsMs = append(m.tokenGapsMs, 0)
-			}
+		}
+		for j := 1; j < k; j++ {
+			m.tokenGapsMs = append(m.tokenGapsMs, 0)
 		}
 	}
+}
 
+// readTimes takes the reads, the headers, the end against the deadline,
+// and, for a request tokentop stopped waiting for, the lower bound its age
+// is.
+func (m *requestMeasures) readTimes(t *observe.Trace) {
 	for _, r := range t.Reads {
 		if r.Events > 0 {
 			m.eventsInReads += int64(r.Events)
@@ -184,20 +213,16 @@ func measure(t *observe.Trace, cl *config.Class, good GoodRequestFunc) requestMe
 		m.e2eMs = msBetween(t.Sent, t.End)
 	}
 	m.onTime = t.Deadline.IsZero() || (!t.End.IsZero() && !t.End.After(t.Deadline))
-	if waited(t) {
-		if age := msBetween(t.Sent, t.End); age > 0 {
-			if !m.hasTTFT {
-				m.censoredTTFTMs = age
-			} else if !m.completed {
-				m.censoredE2EMs = age
-			}
+	if !waited(t) {
+		return
+	}
+	if age := msBetween(t.Sent, t.End); age > 0 {
+		if !m.hasTTFT {
+			m.censoredTTFTMs = age
+		} else if !m.completed {
+			m.censoredE2EMs = age
 		}
 	}
-	// Without a judge no request is called good: goodput is then unknown
-	// (ClassStats.GoodJudged), never every valid request.
-	m.good = t.Valid && m.completed && good != nil && cl != nil &&
-		good(&cl.SLO, RequestLatency{HasTTFT: m.hasTTFT, TTFTMs: m.ttftMs, E2EMs: m.e2eMs, OutputTokens: m.outputTokens})
-	return m
 }
 
 // RequestLatency is one finished request as a per-request SLO judges it
