@@ -48,6 +48,14 @@ func openLiveOn(iface string, port uint16) (packets, error) {
 		}
 		ifindex = ifc.Index
 	}
+	loIndex := map[int]bool{}
+	if ifcs, err := net.Interfaces(); err == nil {
+		for _, ifc := range ifcs {
+			if ifc.Flags&net.FlagLoopback != 0 {
+				loIndex[ifc.Index] = true
+			}
+		}
+	}
 	// Protocol 0: the socket receives nothing until it is bound, after
 	// the filter is attached, so no unfiltered packet is ever queued.
 	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
@@ -57,52 +65,99 @@ func openLiveOn(iface string, port uint16) (packets, error) {
 		}
 		return nil, fmt.Errorf("packet socket: %w", err)
 	}
-	l := &live{fd: fd, buf: make([]byte, maxFrame), oob: make([]byte, 128), loIndex: map[int]bool{}}
-	if err := l.setup(ifindex, port); err != nil {
+	p, err := setupLive(fd, ifindex, port, loIndex)
+	if err != nil {
 		unix.Close(fd)
 		return nil, err
 	}
-	if ifcs, err := net.Interfaces(); err == nil {
-		for _, ifc := range ifcs {
-			if ifc.Flags&net.FlagLoopback != 0 {
-				l.loIndex[ifc.Index] = true
-			}
-		}
-	}
-	return l, nil
+	return p, nil
 }
 
-func (l *live) setup(ifindex int, port uint16) error {
-	raw, err := bpf.Assemble(portFilter(port))
+// setupLive attaches the filter, asks for kernel timestamps, maps a
+// TPACKET_V3 ring (else falls back to a read per packet) and binds.
+func setupLive(fd, ifindex int, port uint16, loIndex map[int]bool) (packets, error) {
+	var los []uint32
+	if ifindex == 0 || loIndex[ifindex] {
+		for i := range loIndex {
+			los = append(los, uint32(i))
+		}
+	}
+	raw, err := bpf.Assemble(append(skipOutgoing(los), portFilter(port)...))
 	if err != nil {
-		return fmt.Errorf("filter: %w", err)
+		return nil, fmt.Errorf("filter: %w", err)
 	}
 	prog := make([]unix.SockFilter, len(raw))
 	for i, r := range raw {
 		prog[i] = unix.SockFilter{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
 	}
 	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
-	if err := unix.SetsockoptSockFprog(l.fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &fprog); err != nil {
-		return fmt.Errorf("attach filter: %w", err)
+	if err := unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &fprog); err != nil {
+		return nil, fmt.Errorf("attach filter: %w", err)
 	}
-	if err := unix.SetsockoptInt(l.fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1); err != nil {
-		return fmt.Errorf("kernel timestamps: %w", err)
+	// Also turns the kernel's receive timestamps on, which the ring's
+	// packet headers carry.
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1); err != nil {
+		return nil, fmt.Errorf("kernel timestamps: %w", err)
 	}
+	var p packets
+	if r, err := mapRing(fd, loIndex); err == nil {
+		p = r
+	} else {
+		l := &live{fd: fd, buf: make([]byte, maxFrame), oob: make([]byte, 128), loIndex: loIndex}
+		if err := l.setup(); err != nil {
+			return nil, err
+		}
+		p = l
+	}
+	sa := &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifindex}
+	if err := unix.Bind(fd, sa); err != nil {
+		if r, ok := p.(*ring); ok {
+			_ = unix.Munmap(r.mem)
+		}
+		return nil, fmt.Errorf("bind: %w", err)
+	}
+	return p, nil
+}
+
+// setup readies the socket for a read per packet.
+func (l *live) setup() error {
 	// A large receive buffer rides out bursts; FORCE exceeds rmem_max
 	// with CAP_NET_ADMIN, and the plain option is the fallback.
 	if unix.SetsockoptInt(l.fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 32<<20) != nil {
 		_ = unix.SetsockoptInt(l.fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 32<<20)
 	}
 	// Reads wake at least this often, so Run sees its context end.
-	tv := unix.NsecToTimeval(int64(200 * time.Millisecond))
+	tv := unix.NsecToTimeval(int64(wakeEvery))
 	if err := unix.SetsockoptTimeval(l.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
 		return fmt.Errorf("read timeout: %w", err)
 	}
-	sa := &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifindex}
-	if err := unix.Bind(l.fd, sa); err != nil {
-		return fmt.Errorf("bind: %w", err)
-	}
 	return nil
+}
+
+// wakeEvery is the longest a live read waits for a packet, so that Run
+// sees its context end and a quiet link's clock advance.
+const wakeEvery = 200 * time.Millisecond
+
+// skipOutgoing drops, in the kernel, the outgoing copy of each packet on
+// the loopback interfaces los: loopback hands packet sockets every packet
+// twice, going out and coming in, and the incoming copy (with its receive
+// timestamp) is the one measured. Half the packets never reach user space.
+func skipOutgoing(los []uint32) []bpf.Instruction {
+	if len(los) == 0 {
+		return nil
+	}
+	n := len(los)
+	prog := []bpf.Instruction{
+		bpf.LoadExtension{Num: bpf.ExtType},
+		// Not outgoing: on to the port filter, past the index tests,
+		// the jump and the drop.
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.PACKET_OUTGOING, SkipFalse: uint8(n + 3)},
+		bpf.LoadExtension{Num: bpf.ExtInterfaceIndex},
+	}
+	for i, lo := range los {
+		prog = append(prog, bpf.JumpIf{Cond: bpf.JumpEqual, Val: lo, SkipTrue: uint8(n - i)})
+	}
+	return append(prog, bpf.Jump{Skip: 1}, bpf.RetConstant{Val: 0})
 }
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }

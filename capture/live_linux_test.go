@@ -366,6 +366,10 @@ func TestLiveOpenBeforeRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	r, ok := src.p.(*ring)
+	if !ok {
+		t.Logf("no TPACKET_V3 ring here: a read per packet (%T)", src.p)
+	}
 	client := probe.NewClient(probe.ClientOptions{MaxConns: 1})
 	tr := client.Stream(context.Background(), probe.Request{
 		Target: probe.Target{Path: observe.PathDirect, BaseURL: base}, API: "chat", Model: model,
@@ -387,5 +391,8 @@ func TestLiveOpenBeforeRun(t *testing.T) {
 	}
 	if complete != 1 {
 		t.Errorf("%d complete streams of 5 chunks, want the one sent before Run", complete)
+	}
+	if ok && r.outgoing != 0 {
+		t.Errorf("%d outgoing copies of loopback packets passed the kernel filter", r.outgoing)
 	}
 }
