@@ -48,6 +48,10 @@ type half struct {
 	fin       bool
 	finSeq    uint32
 	closed    bool // the FIN was reached in order
+	// departed: bytes of this direction were seen that may not have
+	// reached their receiver (seen leaving this host, or from a file),
+	// so a copy sent again may be the one the receiver got.
+	departed bool
 }
 
 type heldSegment struct {
@@ -190,6 +194,9 @@ func (a *assembler) segment(c *conn, fromClient bool, h *half, s *segment) {
 		return
 	}
 	seq, data := s.seq, s.payload
+	if len(data) > 0 && !s.arrived {
+		h.departed = true
+	}
 	if s.fin && !h.fin {
 		h.fin, h.finSeq = true, seq+uint32(len(data))
 	}
@@ -202,15 +209,23 @@ func (a *assembler) segment(c *conn, fromClient bool, h *half, s *segment) {
 		return
 	case d < 0:
 		overlap := int(-int64(d))
+		// Bytes already read, sent again. Where every byte of this
+		// direction was seen arriving at this host, its receiver had
+		// them when the capture did, and discards the copy (a busy
+		// receiver's late acknowledgment sets off the sender's loss
+		// probe: a spurious retransmission); else the copy may be what
+		// the receiver got, later than the capture saw the first.
 		if overlap >= len(data) {
-			// Bytes already read: a retransmission. A keep-alive probe
-			// (at most one byte, just before next) is not one.
-			if len(data) > 1 || (len(data) == 1 && d != -1) {
+			// A keep-alive probe (at most one byte, just before next)
+			// is not a retransmission.
+			if h.departed && (len(data) > 1 || (len(data) == 1 && d != -1)) {
 				c.taint(fromClient, reasonRetransmitted)
 			}
 			data = nil
 		} else {
-			c.taint(fromClient, reasonRetransmitted)
+			if h.departed {
+				c.taint(fromClient, reasonRetransmitted)
+			}
 			data = data[overlap:]
 		}
 	}

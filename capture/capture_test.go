@@ -332,3 +332,32 @@ func TestTcpdumpFixture(t *testing.T) {
 		}
 	}
 }
+
+// A chunk sent again after a live capture saw it arrive at this host (a
+// receiver here, as on loopback: the sender's loss probe fired before the
+// busy receiver acknowledged) is a copy the receiver discards: the stream
+// stays complete, timed by the first copy. Seen leaving the host, or read
+// from a file, the same copy marks it a retransmission.
+func TestSpuriousRetransmissionOnArrival(t *testing.T) {
+	build := func(arrived bool) []segment {
+		f := newFlow(21).handshake()
+		f.send(true, chatRequest("m", "p")).wait(time.Millisecond).send(false, sseHead)
+		f.wait(20*time.Millisecond).send(false, chunked(contentEvent("a")))
+		f.wait(20*time.Millisecond).send(false, chunked(contentEvent("b")))
+		segs := segments(f.wait(time.Millisecond).send(false, chunked(doneEvent)+"0\r\n\r\n").fin(false))
+		again := segs[len(segs)-3] // the chunk "b", 10 ms later
+		again.at = again.at.Add(10 * time.Millisecond)
+		segs = append(segs[:len(segs)-2], append([]segment{again}, segs[len(segs)-2:]...)...)
+		for i := range segs {
+			segs[i].arrived = arrived
+		}
+		return segs
+	}
+	o := one(t, observeSegments(Config{}, build(true)))
+	if !o.Complete || len(o.Chunks) != 2 || o.Chunks[1].At.Sub(o.Chunks[0].At) > 21*time.Millisecond {
+		t.Errorf("arrived, sent again: want complete with the first copies' times; observed %+v", o)
+	}
+	if o := one(t, observeSegments(Config{}, build(false))); o.Complete || o.Incomplete != reasonRetransmitted {
+		t.Errorf("seen leaving: want incomplete: %s; observed %+v", reasonRetransmitted, o)
+	}
+}

@@ -23,6 +23,7 @@ type live struct {
 	oob     []byte
 	loIndex map[int]bool // loopback interfaces, whose outgoing copies are skipped
 	dropped int64
+	host    bool // the packet last returned was addressed to this host
 }
 
 // maxFrame bounds one packet read: a GSO packet on loopback is up to 64 KiB
@@ -268,6 +269,7 @@ func (l *live) next() ([]byte, linkType, uint16, time.Time, int, error) {
 		if sll.Pkttype == unix.PACKET_OUTGOING && l.loIndex[sll.Ifindex] {
 			continue
 		}
+		l.host = sll.Pkttype == unix.PACKET_HOST
 		at := l.stamp(l.oob[:oobn])
 		wire := n
 		if flags&unix.MSG_TRUNC != 0 || n > len(l.buf) {
@@ -291,6 +293,8 @@ func (l *live) stamp(oob []byte) time.Time {
 	}
 	return time.Now()
 }
+
+func (l *live) arrived() bool { return l.host }
 
 func (l *live) drops() int64 {
 	if st, err := unix.GetsockoptTpacketStats(l.fd, unix.SOL_PACKET, unix.PACKET_STATISTICS); err == nil {

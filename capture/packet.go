@@ -17,6 +17,9 @@ type segment struct {
 	hasACK           bool
 	payload          []byte // valid until the next packet is decoded
 	truncatedCapture bool   // the capture kept fewer bytes than the packet had
+	// arrived: a live capture saw the packet arriving at this host (not
+	// leaving it), so its receiver is here and had its bytes then.
+	arrived bool
 }
 
 // linkType is a capture's link-layer header type (tcpdump.org's

@@ -34,6 +34,7 @@ type ring struct {
 	// outgoing counts loopback's outgoing copies that reached the ring
 	// (none: the filter drops them; a test checks).
 	outgoing int64
+	host     bool // the packet last returned was addressed to this host
 }
 
 // The ring's size: 32 MiB holds about 80,000 streaming chunks, over a
@@ -123,11 +124,14 @@ func (r *ring) next() ([]byte, linkType, uint16, time.Time, int, error) {
 			r.outgoing++
 			continue
 		}
+		r.host = sll.Pkttype == unix.PACKET_HOST
 		from := base + int(h.Net)
 		end := min(from+int(h.Snaplen), (r.cur+1)*ringBlock)
 		return r.mem[from:end], linkCooked, htons(sll.Protocol), time.Unix(int64(h.Sec), int64(h.Nsec)), int(h.Len), nil
 	}
 }
+
+func (r *ring) arrived() bool { return r.host }
 
 func (r *ring) drops() int64 {
 	if st, err := unix.GetsockoptTpacketStatsV3(r.fd, unix.SOL_PACKET, unix.PACKET_STATISTICS); err == nil {

@@ -41,6 +41,14 @@ type packets interface {
 
 var errNoPacket = errors.New("no packet yet")
 
+// directional is a source of packets that knows which way each went: a
+// live capture.
+type directional interface {
+	// arrived reports whether the packet next returned last was seen
+	// arriving at this host, for a receiver here.
+	arrived() bool
+}
+
 // File reads a capture file (pcap or pcapng, as `tcpdump -w` writes).
 func File(path string, cfg Config) *Source {
 	return &Source{cfg: cfg, where: "capture " + path, open: func() (packets, error) {
@@ -127,6 +135,7 @@ func (s *Source) run(ctx context.Context, p packets, emit func(observe.Event)) e
 	}()
 	var d decoder
 	var seg segment
+	dir, _ := p.(directional)
 	for n := 0; ; n++ {
 		if n%256 == 0 && ctx.Err() != nil {
 			return nil
@@ -150,6 +159,9 @@ func (s *Source) run(ctx context.Context, p packets, emit func(observe.Event)) e
 		if !d.decode(lt, et, frame, wireLen, &seg) {
 			a.stats.Undecodable++
 			continue
+		}
+		if dir != nil {
+			seg.arrived = dir.arrived()
 		}
 		a.packet(&seg)
 	}
