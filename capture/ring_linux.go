@@ -16,11 +16,10 @@ import (
 // kernel: the kernel copies each packet the filter passes, with its
 // receive timestamp, into blocks of the ring and hands over a block when
 // it is full or a few milliseconds old; the capture reads the packets in
-// place and hands the block back. No system call per packet (a read per
-// packet cost more than the rest of the capture at a thousand streams),
-// and the ring holds a packet in its captured bytes alone (a socket
-// buffer charges a loopback packet its whole buffer, several times its
-// size), so a descheduled capture rides out a longer stall.
+// place and hands the block back. No system call per packet: read a
+// packet a call, a thousand streams overflowed a 32 MiB socket buffer
+// whenever the capture was descheduled on a loaded host, and never the
+// ring (docs/benchmarks.md).
 type ring struct {
 	fd      int
 	mem     []byte // the mapped ring: ringBlocks blocks of ringBlock bytes
@@ -37,8 +36,9 @@ type ring struct {
 	host     bool // the packet last returned was addressed to this host
 }
 
-// The ring's size: 32 MiB holds about 80,000 streaming chunks, over a
-// second and a half of a thousand streams at 50 tokens a second. A block
+// The ring's size: 32 MiB holds about 90,000 streaming chunks (some 350
+// bytes each with their headers), nearly two seconds of a thousand
+// streams at 50 tokens a second. A block
 // is handed over when full or ringRetire old.
 const (
 	ringBlock  = 1 << 20

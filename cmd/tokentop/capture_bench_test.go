@@ -32,8 +32,11 @@ import (
 // their ratio; tokentop-maxrss-MB; from tokentop's report, the capture's
 // account: streams, complete, incomplete-not-at-end (incomplete for any
 // reason but the capture ending while they ran), kernel-drops,
-// reassembly-drops, connections-dropped; and sim-requests, the
-// simulator's finished requests over the run. Runs as root (CAP_NET_RAW).
+// reassembly-drops, connections-dropped; sim-requests, the simulator's
+// finished requests over the run; host-tcp-loss-probes and
+// host-tcp-dsacks, the host's TCP counters over the run (a loss probe
+// answered by a DSACK was a spurious retransmission). Runs as root
+// (CAP_NET_RAW); TOKENTOP_BENCH_WATCH_BIN measures another tokentop build.
 //
 //	go test ./cmd/tokentop -run '^$' -bench BenchmarkCapture -benchtime 1x
 func BenchmarkCapture(b *testing.B) {
