@@ -164,7 +164,9 @@ func (b *builder) unknownFor(c Change, out *runOut) string {
 
 // extrapolation says why a prediction goes beyond what the fit saw: a
 // batch larger than any measured with no cap seen, or a KV cache that
-// fills and preempts where the measured server never did.
+// fills beyond the measured server's peak and preempts, where the server
+// never preempted (priority scheduling preempts with room to spare: that
+// the engine models).
 func (b *builder) extrapolation(c Change, out *runOut) string {
 	top := 0.0
 	for _, x := range out.running {
@@ -175,9 +177,28 @@ func (b *builder) extrapolation(c Change, out *runOut) string {
 		return fmt.Sprintf("extrapolated: the twin runs up to %.0f sequences, more than the %.0f measured or replayed, and the server's cap is unknown", top, seen)
 	}
 	if out.preemptions > 0 && !b.measuredPreemption() {
-		return fmt.Sprintf("extrapolated: the twin's KV cache fills and it preempts %d sequences, where the server preempted none in the run (how it preempts, and what a sequence holds then, the run did not show)", out.preemptions)
+		if peak, seen := b.kvPeaks(c, out); peak > seen+toldShare {
+			return fmt.Sprintf("extrapolated: the twin's KV cache fills (%.0f%% at its peak, against the server's %.0f%%) and it preempts %d sequences, where the server preempted none in the run (how it preempts, and what a sequence holds then, the run did not show)", 100*peak, 100*seen, out.preemptions)
+		}
 	}
 	return ""
+}
+
+// kvPeaks are the highest KV usage, a share of the cache, of the run out
+// under change c and of the measured server.
+func (b *builder) kvPeaks(c Change, out *runOut) (peak, seen float64) {
+	srv, _ := c.apply(b.srv, b.sources)
+	if srv.KVTokens > 0 {
+		for _, x := range out.kvTokens {
+			peak = math.Max(peak, x/float64(srv.KVTokens))
+		}
+	}
+	for _, iv := range b.v.Intervals {
+		if iv.KVUsage != nil {
+			seen = math.Max(seen, *iv.KVUsage)
+		}
+	}
+	return peak, seen
 }
 
 // measuredPreemption says whether the server preempted a sequence in the

@@ -372,8 +372,6 @@ func inferOther(v *metrics.View, probes []Source) (otherLoad, error) {
 	med := func(mean float64) float64 { return mean / math.Exp(o.sigma*o.sigma/2) }
 	o.prompt = Length{Median: med(meanPrompt), Sigma: o.sigma}
 	o.output = Length{Median: med(meanOut), Sigma: o.sigma}
-	o.shapes = otherShapes(v, probes, meanPrompt, meanOut)
-
 	o.openShare = 1
 	if f := v.Probe.Footprint.ProbeInFlight; f != nil {
 		o.probeInFlight = *f
@@ -391,6 +389,8 @@ func inferOther(v *metrics.View, probes []Source) (otherLoad, error) {
 	}
 	others, tracers := othersInServer(v, probes, tracer)
 	if len(others) < minKVIntervals {
+		o.shapes = otherShapes(v, probes, meanPrompt, meanOut, false)
+		o.spreadFromLengths(meanPrompt, meanOut)
 		return o, nil
 	}
 	m, va := meanVar(others)
@@ -405,7 +405,22 @@ func inferOther(v *metrics.View, probes []Source) (otherLoad, error) {
 		o.dispersion = va / m
 		o.openShare = math.Min(va/o.spread/m, 1)
 	}
+	o.shapes = otherShapes(v, probes, meanPrompt, meanOut, o.openShare > 0 && o.closedN() >= 1)
+	o.spreadFromLengths(meanPrompt, meanOut)
 	return o, nil
+}
+
+// spreadFromLengths takes one shape's spreads from the server's length
+// histograms where they were fitted: the lengths themselves, where the
+// decode-time histogram's spread holds the step time's too.
+func (o *otherLoad) spreadFromLengths(meanPrompt, meanOut float64) {
+	sp, so := o.shapes.spread[0], o.shapes.spread[1]
+	if o.shapes.n == 2 || !(sp > 0) || !(so > 0) {
+		return
+	}
+	o.prompt = Length{Median: meanPrompt / math.Exp(sp*sp/2), Sigma: sp}
+	o.output = Length{Median: meanOut / math.Exp(so*so/2), Sigma: so}
+	o.sigmaSource = fmt.Sprintf("from the server's length histograms less tokentop's requests (one lognormal each: prompts %.2f, outputs %.2f)", sp, so)
 }
 
 // otherShapes fits the other traffic's lengths from the server's length
@@ -413,7 +428,7 @@ func inferOther(v *metrics.View, probes []Source) (otherLoad, error) {
 // the counters' mean lengths: histograms that disagree with them by more
 // than the self-check bound describe other requests, and one shape is
 // used.
-func otherShapes(v *metrics.View, probes []Source, meanPrompt, meanOut float64) shapes {
+func otherShapes(v *metrics.View, probes []Source, meanPrompt, meanOut float64, parts bool) shapes {
 	srv := &v.Server
 	if srv.PromptLengths.Count <= 0 || srv.OutputLengths.Count <= 0 {
 		return shapes{how: "one shape: the server publishes no request-length histograms"}
@@ -430,7 +445,7 @@ func otherShapes(v *metrics.View, probes []Source, meanPrompt, meanOut float64) 
 	if err := errors.Join(err1, err2); err != nil {
 		return shapes{how: "one shape: the server's length histograms are unusable: " + err.Error()}
 	}
-	s := fitShapes(pb, ob)
+	s := fitShapes(pb, ob, parts)
 	if s.n != 2 {
 		return s
 	}

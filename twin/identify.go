@@ -3,6 +3,7 @@ package twin
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/tokentop/tokentop/metrics"
@@ -44,6 +45,10 @@ import (
 // cannot by itself move a prediction at twice the batch beyond it.
 const toldShare = 0.10
 
+// stepTerms are the step model's costs: fixed, per prompt token, per
+// sequence, per preemption.
+const stepTerms = 4
+
 // minStepIntervals is the fewest scrape intervals the fit takes.
 const minStepIntervals = 8
 
@@ -52,6 +57,10 @@ type stepObs struct {
 	step    float64 // ms, mean over the interval
 	prefill float64 // prompt tokens a step prefilled, mean
 	batch   float64 // sequences a step held, mean
+	// preempt is the sequences a step preempted, mean: a preempted
+	// sequence is prefilled again when readmitted (its prompt and what it
+	// had generated), work no prompt counter counts.
+	preempt float64
 }
 
 // stepObservations are the intervals' evidence: a slot server's own
@@ -105,7 +114,11 @@ func intervalStep(ivs []metrics.Interval, i int, basis string) (stepObs, bool) {
 	if iv.GenerationTokensPerS != nil && batch > 0 && *iv.GenerationTokensPerS > 0 {
 		stepsPerS = *iv.GenerationTokensPerS / batch
 	}
-	return stepObs{step: step, prefill: *iv.PromptTokensPerS / stepsPerS, batch: batch}, true
+	x := stepObs{step: step, prefill: *iv.PromptTokensPerS / stepsPerS, batch: batch}
+	if iv.PreemptionsPerS != nil && *iv.PreemptionsPerS > 0 {
+		x.preempt = *iv.PreemptionsPerS / stepsPerS
+	}
+	return x, true
 }
 
 // slotObservations are a slot server's steps: llama.cpp counts its
@@ -131,9 +144,13 @@ func slotObservations(ivs []metrics.Interval) []stepObs {
 
 // stepCosts is the fitted step-time model and what of it is told.
 type stepCosts struct {
-	coef [3]float64 // fixed ms, ms per prompt token, ms per sequence
-	se   [3]float64 // standard errors of the unconstrained fit; +Inf where it has none
-	told [3]bool
+	// coef: fixed ms, ms per prompt token, ms per sequence, and ms per
+	// preemption (the recompute a preempted sequence costs when it comes
+	// back: fitted only where the run preempted, so that its work does not
+	// bias the other three; the twin's engine recomputes by itself).
+	coef [stepTerms]float64
+	se   [stepTerms]float64 // standard errors of the unconstrained fit; +Inf where it has none
+	told [stepTerms]bool
 	r2   float64
 	// rms is the fit's residual, ms root mean square.
 	rms float64
@@ -148,7 +165,17 @@ type stepCosts struct {
 func fitStepCosts(xs []stepObs) stepCosts {
 	var c stepCosts
 	c.n = len(xs)
-	row := func(x stepObs) [3]float64 { return [3]float64{1, x.prefill, x.batch} }
+	row := func(x stepObs) [stepTerms]float64 { return [stepTerms]float64{1, x.prefill, x.batch, x.preempt} }
+	preempted := false
+	var meanPreempt float64
+	for _, x := range xs {
+		preempted = preempted || x.preempt > 0
+		meanPreempt += x.preempt / float64(len(xs))
+	}
+	terms := 3
+	if preempted {
+		terms = stepTerms
+	}
 	c.minBatch = math.Inf(1)
 	for _, x := range xs {
 		c.meanStep += x.step
@@ -166,26 +193,34 @@ func fitStepCosts(xs []stepObs) stepCosts {
 	c.batchFlat = math.Sqrt(sdBatch/n) < 0.02*c.meanBatch
 
 	// The unconstrained fit: its standard errors say what is told.
-	all := [3]bool{true, true, true}
+	var all [stepTerms]bool
+	for j := range terms {
+		all[j] = true
+	}
 	full, fullSSE, inv, ok := leastSquares(xs, row, all)
-	c.se = [3]float64{math.Inf(1), math.Inf(1), math.Inf(1)}
-	if ok && len(xs) > 3 {
-		s2 := fullSSE / (n - 3)
-		for j := range 3 {
+	for j := range c.se {
+		c.se[j] = math.Inf(1)
+	}
+	if ok && len(xs) > terms {
+		s2 := fullSSE / (n - float64(terms))
+		for j := range terms {
 			c.se[j] = math.Sqrt(math.Max(s2*inv[j][j], 0))
 		}
 	}
-	paid := [3]float64{1, c.meanPrefill, c.meanBatch}
-	for j := range 3 {
+	paid := [stepTerms]float64{1, c.meanPrefill, c.meanBatch, meanPreempt}
+	for j := range terms {
 		c.told[j] = ok && 2*c.se[j]*paid[j] <= toldShare*c.meanStep
 	}
 
 	// The point estimate: the least squares with no cost negative.
 	best := math.Inf(1)
-	for mask := 1; mask < 8; mask++ {
-		free := [3]bool{mask&1 != 0, mask&2 != 0, mask&4 != 0}
+	for mask := 1; mask < 1<<terms; mask++ {
+		var free [stepTerms]bool
+		for j := range terms {
+			free[j] = mask&(1<<j) != 0
+		}
 		coef, sse, _, ok := leastSquares(xs, row, free)
-		if !ok || coef[0] < 0 || coef[1] < 0 || coef[2] < 0 {
+		if !ok || slices.ContainsFunc(coef[:], func(v float64) bool { return v < 0 }) {
 			continue
 		}
 		if sse < best {
@@ -196,7 +231,7 @@ func fitStepCosts(xs []stepObs) stepCosts {
 	// more than its 95% interval is not told: the data do not fit the
 	// model's split there (a real run on a starved machine fitted a fixed
 	// cost of 0 against the simulator's 10 ms).
-	for j := range 3 {
+	for j := range terms {
 		if c.coef[j] == 0 && full[j] < -2*c.se[j] {
 			c.told[j] = false
 		}
@@ -216,7 +251,7 @@ func fitStepCosts(xs []stepObs) stepCosts {
 // leastSquares fits step = Σ coef_j × row_j over the free columns (the
 // others held at 0) by the normal equations; inv is their inverse (for
 // the standard errors), ok false where they are singular.
-func leastSquares(xs []stepObs, row func(stepObs) [3]float64, free [3]bool) (coef [3]float64, sse float64, inv [3][3]float64, ok bool) {
+func leastSquares(xs []stepObs, row func(stepObs) [stepTerms]float64, free [stepTerms]bool) (coef [stepTerms]float64, sse float64, inv [stepTerms][stepTerms]float64, ok bool) {
 	var idx []int
 	for j, f := range free {
 		if f {
@@ -224,8 +259,8 @@ func leastSquares(xs []stepObs, row func(stepObs) [3]float64, free [3]bool) (coe
 		}
 	}
 	k := len(idx)
-	var a [3][6]float64 // [XᵀX | I], then [I | (XᵀX)⁻¹]
-	var bvec [3]float64
+	var a [stepTerms][2 * stepTerms]float64 // [XᵀX | I], then [I | (XᵀX)⁻¹]
+	var bvec [stepTerms]float64
 	for _, x := range xs {
 		r := row(x)
 		for p, i := range idx {
@@ -276,7 +311,10 @@ func leastSquares(xs []stepObs, row func(stepObs) [3]float64, free [3]bool) (coe
 	}
 	for _, x := range xs {
 		r := row(x)
-		e := x.step - (coef[0]*r[0] + coef[1]*r[1] + coef[2]*r[2])
+		e := x.step
+		for j := range r {
+			e -= coef[j] * r[j]
+		}
 		sse += e * e
 	}
 	return coef, sse, inv, true

@@ -231,18 +231,32 @@ type shapes struct {
 	share          [2]float64
 	prompt, output [2]Length
 	how            string
+	// spread is one shape's spread (lognormal sigma) of the prompts and
+	// of the outputs, fitted to the length histograms, where one shape is
+	// kept and the fit is in bounds; 0 where not fitted.
+	spread [2]float64
 }
 
 // fitShapes fits one and two shapes to the other traffic's length
-// histograms and keeps two only where the histograms clearly show them.
-// It returns n 0 and the reason when one shape is to be inferred as
-// before (from the counters).
-func fitShapes(pb, ob lengthBins) shapes {
+// histograms and keeps two only where the histograms clearly show them,
+// or, where the sequences in the server already show an open and a closed
+// part (parts), where the histograms do not speak against two: two
+// parts, two populations; which shape is which part's is then checked in
+// the twin (fitOther). It returns n 0 and the reason when one shape is to
+// be inferred as before (from the counters).
+func fitShapes(pb, ob lengthBins, parts bool) shapes {
 	n := math.Min(pb.total, ob.total)
 	if n < minSamples {
 		return shapes{how: fmt.Sprintf("one shape: the server's length histograms hold %.0f of its other requests in the span, under %d", n, minSamples)}
 	}
 	one := fitMixture(pb, ob, mixture{prompt: [2]comp{{quantileLog(pb, 0.5), 0.6}}, output: [2]comp{{quantileLog(ob, 0.5), 0.6}}}, 1)
+	single := func(how string) shapes {
+		sh := shapes{how: how}
+		if sp, so := one.prompt[0].sigma, one.output[0].sigma; sp >= minSigmaFit && sp <= maxSigma && so >= minSigmaFit && so <= maxSigma {
+			sh.spread = [2]float64{sp, so}
+		}
+		return sh
+	}
 	var best mixture
 	for pairing := range 2 {
 		// Short prompts with short outputs, then with long ones: EM finds
@@ -264,10 +278,13 @@ func fitShapes(pb, ob lengthBins) shapes {
 	gain := 2*(best.ll-one.ll) - 5*math.Log(n)
 	dp, do := ashmanD(best.prompt[0], best.prompt[1]), ashmanD(best.output[0], best.output[1])
 	switch {
+	case parts && gain <= 0:
+		return single(fmt.Sprintf("one shape: an open and a closed part, but two shapes fit the server's length histograms worse than one (BIC gain %.1f)", gain))
+	case parts:
 	case gain < minBICGain:
-		return shapes{how: fmt.Sprintf("one shape: two shapes fit the server's length histograms no better (BIC gain %.1f, under %.0f)", gain, minBICGain)}
+		return single(fmt.Sprintf("one shape: two shapes fit the server's length histograms no better (BIC gain %.1f, under %.0f)", gain, minBICGain))
 	case dp < minAshmanD && do < minAshmanD:
-		return shapes{how: fmt.Sprintf("one shape: the length histograms' two components overlap (Ashman's D %.2f for prompts, %.2f for outputs, under %.0f)", dp, do, minAshmanD)}
+		return single(fmt.Sprintf("one shape: the length histograms' two components overlap (Ashman's D %.2f for prompts, %.2f for outputs, under %.0f)", dp, do, minAshmanD))
 	}
 	// A marginal whose components overlap is one shape for both parts:
 	// which of its lengths go with which part, the histograms cannot tell.
@@ -276,9 +293,9 @@ func fitShapes(pb, ob lengthBins) shapes {
 		cs *[2]comp
 		b  lengthBins
 	}{{dp, &best.prompt, pb}, {do, &best.output, ob}} {
-		if side.d < minAshmanD {
-			single := fitMixture(side.b, lengthBins{}, mixture{prompt: [2]comp{{quantileLog(side.b, 0.5), 0.6}}}, 1)
-			side.cs[0], side.cs[1] = single.prompt[0], single.prompt[0]
+		if side.d < minAshmanD && !parts {
+			pooled := fitMixture(side.b, lengthBins{}, mixture{prompt: [2]comp{{quantileLog(side.b, 0.5), 0.6}}}, 1)
+			side.cs[0], side.cs[1] = pooled.prompt[0], pooled.prompt[0]
 		}
 	}
 	s := shapes{n: 2, share: best.w}
@@ -287,7 +304,7 @@ func fitShapes(pb, ob lengthBins) shapes {
 		s.output[j] = Length{Median: math.Exp(best.output[j].mu), Sigma: best.output[j].sigma}
 		for _, l := range []Length{s.prompt[j], s.output[j]} {
 			if !(l.Median >= 1 && l.Median <= maxLengthTokens && l.Sigma >= minSigmaFit && l.Sigma <= maxSigma) || !(best.w[j] > 0) {
-				return shapes{how: fmt.Sprintf("one shape: a fitted shape is out of bounds (median %.3g tokens, spread %.3g, share %.3g)", l.Median, l.Sigma, best.w[j])}
+				return single(fmt.Sprintf("one shape: a fitted shape is out of bounds (median %.3g tokens, spread %.3g, share %.3g)", l.Median, l.Sigma, best.w[j]))
 			}
 		}
 	}
