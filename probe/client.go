@@ -88,12 +88,14 @@ type Client struct {
 	// simulator's emission times.
 	onEvent func(data []byte, at, returned time.Time)
 	// bufs recycles 16 KiB read buffers: a thousand streams would otherwise
-	// allocate 16 MiB per round of requests. smallBufs, 4 KiB, serve
+	// allocate 16 MiB per round of requests. smallBufs, 1 KiB, serve
 	// streams whose reads carry kernel arrival stamps: the body reads that
-	// one read of the connection (up to the transport's 4 KiB) takes are
-	// one Read whatever this buffer (see wireReader), so a larger one would
-	// only cost memory, a thousand times over.
+	// one read of the connection (up to the transport's 2 KiB) takes are
+	// one Read whatever this buffer (see wireReader), and one event (a few
+	// hundred bytes) fits, so a larger one would only cost memory, a
+	// thousand times over, held while each stream waits for its next token.
 	bufs, smallBufs sync.Pool
+	mem             *memLimiter
 }
 
 // NewClient builds a client with its own net/http Transport: plain http://
@@ -133,9 +135,16 @@ func NewClient(o ClientOptions) *Client {
 		DisableCompression: true,
 		// What one read of the connection takes. Events per read are
 		// counted by kernel arrival, not by read calls (wireReader), so a
-		// burst larger than this is still one delivery; at 4 KiB (net/http's
-		// default) a thousand streams hold 12 MiB less than at 16 KiB.
-		ReadBufferSize: 4 << 10,
+		// burst larger than this is still one delivery; 2 KiB holds a
+		// large event (a chunk with logprobs) in one read, and a thousand
+		// streams hold 14 MiB less than at 16 KiB. It also bounds a chunk
+		// header line (its size and extensions) in net/http.
+		ReadBufferSize: 2 << 10,
+		// What a request is written through: its header and a short body
+		// fit in one write, a longer body goes to the connection directly.
+		// net/http's 4 KiB would only hold a thousand idle KiB per thousand
+		// streams.
+		WriteBufferSize: 1 << 10,
 		// A response's header is a few hundred bytes; net/http allows 10 MB.
 		MaxResponseHeaderBytes: maxResponseHeaderBytes,
 	}
@@ -151,13 +160,14 @@ func NewClient(o ClientOptions) *Client {
 		hc:    &http.Client{Transport: tr, CheckRedirect: safehttp.NoRedirects},
 		fresh: &http.Client{Transport: fresh, CheckRedirect: safehttp.NoRedirects},
 		small: &http.Client{Transport: tr, CheckRedirect: safehttp.SameOriginRedirects(safehttp.MaxRedirects)},
+		mem:   newMemLimiter(),
 	}
 	c.bufs.New = func() any {
 		b := make([]byte, 16<<10)
 		return &b
 	}
 	c.smallBufs.New = func() any {
-		b := make([]byte, 4<<10)
+		b := make([]byte, 1<<10)
 		return &b
 	}
 	return c

@@ -14,8 +14,8 @@ import (
 // StreamFunc answers requests in place of a Client.
 type StreamFunc func(ctx context.Context, r Request) observe.Trace
 
-// Stream calls f.
-func (f StreamFunc) Stream(ctx context.Context, r Request) observe.Trace { return f(ctx, r) }
+// streamTo calls f.
+func (f StreamFunc) streamTo(ctx context.Context, r *Request, tr *observe.Trace) { *tr = f(ctx, *r) }
 
 // NewRunnerWith builds a Runner that streams through s instead of a Client.
 func NewRunnerWith(cl config.Class, s StreamFunc, sink Sink, o RunnerOptions) (*Runner, error) {

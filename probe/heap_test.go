@@ -101,9 +101,9 @@ func TestHeapBoundedHourAt50RPS(t *testing.T) {
 			tr.End = time.Now() // = at
 			return tr
 		}
-		sink := func(tr observe.Trace) {
+		sink := func(tr *observe.Trace) {
 			mu.Lock()
-			agg.Apply(&tr)
+			agg.Apply(tr)
 			sent++
 			mu.Unlock()
 		}

@@ -8,7 +8,7 @@ import (
 	"github.com/tokentop/tokentop/observe"
 )
 
-func retryable(tr observe.Trace) bool {
+func retryable(tr *observe.Trace) bool {
 	e := tr.Err
 	if e == nil {
 		return true // ended without error but invalid (empty, unfinished)

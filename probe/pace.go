@@ -12,7 +12,7 @@ import (
 // class to pause: it counts as throttled, not as a request.
 func (r *Runner) throttled(intended time.Time) {
 	seq := r.seq.Load()
-	r.sink(observe.Trace{Class: r.cl.Name, Kind: r.cl.Kind, Path: r.o.Targets[seq%uint64(len(r.o.Targets))].Path, API: r.cl.API, Model: r.o.Model,
+	r.sink(&observe.Trace{Class: r.cl.Name, Kind: r.cl.Kind, Path: r.o.Targets[seq%uint64(len(r.o.Targets))].Path, API: r.cl.API, Model: r.o.Model,
 		IntendedStart: intended, End: r.clock.Now(), MaxTokens: r.cl.MaxTokens, PreambleBytes: -1,
 		Err: &observe.Error{Kind: observe.ErrThrottled, Msg: "not sent: the server asked with Retry-After to pause"}})
 }

@@ -90,7 +90,7 @@ type apiRequest struct {
 	Priority  *int `json:"priority,omitempty"`
 }
 
-func (c *Client) body(r Request) ([]byte, string, error) {
+func (c *Client) body(r *Request) ([]byte, string, error) {
 	ar := apiRequest{
 		Model:         r.Model,
 		Stream:        true,
@@ -188,22 +188,17 @@ func (t *connTimes) gotFirstByte() {
 // server bytes and always returns a Trace; failures are in Trace.Err. When
 // ctx is cancelled the trace ends with ErrCancelled.
 func (c *Client) Stream(ctx context.Context, r Request) observe.Trace {
-	tr := observe.Trace{
-		Class:              r.Class,
-		Kind:               r.Kind,
-		Path:               r.Target.Path,
-		Model:              r.Model,
-		API:                r.API,
-		PromptTokensTarget: r.PromptTokens,
-		MaxTokens:          r.MaxTokens,
-		JobID:              r.JobID,
-		JobSize:            r.JobSize,
-		JobIndex:           r.JobIndex,
-		Attempt:            r.Attempt,
-		Deadline:           r.Deadline,
-		IntendedStart:      r.IntendedStart,
-		PreambleBytes:      -1,
-	}
+	var tr observe.Trace
+	c.streamTo(ctx, &r, &tr)
+	return tr
+}
+
+// streamTo is Stream filling tr, which must be zero, in place.
+func (c *Client) streamTo(ctx context.Context, r *Request, tr *observe.Trace) {
+	tr.Class, tr.Kind, tr.Path, tr.Model, tr.API = r.Class, r.Kind, r.Target.Path, r.Model, r.API
+	tr.PromptTokensTarget, tr.MaxTokens = r.PromptTokens, r.MaxTokens
+	tr.JobID, tr.JobSize, tr.JobIndex, tr.Attempt, tr.Deadline = r.JobID, r.JobSize, r.JobIndex, r.Attempt, r.Deadline
+	tr.IntendedStart, tr.PreambleBytes = r.IntendedStart, -1
 	if tr.API == "" {
 		tr.API = "chat"
 	}
@@ -216,7 +211,9 @@ func (c *Client) Stream(ctx context.Context, r Request) observe.Trace {
 	if r.Validate != nil {
 		text = &strings.Builder{}
 	}
-	c.stream(ctx, r, tp, &tr, text)
+	c.mem.begin()
+	c.stream(ctx, r, tp, tr, text)
+	c.mem.end()
 	if tr.Err != nil {
 		// A server or gateway may echo the request's headers in an error
 		// body, and any of it may hold terminal escapes: the key and the
@@ -233,7 +230,6 @@ func (c *Client) Stream(ctx context.Context, r Request) observe.Trace {
 			tr.Err = &observe.Error{Kind: observe.ErrInvalid, Msg: err.Error()}
 		}
 	}
-	return tr
 }
 
 func contentChars(ds []observe.Delta) int {
@@ -253,7 +249,7 @@ func validate(v func(string) error, text *strings.Builder) error {
 	return v(text.String())
 }
 
-func (c *Client) stream(parent context.Context, r Request, traceparent string, tr *observe.Trace, text *strings.Builder) {
+func (c *Client) stream(parent context.Context, r *Request, traceparent string, tr *observe.Trace, text *strings.Builder) {
 	body, path, err := c.body(r)
 	if err != nil {
 		tr.Err = &observe.Error{Kind: observe.ErrConnect, Msg: err.Error()}
@@ -367,7 +363,7 @@ func (c *Client) stream(parent context.Context, r Request, traceparent string, t
 // tr (a resend overwrites the first attempt's). stale reports that the
 // attempt failed on a pooled connection before any byte of a response came
 // back.
-func (c *Client) send(ctx context.Context, hc *http.Client, url string, body []byte, traceparent string, r Request, tr *observe.Trace) (resp *http.Response, conn sentOn, stale bool, err error) {
+func (c *Client) send(ctx context.Context, hc *http.Client, url string, body []byte, traceparent string, r *Request, tr *observe.Trace) (resp *http.Response, conn sentOn, stale bool, err error) {
 	var ct connTimes
 	informational := 0
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{

@@ -19,8 +19,9 @@ import (
 )
 
 // Sink receives every finished request's Trace, once, from the request's
-// goroutine. It must not block long: it delays the next closed-loop request.
-type Sink func(observe.Trace)
+// goroutine, and owns it. It must not block long: it delays the next
+// closed-loop request.
+type Sink func(*observe.Trace)
 
 // RunnerOptions configure a Runner.
 type RunnerOptions struct {
@@ -85,9 +86,12 @@ type RunnerOptions struct {
 	validate func(text string) error
 }
 
-// streamer is what a Runner needs from a Client; tests substitute it.
+// streamer is what a Runner needs from a Client; tests substitute it. It
+// fills tr in place: a Trace passed by value is copied into every frame
+// on the way, and a request's goroutine is parked at the bottom of that
+// stack while its stream runs, a thousand of them at once.
 type streamer interface {
-	Stream(ctx context.Context, r Request) observe.Trace
+	streamTo(ctx context.Context, r *Request, tr *observe.Trace)
 }
 
 // Runner generates one class's traffic.
@@ -310,7 +314,7 @@ func (r *Runner) emitTo(emit func(observe.Event)) {
 	if emit == nil {
 		return
 	}
-	r.sink = func(t observe.Trace) { emit(&t) }
+	r.sink = func(t *observe.Trace) { emit(t) }
 	r.o.OnStarted = func(st observe.Started) { emit(&st) }
 	r.o.OnFirstToken = func(ft observe.FirstToken) { emit(&ft) }
 	r.o.OnGaps = func(g observe.GapReport) { emit(&g) }
@@ -447,10 +451,9 @@ func (r *Runner) closedLoop(ctx context.Context) {
 		if !sleepUntil(ctx, r.clock, r.limit.reserve(now)) {
 			return
 		}
-		tr := r.do(ctx, r.nextWork(r.clock.Now()), now)
 		// A closed loop against a server that fails at once would spin:
 		// back off on failures, reset on success.
-		if tr.Err != nil && tr.Err.Kind != observe.ErrCancelled {
+		if failed := r.do(ctx, r.nextWork(r.clock.Now()), now); failed {
 			backoff = min(max(2*backoff, 100*time.Millisecond), 5*time.Second)
 			if !sleepUntil(ctx, r.clock, r.clock.Now().Add(backoff)) {
 				return
@@ -461,9 +464,11 @@ func (r *Runner) closedLoop(ctx context.Context) {
 	}
 }
 
-func (r *Runner) do(ctx context.Context, w work, intended time.Time) observe.Trace {
+// do sends one request and hands its trace to the sink; failed reports an
+// error other than a cancellation.
+func (r *Runner) do(ctx context.Context, w work, intended time.Time) (failed bool) {
 	seq := r.seq.Add(1) - 1
-	req := Request{
+	req := &Request{
 		Target:        r.o.Targets[seq%uint64(len(r.o.Targets))],
 		Class:         r.cl.Name,
 		Kind:          r.cl.Kind,
@@ -485,15 +490,15 @@ func (r *Runner) do(ctx context.Context, w work, intended time.Time) observe.Tra
 		OnGaps:        r.o.OnGaps,
 	}
 	if !sleepUntil(ctx, r.clock, r.tpm.reserveN(r.clock.Now(), req.PromptTokens+req.MaxTokens)) {
-		tr := observe.Trace{Class: req.Class, Kind: req.Kind, Path: req.Target.Path, API: req.API, Model: req.Model,
+		r.sink(&observe.Trace{Class: req.Class, Kind: req.Kind, Path: req.Target.Path, API: req.API, Model: req.Model,
 			IntendedStart: intended, JobID: req.JobID, JobSize: req.JobSize, JobIndex: req.JobIndex, Attempt: req.Attempt, Deadline: req.Deadline,
 			PromptTokensTarget: req.PromptTokens, MaxTokens: req.MaxTokens, PreambleBytes: -1,
-			End: r.clock.Now(), Err: &observe.Error{Kind: observe.ErrCancelled, Msg: "stopped while held by the tokens-per-minute cap"}}
-		r.sink(tr)
-		return tr
+			End: r.clock.Now(), Err: &observe.Error{Kind: observe.ErrCancelled, Msg: "stopped while held by the tokens-per-minute cap"}})
+		return false
 	}
+	tr := new(observe.Trace)
 	r.inFlight.Add(1)
-	tr := r.s.Stream(ctx, req)
+	r.s.streamTo(ctx, req, tr)
 	r.inFlight.Add(-1)
 	now := r.clock.Now()
 	if tr.Usage != nil && (r.o.Calibration == nil || r.o.Calibration.Source == "") {
@@ -512,8 +517,9 @@ func (r *Runner) do(ctx context.Context, w work, intended time.Time) observe.Tra
 			tr.WillRetry = true
 		}
 	}
+	failed = tr.Err != nil && tr.Err.Kind != observe.ErrCancelled
 	r.sink(tr)
-	return tr
+	return failed
 }
 
 // InFlight is the source of the requests in flight: every interval it

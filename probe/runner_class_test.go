@@ -110,7 +110,7 @@ func TestNewRunnerValidateFromClass(t *testing.T) {
 			cl := class(config.Arrival{Process: config.ArrivalConstant, Rate: 1})
 			cl.Validate = tc.v
 			synctest.Test(t, func(t *testing.T) {
-				r, err := newRunner(cl, f, func(observe.Trace) {}, RunnerOptions{Targets: []Target{{BaseURL: "d"}}, validate: tc.opt})
+				r, err := newRunner(cl, f, func(*observe.Trace) {}, RunnerOptions{Targets: []Target{{BaseURL: "d"}}, validate: tc.opt})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -124,7 +124,7 @@ func TestNewRunnerValidateFromClass(t *testing.T) {
 	}
 	cl := class(config.Arrival{Process: config.ArrivalConstant, Rate: 1})
 	cl.Validate = &config.Validation{Regex: "(unclosed"}
-	if _, err := newRunner(cl, &fakeServer{}, func(observe.Trace) {}, RunnerOptions{Targets: []Target{{BaseURL: "d"}}}); err == nil {
+	if _, err := newRunner(cl, &fakeServer{}, func(*observe.Trace) {}, RunnerOptions{Targets: []Target{{BaseURL: "d"}}}); err == nil {
 		t.Error("bad regexp accepted")
 	}
 }
@@ -182,7 +182,7 @@ func TestNewRunnerSharedPrefixFromClass(t *testing.T) {
 		cl := class(config.Arrival{Process: config.ArrivalConstant, Rate: 1})
 		cl.PromptTokens = config.Tokens{Fixed: 50}
 		cl.SharedPrefixTokens = 20
-		r, err := newRunner(cl, f, func(observe.Trace) {}, RunnerOptions{Targets: []Target{{BaseURL: "d"}}})
+		r, err := newRunner(cl, f, func(*observe.Trace) {}, RunnerOptions{Targets: []Target{{BaseURL: "d"}}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -23,7 +23,11 @@ type fakeServer struct {
 	maxSeen  atomic.Int64
 }
 
-func (f *fakeServer) Stream(ctx context.Context, r Request) observe.Trace {
+func (f *fakeServer) streamTo(ctx context.Context, r *Request, tr *observe.Trace) {
+	*tr = f.stream(ctx, *r)
+}
+
+func (f *fakeServer) stream(ctx context.Context, r Request) observe.Trace {
 	n := f.n.Add(1)
 	cur := f.inFlight.Add(1)
 	defer f.inFlight.Add(-1)
@@ -56,9 +60,9 @@ type collector struct {
 	ts []observe.Trace
 }
 
-func (c *collector) sink(t observe.Trace) {
+func (c *collector) sink(t *observe.Trace) {
 	c.mu.Lock()
-	c.ts = append(c.ts, t)
+	c.ts = append(c.ts, *t)
 	c.mu.Unlock()
 }
 
@@ -286,7 +290,7 @@ func TestRunnerBatchJobsRetry(t *testing.T) {
 
 func TestNewRunnerRejects(t *testing.T) {
 	f := &fakeServer{}
-	sink := func(observe.Trace) {}
+	sink := func(*observe.Trace) {}
 	tgt := []Target{{BaseURL: "d"}}
 	for name, tc := range map[string]struct {
 		cl   config.Class

@@ -240,7 +240,7 @@ func TestBodyReadsOfOneConnectionReadAreOneRead(t *testing.T) {
 		pieces: []string{"0123456789", "abcdef", "xyz"},
 		stamps: []time.Time{at(10), at(10), at(30)}}
 	tr := &observe.Trace{Headers: base}
-	w := &wireReader{body: body, rx: rx, tr: tr, buf: make([]byte, 4)}
+	w := &wireReader{body: body, rx: rx, tr: tr, buf: make([]byte, 4), log: newStreamLog(0)}
 	var got []byte
 	for {
 		b, err := w.next()
@@ -255,6 +255,7 @@ func TestBodyReadsOfOneConnectionReadAreOneRead(t *testing.T) {
 	if string(got) != "0123456789abcdefxyz" {
 		t.Fatalf("read %q", got)
 	}
+	w.log.store(tr)
 	want := []observe.Read{{At: at(10), Bytes: 16}, {At: at(30), Bytes: 3}}
 	checkReadSizes(t, tr.Reads, want)
 }
@@ -272,7 +273,7 @@ func TestQueuedBytesContinueTheRead(t *testing.T) {
 		stamps:   []time.Time{at(10), at(11), at(30), at(31)},
 		returned: []time.Time{at(12), at(13), at(32), at(40)}}
 	tr := &observe.Trace{Headers: base}
-	w := &wireReader{body: body, rx: rx, tr: tr, buf: make([]byte, 64)}
+	w := &wireReader{body: body, rx: rx, tr: tr, buf: make([]byte, 64), log: newStreamLog(0)}
 	for {
 		if _, err := w.next(); err != nil {
 			break
@@ -281,6 +282,7 @@ func TestQueuedBytesContinueTheRead(t *testing.T) {
 	// BB arrived at 11, before the read of AAAA returned at 12: queued.
 	// CC arrived at 30, after BB's read returned at 13: new. DD at 31,
 	// before CC's read returned at 32: queued again.
+	w.log.store(tr)
 	want := []observe.Read{{At: at(10), Bytes: 6}, {At: at(30), Bytes: 4}}
 	checkReadSizes(t, tr.Reads, want)
 }

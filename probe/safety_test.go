@@ -85,7 +85,7 @@ func TestPromptsStayUnderTheBodyCap(t *testing.T) {
 	cl := class(config.Arrival{Process: config.ArrivalConstant, Rate: 1})
 	cl.PromptTokens = config.Tokens{Median: 700, P95: 2000}
 	for _, cal := range []*Calibration{nil, {TokensPerWord: 0.01, Source: "tokenize"}, {TokensPerWord: MinTokensPerWord, Source: "tokenize"}} {
-		r, err := newRunner(cl, &fakeServer{}, func(observe.Trace) {}, RunnerOptions{Targets: []Target{{BaseURL: "d"}}, Calibration: cal})
+		r, err := newRunner(cl, &fakeServer{}, func(*observe.Trace) {}, RunnerOptions{Targets: []Target{{BaseURL: "d"}}, Calibration: cal})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -95,7 +95,7 @@ func TestPromptsStayUnderTheBodyCap(t *testing.T) {
 		c := NewClient(ClientOptions{})
 		for range 200 {
 			p, _, _ := r.newPrompt(16000) // the sizer's largest
-			b, _, err := c.body(Request{API: "chat", Prompt: p, MaxTokens: 256})
+			b, _, err := c.body(&Request{API: "chat", Prompt: p, MaxTokens: 256})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -106,7 +106,7 @@ func TestPromptsStayUnderTheBodyCap(t *testing.T) {
 	}
 	// The absolute cap wins over a class whose prompts would need more.
 	cl.PromptTokens = config.Tokens{Fixed: 200_000}
-	r, err := newRunner(cl, &fakeServer{}, func(observe.Trace) {}, RunnerOptions{Targets: []Target{{BaseURL: "d"}}})
+	r, err := newRunner(cl, &fakeServer{}, func(*observe.Trace) {}, RunnerOptions{Targets: []Target{{BaseURL: "d"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

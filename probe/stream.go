@@ -27,22 +27,18 @@ func (c *Client) readStream(parent, ctx context.Context, cancel context.CancelCa
 	}
 	buf := bufs.Get().(*[]byte)
 	defer bufs.Put(buf)
-	wr := &wireReader{body: resp.Body, rx: rx, tr: tr, buf: *buf}
-	// One read and one delta per token is the common case; sizing up front
-	// avoids regrowing these slices on the hot path.
-	if n := min(tr.MaxTokens+4, 4096); n > 0 {
-		tr.Reads = make([]observe.Read, 0, n)
-		tr.Deltas = make([]observe.Delta, 0, n)
-	}
+	wr := &wireReader{body: resp.Body, rx: rx, tr: tr, buf: *buf, log: newStreamLog(tr.MaxTokens)}
+	log := &wr.log
+	defer log.store(tr)
 	maxEvents, maxReads, maxBytes := streamBudget(tr.MaxTokens)
 	wr.maxReads, wr.maxBytes, wr.coalesceAfter = maxReads, maxBytes, maxEvents
-	st := &streamState{tr: tr, wr: wr, maxEvents: maxEvents, onEvent: c.onEvent, text: text, onFirstToken: onFirstToken, onGaps: onGaps, clean: c.clean}
+	st := &streamState{tr: tr, wr: wr, log: log, maxEvents: maxEvents, onEvent: c.onEvent, text: text, onFirstToken: onFirstToken, onGaps: onGaps, clean: c.clean}
 	p := newSSEParser()
 	defer func() { tr.PreambleBytes = p.preamble() }()
 	emit := func(data []byte) error {
-		i := len(tr.Reads) - 1
-		tr.Reads[i].Events++
-		return st.event(data, tr.Reads[i].At, i)
+		i := len(log.reads) - 1
+		log.reads[i].events++
+		return st.event(data, log.at(i), i)
 	}
 	var next func() ([]byte, error)
 	switch enc := strings.ToLower(strings.TrimSpace(tr.ContentEncoding)); enc {
@@ -58,7 +54,7 @@ func (c *Client) readStream(parent, ctx context.Context, cancel context.CancelCa
 		var decoded int64
 		next = func() ([]byte, error) {
 			if decoded >= maxBytes {
-				return nil, errStreamTooLong{reads: len(tr.Reads), bytes: decoded, decoded: true}
+				return nil, errStreamTooLong{reads: len(log.reads), bytes: decoded, decoded: true}
 			}
 			if zr == nil {
 				var err error
@@ -82,7 +78,7 @@ func (c *Client) readStream(parent, ctx context.Context, cancel context.CancelCa
 		b, err := next()
 		if len(b) > 0 {
 			if perr := p.Feed(b, emit); perr != nil {
-				tr.End = tr.Reads[len(tr.Reads)-1].At
+				tr.End, _ = log.last()
 				var se *observe.Error
 				if errors.As(perr, &se) {
 					tr.Err = se
@@ -92,7 +88,7 @@ func (c *Client) readStream(parent, ctx context.Context, cancel context.CancelCa
 				return
 			}
 			if tr.SawDone {
-				tr.End = tr.Reads[len(tr.Reads)-1].At
+				tr.End, _ = log.last()
 				t := time.AfterFunc(drainAfterDone, func() { cancel(errRequestTimeout) })
 				_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 				t.Stop()
@@ -104,9 +100,8 @@ func (c *Client) readStream(parent, ctx context.Context, cancel context.CancelCa
 			continue
 		}
 		now := time.Now()
-		if len(tr.Reads) > 0 {
-			tr.End = tr.Reads[len(tr.Reads)-1].At
-		} else {
+		var ok bool
+		if tr.End, ok = log.last(); !ok {
 			tr.End = now
 		}
 		switch {
@@ -138,6 +133,7 @@ func (c *Client) readStream(parent, ctx context.Context, cancel context.CancelCa
 type streamState struct {
 	tr         *observe.Trace
 	wr         *wireReader
+	log        *streamLog // the trace's reads and deltas until it ends
 	maxEvents  int
 	onEvent    func(data []byte, at, returned time.Time)
 	events     int
@@ -170,9 +166,12 @@ func (s *streamState) reportGap(at time.Time) {
 	if at.Sub(s.lastReport) < gapReportEvery {
 		return
 	}
+	n := len(s.pendingGaps)
 	s.onGaps(observe.GapReport{Class: s.tr.Class, Path: s.tr.Path, At: at, GapsMs: s.pendingGaps})
-	s.tr.GapsReported += len(s.pendingGaps)
-	s.pendingGaps = nil // the report owns the slice now
+	s.tr.GapsReported += n
+	// The report owns the slice now; the next second's gaps are likely as
+	// many, and fit the next one without regrowing it.
+	s.pendingGaps = make([]float64, 0, n+n/4+1)
 	s.lastReport = at
 }
 
@@ -242,8 +241,8 @@ func (s *streamState) event(data []byte, at time.Time, read int) error {
 			// from the stream itself, and the stream stays valid.
 			s.tr.UsageIgnored = why
 			s.tr.Usage = nil
-			for i := range s.tr.Deltas {
-				s.tr.Deltas[i].Tokens = 0
+			for i := range s.log.deltas {
+				s.log.deltas[i].tokens = 0
 			}
 		} else {
 			if s.tr.Usage == nil {
@@ -257,7 +256,7 @@ func (s *streamState) event(data []byte, at time.Time, read int) error {
 		}
 	}
 	if ch.reasoning > 0 {
-		s.tr.Deltas = append(s.tr.Deltas, observe.Delta{At: at, Read: read, Chars: ch.reasoning, Reasoning: true, Tokens: tokens})
+		s.log.addDelta(read, ch.reasoning, tokens, true)
 		tokens = 0
 	}
 	if ch.content > 0 && s.text != nil && s.text.Len() <= maxValidatedText {
@@ -278,7 +277,7 @@ func (s *streamState) event(data []byte, at time.Time, read int) error {
 			s.reportGap(at)
 		}
 		s.lastContentAt = at
-		s.tr.Deltas = append(s.tr.Deltas, observe.Delta{At: at, Read: read, Chars: ch.content, Tokens: tokens})
+		s.log.addDelta(read, ch.content, tokens, false)
 	}
 	if ch.hasFinish && string(ch.finish) != s.finishRaw {
 		s.finishRaw = string(ch.finish)

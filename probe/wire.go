@@ -3,18 +3,80 @@ package probe
 import (
 	"fmt"
 	"io"
+	"math"
 	"time"
 
 	"github.com/tokentop/tokentop/observe"
 )
 
-// wireReader reads the raw response body, recording one Read per call that
+// streamLog holds a running stream's reads and content deltas compactly: as
+// observe.Read and observe.Delta (a time.Time each, ints) a stream of a
+// hundred tokens holds 10 KB, and a load source holds a thousand streams.
+// Times are offsets from base on the monotonic clock: base.Add gives back
+// the same instants for every comparison and subtraction. A delta's time is
+// its read's. The Trace gets its Reads and Deltas once, when the stream ends
+// (store).
+type streamLog struct {
+	base   time.Time
+	reads  []readStamp
+	deltas []deltaStamp
+}
+
+type readStamp struct {
+	at     int64 // nanoseconds after base
+	bytes  int32 // streamBudget keeps a stream's bytes far below 2 GiB
+	events int32
+}
+
+type deltaStamp struct {
+	read      int32 // index into reads
+	chars     int32 // at most MaxEventBytes
+	tokens    int32
+	reasoning bool
+}
+
+// newStreamLog sizes the log for one read and one delta per token, the
+// common case, so the hot path never regrows it.
+func newStreamLog(maxTokens int) streamLog {
+	n := min(max(maxTokens+4, 0), 4096)
+	return streamLog{base: time.Now(), reads: make([]readStamp, 0, n), deltas: make([]deltaStamp, 0, n)}
+}
+
+// at is the time of read i.
+func (l *streamLog) at(i int) time.Time { return l.base.Add(time.Duration(l.reads[i].at)) }
+
+// last is the time of the last read; false when there was none.
+func (l *streamLog) last() (time.Time, bool) {
+	if len(l.reads) == 0 {
+		return time.Time{}, false
+	}
+	return l.at(len(l.reads) - 1), true
+}
+
+func (l *streamLog) addDelta(read, chars, tokens int, reasoning bool) {
+	l.deltas = append(l.deltas, deltaStamp{read: int32(read), chars: int32(chars), tokens: int32(min(tokens, math.MaxInt32)), reasoning: reasoning})
+}
+
+// store gives tr the log's reads and deltas.
+func (l *streamLog) store(tr *observe.Trace) {
+	tr.Reads = make([]observe.Read, len(l.reads))
+	for i, r := range l.reads {
+		tr.Reads[i] = observe.Read{At: l.at(i), Bytes: int(r.bytes), Events: int(r.events)}
+	}
+	tr.Deltas = make([]observe.Delta, len(l.deltas))
+	for i, d := range l.deltas {
+		tr.Deltas[i] = observe.Delta{At: tr.Reads[d.read].At, Read: int(d.read), Chars: int(d.chars), Reasoning: d.reasoning, Tokens: int(d.tokens)}
+	}
+}
+
+// wireReader reads the raw response body, recording one read per call that
 // returned bytes. It implements io.ByteReader so that gzip/flate decode
 // straight from it without a bufio layer that would read ahead.
 type wireReader struct {
 	body io.Reader
 	rx   *rxConn // kernel receive times of body's connection; nil: none
 	tr   *observe.Trace
+	log  streamLog
 	buf  []byte
 	r, w int
 	err  error
@@ -52,9 +114,10 @@ func (w *wireReader) fill() error {
 	if w.err != nil {
 		return w.err
 	}
+	reads := &w.log.reads
 	for empty := 0; ; empty++ {
-		if (w.maxReads > 0 && len(w.tr.Reads) >= w.maxReads) || (w.maxBytes > 0 && w.total >= w.maxBytes) {
-			w.err = errStreamTooLong{reads: len(w.tr.Reads), bytes: w.total}
+		if (w.maxReads > 0 && len(*reads) >= w.maxReads) || (w.maxBytes > 0 && w.total >= w.maxBytes) {
+			w.err = errStreamTooLong{reads: len(*reads), bytes: w.total}
 			return w.err
 		}
 		n, err := w.body.Read(w.buf)
@@ -82,31 +145,33 @@ func (w *wireReader) fill() error {
 				// that events per read do not depend on buffer sizes.
 				sameArrival = ok && (k.Equal(w.lastArrival) || (queued && !w.lastArrival.IsZero()))
 				w.lastArrival = k
-				// Never before what was already recorded.
-				if i := len(w.tr.Reads) - 1; i >= 0 && at.Before(w.tr.Reads[i].At) {
-					at = w.tr.Reads[i].At
-				}
 				if at.Before(w.tr.Headers) {
 					at = w.tr.Headers
 				}
 			}
-			if w.tr.FirstByte.IsZero() {
-				w.tr.FirstByte = at
+			off := int64(at.Sub(w.log.base))
+			// Never before what was already recorded.
+			i := len(*reads) - 1
+			if w.rx != nil && i >= 0 {
+				off = max(off, (*reads)[i].at)
 			}
-			if i := len(w.tr.Reads) - 1; i >= 0 && sameArrival {
+			if w.tr.FirstByte.IsZero() {
+				w.tr.FirstByte = w.log.base.Add(time.Duration(off))
+			}
+			if i >= 0 && sameArrival {
 				// One read of the connection, one Read, however many body
 				// reads it took: events per read stay a property of the
 				// path, not of tokentop's buffer size.
-				w.tr.Reads[i].Bytes += n
-			} else if i > 0 && w.coalesceAfter > 0 && len(w.tr.Reads) >= w.coalesceAfter && w.tr.Reads[i].Events == 0 {
+				(*reads)[i].bytes += int32(n)
+			} else if i > 0 && w.coalesceAfter > 0 && len(*reads) >= w.coalesceAfter && (*reads)[i].events == 0 {
 				// A path that delivers a few bytes at a time (a proxy
 				// forwarding every byte) would spend the read budget on
 				// reads that end no event and time nothing: fold them
 				// into the read that does.
-				w.tr.Reads[i].At = at
-				w.tr.Reads[i].Bytes += n
+				(*reads)[i].at = off
+				(*reads)[i].bytes += int32(n)
 			} else {
-				w.tr.Reads = append(w.tr.Reads, observe.Read{At: at, Bytes: n})
+				*reads = append(*reads, readStamp{at: off, bytes: int32(n)})
 			}
 			w.r, w.w = 0, n
 			w.err = err // delivered once the bytes are consumed
@@ -160,8 +225,9 @@ func (w *wireReader) ReadByte() (byte, error) {
 // Bounds on one stream, so that a server that never stops sending (or
 // sends a byte at a time) cannot grow a Trace without limit. They are far
 // above what max_tokens allows: one event per token plus a role chunk, a
-// usage chunk and keep-alives, and a few hundred bytes per event.
+// usage chunk and keep-alives, and a few hundred bytes per event (and at
+// most 1 GiB: a read's byte count is an int32).
 func streamBudget(maxTokens int) (events, reads int, bytes int64) {
 	n := max(maxTokens, 1)
-	return 4*n + 256, 16*n + 4096, int64(n)*8<<10 + 1<<20
+	return 4*n + 256, 16*n + 4096, min(int64(n)*8<<10+1<<20, 1<<30)
 }

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -79,6 +80,9 @@ func benchChild(args []string) int {
 		return 2
 	}
 	defer cpu.Close()
+	// Per-stream objects are a few KiB: the default rate (one sample per
+	// 512 KiB) leaves a thousand of them to a handful of samples.
+	runtime.MemProfileRate = 4 << 10
 	if os.Getenv(benchProfileSteadyEnv) != "" {
 		// Only the steady window, every stream open: what a chunk costs,
 		// without start-up, the report or the twin's build.
@@ -124,10 +128,24 @@ func writeHeapProfile(dir string) {
 		err = pprof.Lookup("heap").WriteTo(f, 0)
 		f.Close()
 	}
+	// Where each goroutine is parked: what holds the stacks.
+	if g, gerr := os.Create(filepath.Join(dir, "goroutines.txt")); gerr == nil {
+		_ = pprof.Lookup("goroutine").WriteTo(g, 1)
+		g.Close()
+	}
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
-	stats := fmt.Sprintf("goroutines %d\nheap_inuse %d\nheap_alloc %d\nstack_inuse %d\nsys %d\nnum_gc %d\nnext_gc %d\n",
-		runtime.NumGoroutine(), m.HeapInuse, m.HeapAlloc, m.StackInuse, m.Sys, m.NumGC, m.NextGC)
+	stats := fmt.Sprintf("goroutines %d\nheap_inuse %d\nheap_alloc %d\nstack_inuse %d\nsys %d\nnum_gc %d\nnext_gc %d\nmemory_limit %d\n",
+		runtime.NumGoroutine(), m.HeapInuse, m.HeapAlloc, m.StackInuse, m.Sys, m.NumGC, m.NextGC, debug.SetMemoryLimit(-1))
+	// The resident set split: the binary's pages (file) are a part no
+	// change to the heap moves.
+	if st, serr := os.ReadFile("/proc/self/status"); serr == nil {
+		for _, l := range strings.Split(string(st), "\n") {
+			if strings.HasPrefix(l, "VmRSS") || strings.HasPrefix(l, "RssAnon") || strings.HasPrefix(l, "RssFile") {
+				stats += l + "\n"
+			}
+		}
+	}
 	if werr := os.WriteFile(filepath.Join(dir, "memstats.txt"), []byte(stats), 0o644); err == nil {
 		err = werr
 	}
