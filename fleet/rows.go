@@ -53,6 +53,39 @@ func rowRole(labelRole, soleRole, family string) string {
 // readSeries asks for the raw gauges and counters over the window and maps
 // each instance's series at each step, like a scrape at that instant.
 func (f *Fleet) readSeries(ctx context.Context, now time.Time, res *Result) ([]*group, error) {
+	mat, err := f.queryServerSeries(ctx, now, res)
+	if err != nil {
+		return nil, err
+	}
+	byInstance := stepsByInstance(mat)
+	rows := rowSet{byKey: map[groupKey]*group{}}
+	for _, id := range slices.Sorted(maps.Keys(byInstance)) {
+		in := byInstance[id]
+		soleRole := in.soleRole()
+		for _, t := range slices.Sorted(maps.Keys(in.steps)) {
+			byRole := stepExpositions(in.steps[t], soleRole)
+			at := model.Time(t).Time()
+			// Roles and models in order: the rows the cap keeps, and the
+			// order of the histogram queries, are the same every reading.
+			for _, role := range slices.Sorted(maps.Keys(byRole)) {
+				rows.add(id, role, soleRole, byRole[role], f.o.Model, at)
+			}
+		}
+	}
+	if rows.capped {
+		res.warnf("more than %d instances: the rest are left out (narrow --selector)", MaxInstances)
+	}
+	for _, g := range rows.groups {
+		if last := g.samples[len(g.samples)-1]; len(last.Warnings) > 0 {
+			res.warnf("%s: %s", g.key.instance, last.Warnings[0])
+		}
+	}
+	return rows.groups, nil
+}
+
+// queryServerSeries is the range query of the raw gauges and counters, at
+// most MaxSeries of them.
+func (f *Fleet) queryServerSeries(ctx context.Context, now time.Time, res *Result) (model.Matrix, error) {
 	q := f.sel(`__name__=~"`+serverFamilies+`"`, `__name__!~".+_(bucket|created)"`)
 	qctx, cancel := context.WithTimeout(ctx, QueryTimeout)
 	defer cancel()
@@ -69,12 +102,31 @@ func (f *Fleet) readSeries(ctx context.Context, now time.Time, res *Result) ([]*
 		res.warnf("%d series: only the first %d are read (narrow --selector)", len(mat), MaxSeries)
 		mat = mat[:MaxSeries]
 	}
-	// Each instance's series by step: instance → step index → exposition.
-	type inst struct {
-		roles map[string]bool
-		steps map[int64][]model.SampleStream
+	return mat, nil
+}
+
+// instanceSteps is one instance's series, step by step.
+type instanceSteps struct {
+	roles map[string]bool                // the roles its series' labels name
+	steps map[int64][]model.SampleStream // by timestamp, one point each
+}
+
+// soleRole is the instance's role when its series name exactly one: the
+// engine families of a worker carry no role label where its own
+// (dynamo_component_*) do.
+func (in *instanceSteps) soleRole() string {
+	if len(in.roles) != 1 {
+		return ""
 	}
-	byInstance := map[string]*inst{}
+	for r := range in.roles {
+		return r
+	}
+	return ""
+}
+
+// stepsByInstance splits the range query's series by instance and step.
+func stepsByInstance(mat model.Matrix) map[string]*instanceSteps {
+	byInstance := map[string]*instanceSteps{}
 	for _, ss := range mat {
 		name := string(ss.Metric[model.MetricNameLabel])
 		if name == "" {
@@ -83,7 +135,7 @@ func (f *Fleet) readSeries(ctx context.Context, now time.Time, res *Result) ([]*
 		id := instanceOf(ss.Metric)
 		in := byInstance[id]
 		if in == nil {
-			in = &inst{roles: map[string]bool{}, steps: map[int64][]model.SampleStream{}}
+			in = &instanceSteps{roles: map[string]bool{}, steps: map[int64][]model.SampleStream{}}
 			byInstance[id] = in
 		}
 		if r := prom.RoleOf(labelsOf(ss.Metric)); r != "" {
@@ -94,81 +146,71 @@ func (f *Fleet) readSeries(ctx context.Context, now time.Time, res *Result) ([]*
 			in.steps[t] = append(in.steps[t], model.SampleStream{Metric: ss.Metric, Values: []model.SamplePair{p}})
 		}
 	}
-	var groups []*group
-	byKey := map[groupKey]*group{}
-	capped := false // a row was left out for MaxInstances
-	for _, id := range slices.Sorted(maps.Keys(byInstance)) {
-		in := byInstance[id]
-		// The engine families of a worker carry no role label where its
-		// own (dynamo_component_*) do: one role on the instance is its
-		// role.
-		soleRole := ""
-		if len(in.roles) == 1 {
-			for r := range in.roles {
-				soleRole = r
-			}
+	return byInstance
+}
+
+// stepExpositions is one instance's step as an exposition per row role.
+func stepExpositions(step []model.SampleStream, soleRole string) map[string]*prom.Exposition {
+	byRole := map[string]*prom.Exposition{}
+	var starts []prom.Series // the instance's process start times
+	for _, ss := range step {
+		name := string(ss.Metric[model.MetricNameLabel])
+		ser := prom.Series{Name: name, Labels: seriesLabels(ss.Metric), Value: float64(ss.Values[0].Value)}
+		if name == prom.SignalProcessStartTime {
+			starts = append(starts, ser)
+			continue
 		}
-		for _, t := range slices.Sorted(maps.Keys(in.steps)) {
-			byRole := map[string]*prom.Exposition{}
-			var starts []prom.Series // the instance's process start times
-			for _, ss := range in.steps[t] {
-				name := string(ss.Metric[model.MetricNameLabel])
-				if name == prom.SignalProcessStartTime {
-					starts = append(starts, prom.Series{Name: name, Labels: seriesLabels(ss.Metric), Value: float64(ss.Values[0].Value)})
-					continue
-				}
-				role := rowRole(prom.RoleOf(labelsOf(ss.Metric)), soleRole, name)
-				e := byRole[role]
-				if e == nil {
-					e = prom.NewExposition()
-					byRole[role] = e
-				}
-				e.Series[name] = append(e.Series[name], prom.Series{Name: name, Labels: seriesLabels(ss.Metric), Value: float64(ss.Values[0].Value)})
-			}
-			// The process start time carries no role: it is every row's of
-			// the instance, and makes no row of its own (every exporter,
-			// LLM server or not, has one).
-			for _, e := range byRole {
-				e.Series[prom.SignalProcessStartTime] = append(e.Series[prom.SignalProcessStartTime], starts...)
-			}
-			at := model.Time(t).Time()
-			// Roles and models in order: the rows the cap keeps, and the
-			// order of the histogram queries, are the same every reading.
-			for _, role := range slices.Sorted(maps.Keys(byRole)) {
-				s := prom.Map(byRole[role], f.o.Model)
-				s.At = at
-				perModel := map[string]*prom.Sample{modelName(s, f.o.Model): s}
-				if s.PerModel != nil {
-					perModel = s.PerModel
-				}
-				for _, m := range slices.Sorted(maps.Keys(perModel)) {
-					ms := perModel[m]
-					ms.At = at
-					k := groupKey{instance: id, role: role, model: m}
-					g := byKey[k]
-					if g == nil {
-						if len(byKey) >= MaxInstances {
-							capped = true
-							continue
-						}
-						g = &group{key: k, soleRole: soleRole}
-						byKey[k] = g
-						groups = append(groups, g)
-					}
-					g.samples = append(g.samples, ms)
-				}
-			}
+		role := rowRole(prom.RoleOf(labelsOf(ss.Metric)), soleRole, name)
+		e := byRole[role]
+		if e == nil {
+			e = prom.NewExposition()
+			byRole[role] = e
 		}
+		e.Series[name] = append(e.Series[name], ser)
 	}
-	if capped {
-		res.warnf("more than %d instances: the rest are left out (narrow --selector)", MaxInstances)
+	// The process start time carries no role: it is every row's of the
+	// instance, and makes no row of its own (every exporter, LLM server or
+	// not, has one).
+	for _, e := range byRole {
+		e.Series[prom.SignalProcessStartTime] = append(e.Series[prom.SignalProcessStartTime], starts...)
 	}
-	for _, g := range groups {
-		if last := g.samples[len(g.samples)-1]; len(last.Warnings) > 0 {
-			res.warnf("%s: %s", g.key.instance, last.Warnings[0])
+	return byRole
+}
+
+// rowSet is the rows read so far, in the order they were first seen, at
+// most MaxInstances.
+type rowSet struct {
+	groups []*group
+	byKey  map[groupKey]*group
+	capped bool // a row was left out for MaxInstances
+}
+
+// add maps one role's exposition of an instance at one step for the
+// selected model (all when "") and adds a sample to each of its models'
+// rows.
+func (rs *rowSet) add(id, role, soleRole string, e *prom.Exposition, selected string, at time.Time) {
+	s := prom.Map(e, selected)
+	s.At = at
+	perModel := map[string]*prom.Sample{modelName(s, selected): s}
+	if s.PerModel != nil {
+		perModel = s.PerModel
+	}
+	for _, m := range slices.Sorted(maps.Keys(perModel)) {
+		ms := perModel[m]
+		ms.At = at
+		k := groupKey{instance: id, role: role, model: m}
+		g := rs.byKey[k]
+		if g == nil {
+			if len(rs.byKey) >= MaxInstances {
+				rs.capped = true
+				continue
+			}
+			g = &group{key: k, soleRole: soleRole}
+			rs.byKey[k] = g
+			rs.groups = append(rs.groups, g)
 		}
+		g.samples = append(g.samples, ms)
 	}
-	return groups, nil
 }
 
 // modelName is the row's model for a sample mapped for model (the selected
