@@ -72,60 +72,7 @@ var quantiles = [...]float64{0.5, 0.95, 0.99}
 // _count. The first family of a canonical histogram a row has wins, as in
 // Map.
 func (f *Fleet) readHistograms(ctx context.Context, now time.Time, groups []*group, res *Result) (map[groupKey]map[string]metrics.Dist, error) {
-	var queries []histQuery
-	seen := map[string]bool{}
-	for _, g := range groups {
-		last := g.samples[len(g.samples)-1]
-		srcs := prom.HistogramSources(last.Profile, last.Variant)
-		for _, name := range prom.HistogramNames() {
-			for _, src := range srcs[name] {
-				id := name + "\x00" + src.Family + "\x00" + strings.Join(src.Match, "\x00")
-				if !seen[id] {
-					seen[id] = true
-					queries = append(queries, histQuery{canonical: name, src: src})
-				}
-			}
-		}
-	}
-	by := strings.Join(groupingLabels(), ", ")
-	w := model.Duration(f.o.Window).String()
-	type answer struct {
-		hq         histQuery
-		quant      [len(quantiles)]model.Vector
-		count, sum model.Vector
-		err        error
-		warnings   v1.Warnings
-	}
-	answers := make([]answer, len(queries))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 4) // at most 4 queries in flight at the engine
-	for i, hq := range queries {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			a := &answers[i]
-			a.hq = hq
-			var match []string
-			for j := 0; j+1 < len(hq.src.Match); j += 2 {
-				match = append(match, fmt.Sprintf("%s=%q", hq.src.Match[j], hq.src.Match[j+1]))
-			}
-			bucket := fmt.Sprintf("sum by (%s, le) (rate(%s[%s]))", by, f.sel(append(match, fmt.Sprintf("__name__=%q", hq.src.Family+"_bucket"))...), w)
-			for k, q := range quantiles {
-				a.quant[k], a.err = f.vector(ctx, fmt.Sprintf("histogram_quantile(%g, %s)", q, bucket), now, &a.warnings)
-				if a.err != nil {
-					return
-				}
-			}
-			a.count, a.err = f.vector(ctx, fmt.Sprintf("sum by (%s) (increase(%s[%s]))", by, f.sel(append(match, fmt.Sprintf("__name__=%q", hq.src.Family+"_count"))...), w), now, &a.warnings)
-			if a.err != nil {
-				return
-			}
-			a.sum, a.err = f.vector(ctx, fmt.Sprintf("sum by (%s) (increase(%s[%s]))", by, f.sel(append(match, fmt.Sprintf("__name__=%q", hq.src.Family+"_sum"))...), w), now, &a.warnings)
-		}()
-	}
-	wg.Wait()
+	answers := f.askHistograms(ctx, now, histQueries(groups))
 	idx := newRowIndex(groups)
 	// Each histogram that names no role on an instance whose series name
 	// several, and the family, for one warning per instance.
@@ -136,51 +83,7 @@ func (f *Fleet) readHistograms(ctx context.Context, now time.Time, groups []*gro
 			return nil, a.err
 		}
 		res.engineWarnings(a.warnings)
-		scale := a.hq.src.Scale
-		if scale == 0 {
-			scale = 1
-		}
-		dists := map[groupKey]*metrics.Dist{}
-		get := func(m model.Metric) *metrics.Dist {
-			k, ambiguous := f.rowKey(m, a.hq.src.Family, idx)
-			if ambiguous {
-				unattributed[instanceOf(m)] = a.hq.src.Family
-			}
-			if k == nil {
-				return nil
-			}
-			d := dists[*k]
-			if d == nil {
-				d = &metrics.Dist{P50: math.NaN(), P95: math.NaN(), P99: math.NaN(), Mean: math.NaN(), Max: math.NaN()}
-				dists[*k] = d
-			}
-			return d
-		}
-		for _, s := range a.count {
-			if d := get(s.Metric); d != nil && float64(s.Value) > 0 && !math.IsInf(float64(s.Value), 0) {
-				d.Count += int64(math.Round(float64(s.Value)))
-			}
-		}
-		for k, q := range quantiles {
-			for _, s := range a.quant[k] {
-				v := float64(s.Value) * scale * 1000
-				d := get(s.Metric)
-				if d == nil || math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || v > 1e12 {
-					continue
-				}
-				setQuantile(d, q, v)
-			}
-		}
-		for _, s := range a.sum {
-			d := get(s.Metric)
-			if d == nil || d.Count <= 0 {
-				continue
-			}
-			if v := float64(s.Value); v >= 0 && !math.IsInf(v, 0) {
-				d.Mean = v / float64(d.Count) * scale * 1000
-			}
-		}
-		for k, d := range dists {
+		for k, d := range f.rowDists(a, idx, unattributed) {
 			if d.Count <= 0 || math.IsNaN(d.P50) {
 				continue
 			}
@@ -196,6 +99,125 @@ func (f *Fleet) readHistograms(ctx context.Context, now time.Time, groups []*gro
 		res.warnf("%s: %s names no role while the instance's series name %s: left out of its rows", id, unattributed[id], strings.Join(idx.roles[id], ", "))
 	}
 	return out, nil
+}
+
+// histQueries are the histogram families the rows' profiles read, each
+// once, in the rows' order.
+func histQueries(groups []*group) []histQuery {
+	var queries []histQuery
+	seen := map[string]bool{}
+	for _, g := range groups {
+		last := g.samples[len(g.samples)-1]
+		srcs := prom.HistogramSources(last.Profile, last.Variant)
+		for _, name := range prom.HistogramNames() {
+			for _, src := range srcs[name] {
+				id := name + "\x00" + src.Family + "\x00" + strings.Join(src.Match, "\x00")
+				if !seen[id] {
+					seen[id] = true
+					queries = append(queries, histQuery{canonical: name, src: src})
+				}
+			}
+		}
+	}
+	return queries
+}
+
+// histAnswer is the engine's answer to one histQuery.
+type histAnswer struct {
+	hq         histQuery
+	quant      [len(quantiles)]model.Vector
+	count, sum model.Vector
+	err        error
+	warnings   v1.Warnings
+}
+
+// askHistograms sends each query's quantiles, count and sum, at most 4
+// queries in flight at the engine, and waits for every answer.
+func (f *Fleet) askHistograms(ctx context.Context, now time.Time, queries []histQuery) []histAnswer {
+	by := strings.Join(groupingLabels(), ", ")
+	w := model.Duration(f.o.Window).String()
+	answers := make([]histAnswer, len(queries))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 4)
+	for i, hq := range queries {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			a := &answers[i]
+			a.hq = hq
+			var match []string
+			for j := 0; j+1 < len(hq.src.Match); j += 2 {
+				match = append(match, fmt.Sprintf("%s=%q", hq.src.Match[j], hq.src.Match[j+1]))
+			}
+			family := func(suffix string) string {
+				return f.sel(append(match, fmt.Sprintf("__name__=%q", hq.src.Family+suffix))...)
+			}
+			bucket := fmt.Sprintf("sum by (%s, le) (rate(%s[%s]))", by, family("_bucket"), w)
+			for k, q := range quantiles {
+				a.quant[k], a.err = f.vector(ctx, fmt.Sprintf("histogram_quantile(%g, %s)", q, bucket), now, &a.warnings)
+				if a.err != nil {
+					return
+				}
+			}
+			a.count, a.err = f.vector(ctx, fmt.Sprintf("sum by (%s) (increase(%s[%s]))", by, family("_count"), w), now, &a.warnings)
+			if a.err != nil {
+				return
+			}
+			a.sum, a.err = f.vector(ctx, fmt.Sprintf("sum by (%s) (increase(%s[%s]))", by, family("_sum"), w), now, &a.warnings)
+		})
+	}
+	wg.Wait()
+	return answers
+}
+
+// rowDists turns one answer into a distribution per row, in ms; a series
+// that names no role on an instance with several is noted in unattributed.
+func (f *Fleet) rowDists(a histAnswer, idx *rowIndex, unattributed map[string]string) map[groupKey]*metrics.Dist {
+	scale := a.hq.src.Scale
+	if scale == 0 {
+		scale = 1
+	}
+	dists := map[groupKey]*metrics.Dist{}
+	get := func(m model.Metric) *metrics.Dist {
+		k, ambiguous := f.rowKey(m, a.hq.src.Family, idx)
+		if ambiguous {
+			unattributed[instanceOf(m)] = a.hq.src.Family
+		}
+		if k == nil {
+			return nil
+		}
+		d := dists[*k]
+		if d == nil {
+			d = &metrics.Dist{P50: math.NaN(), P95: math.NaN(), P99: math.NaN(), Mean: math.NaN(), Max: math.NaN()}
+			dists[*k] = d
+		}
+		return d
+	}
+	for _, s := range a.count {
+		if d := get(s.Metric); d != nil && float64(s.Value) > 0 && !math.IsInf(float64(s.Value), 0) {
+			d.Count += int64(math.Round(float64(s.Value)))
+		}
+	}
+	for k, q := range quantiles {
+		for _, s := range a.quant[k] {
+			v := float64(s.Value) * scale * 1000
+			d := get(s.Metric)
+			if d == nil || math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || v > 1e12 {
+				continue
+			}
+			setQuantile(d, q, v)
+		}
+	}
+	for _, s := range a.sum {
+		d := get(s.Metric)
+		if d == nil || d.Count <= 0 {
+			continue
+		}
+		if v := float64(s.Value); v >= 0 && !math.IsInf(v, 0) {
+			d.Mean = v / float64(d.Count) * scale * 1000
+		}
+	}
+	return dists
 }
 
 // rowIndex is what rowKey needs of the rows.
