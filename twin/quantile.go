@@ -46,3 +46,17 @@ func (h *hist) quantile(q float64) float64 {
 	}
 	return histMin * math.Exp((histBins-0.5)*histLogWidth)
 }
+
+// merge adds x's counts to h.
+func (h *hist) merge(x *hist) {
+	if x.n == 0 {
+		return
+	}
+	if h.counts == nil {
+		h.counts = make([]int64, histBins)
+	}
+	for i, k := range x.counts {
+		h.counts[i] += k
+	}
+	h.n += x.n
+}

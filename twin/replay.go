@@ -352,3 +352,56 @@ func simulate(srv Server, sources []Source, classes map[string]*config.Class, wa
 	}
 	return out, nil
 }
+
+// replays is how many runs of the window, each with its own random draws,
+// the self-check and a prediction pool: the twin's own sampling error in
+// a p95 of a few hundred requests is as large as the measured run's (two
+// seeds of one server differ by 10–20%), and pooling three runs takes
+// √3 off it, leaving the self-check's bound to the model's error and the
+// measured run's.
+const replays = 3
+
+// simulatePooled pools n runs of simulate, seeds apart, into one.
+func simulatePooled(srv Server, sources []Source, classes map[string]*config.Class, warm, span float64, seed uint64, n int) (*runOut, error) {
+	var pooled *runOut
+	for i := range n {
+		out, err := simulate(srv, sources, classes, warm, span, seed+uint64(i)*0x9e37)
+		if err != nil {
+			return nil, err
+		}
+		if pooled == nil {
+			pooled = out
+		} else {
+			pooled.merge(out)
+		}
+	}
+	return pooled, nil
+}
+
+// merge adds run x, of the same sources, to o.
+func (o *runOut) merge(x *runOut) {
+	for name, g := range x.groups {
+		o.groups[name].merge(g)
+	}
+	o.overloaded = o.overloaded || x.overloaded
+	for i := range o.srcFinished {
+		o.srcFinished[i] += x.srcFinished[i]
+	}
+	o.seconds += x.seconds
+	o.running = append(o.running, x.running...)
+	o.waiting = append(o.waiting, x.waiting...)
+	o.kvTokens = append(o.kvTokens, x.kvTokens...)
+	o.otherInSystem = append(o.otherInSystem, x.otherInSystem...)
+	o.preemptions += x.preemptions
+}
+
+func (g *groupRun) merge(x *groupRun) {
+	g.ttft.merge(&x.ttft)
+	g.itl.merge(&x.itl)
+	g.e2e.merge(&x.e2e)
+	g.offered += x.offered
+	g.refused += x.refused
+	g.finished += x.finished
+	g.good += x.good
+	g.outTokens += x.outTokens
+}

@@ -268,11 +268,14 @@ func (b *builder) fit() error {
 	// throughput in the twin is known; with two shapes, which one is the
 	// closed part's too.
 	b.swings = otherArrivalSwings(b.v, len(probes))
+	if kv := b.in.Published.KVTokens; kv > 0 {
+		b.srv.KVTokens = kv
+	}
 	b.modulate(false)
 	if err := b.fitOther(probes, other, batchPrio); err != nil {
 		return err
 	}
-	b.modulate(true)
+	b.modulate(false)
 	best, err := b.calibrate()
 	if err != nil {
 		return err
@@ -295,16 +298,23 @@ func (b *builder) fit() error {
 			return fmt.Errorf("the KV cache inferred (%d tokens) cannot hold a request", b.srv.KVTokens)
 		}
 	}
+	// The other traffic again, with the budget and the KV cache now
+	// fitted: its streams were fitted at a guessed budget, and a budget
+	// that leaves less room for prefill, or a cache that fills, holds more
+	// of them in the server.
+	if err := b.fitOther(probes, other, batchPrio); err != nil {
+		return err
+	}
+	b.modulate(true)
 	r.Fit.Load = b.sources
 	r.Server = b.srv
-	baseOut, err := b.sim(b.srv, b.sources, b.span)
+	b.res.Runs += replays
+	baseOut, err := simulatePooled(b.srv, b.sources, b.classes, b.warm, b.span, b.seed, replays)
 	if err != nil {
 		return err
 	}
 	base := b.figures(baseOut)
-	for _, x := range baseOut.running {
-		b.baselineTop = math.Max(b.baselineTop, x)
-	}
+	b.baselineTop = highRunning(baseOut)
 	r.Baseline = base
 	r.Reliable = true
 	for _, name := range r.Names {
