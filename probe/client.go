@@ -95,6 +95,7 @@ type Client struct {
 	// hundred bytes) fits, so a larger one would only cost memory, a
 	// thousand times over, held while each stream waits for its next token.
 	bufs, smallBufs sync.Pool
+	logs            sync.Pool // *streamLog
 	mem             *memLimiter
 }
 

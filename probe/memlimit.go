@@ -15,8 +15,10 @@ import (
 // twice the memory its streams need. From loadSourceStreams streams in
 // flight, the probe sets the runtime's soft memory limit to what its
 // streams in flight hold plus a base for the rest of tokentop, raised as
-// more streams run, never lowered; the collector then runs before the
-// headroom grows with the streams. Not when the user set GOMEMLIMIT.
+// more streams run; the collector then runs before the headroom grows with
+// the streams. Once fewer than half that many run (the end of a run, when
+// the report and the twin are built) the limit is what it was before. Not
+// when the user set GOMEMLIMIT.
 const (
 	loadSourceStreams = 256
 	// memLimitBase is the rest of tokentop at that scale (aggregator,
@@ -29,13 +31,16 @@ const (
 	memLimitStep = 64
 )
 
-// memLimiter counts a Client's streams in flight and raises the memory
-// limit with them.
+// memLimiter counts a Client's streams in flight and sets the memory
+// limit from them.
 type memLimiter struct {
 	off      bool // GOMEMLIMIT is the user's
 	inFlight atomic.Int64
-	mu       sync.Mutex
-	raisedAt atomic.Int64 // streams in flight at the last raise
+	// limitedAt is the streams in flight when the limit was last raised;
+	// 0 while the limit is not ours.
+	limitedAt atomic.Int64
+	mu        sync.Mutex
+	before    int64 // the limit before ours
 }
 
 func newMemLimiter() *memLimiter {
@@ -45,21 +50,37 @@ func newMemLimiter() *memLimiter {
 // begin counts a stream in; end must follow.
 func (m *memLimiter) begin() {
 	n := m.inFlight.Add(1)
-	if m.off || n < loadSourceStreams || n < m.raisedAt.Load()+memLimitStep {
+	if m.off || n < loadSourceStreams || n < m.limitedAt.Load()+memLimitStep {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if n < m.raisedAt.Load()+memLimitStep {
+	at := m.limitedAt.Load()
+	if n < at+memLimitStep {
 		return
 	}
-	m.raisedAt.Store(n)
-	want := memLimitBase + memLimitPerStream*n
-	// Another client's limit (or an earlier one of ours) may be higher.
-	if cur := debug.SetMemoryLimit(-1); cur != math.MaxInt64 && cur >= want {
-		return
+	cur := debug.SetMemoryLimit(-1)
+	if at == 0 {
+		m.before = cur
 	}
-	debug.SetMemoryLimit(want)
+	m.limitedAt.Store(n)
+	// Another client's limit, or the one before, may be higher.
+	if want := memLimitBase + memLimitPerStream*n; cur == math.MaxInt64 || cur < want {
+		debug.SetMemoryLimit(want)
+	}
 }
 
-func (m *memLimiter) end() { m.inFlight.Add(-1) }
+// end counts a stream out.
+func (m *memLimiter) end() {
+	n := m.inFlight.Add(-1)
+	if n >= loadSourceStreams/2 || m.limitedAt.Load() == 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.limitedAt.Load() == 0 {
+		return
+	}
+	m.limitedAt.Store(0)
+	debug.SetMemoryLimit(m.before)
+}

@@ -240,7 +240,9 @@ func TestBodyReadsOfOneConnectionReadAreOneRead(t *testing.T) {
 		pieces: []string{"0123456789", "abcdef", "xyz"},
 		stamps: []time.Time{at(10), at(10), at(30)}}
 	tr := &observe.Trace{Headers: base}
-	w := &wireReader{body: body, rx: rx, tr: tr, buf: make([]byte, 4), log: newStreamLog(0)}
+	log := new(streamLog)
+	log.reset(0)
+	w := &wireReader{body: body, rx: rx, tr: tr, buf: make([]byte, 4), log: log}
 	var got []byte
 	for {
 		b, err := w.next()
@@ -273,7 +275,9 @@ func TestQueuedBytesContinueTheRead(t *testing.T) {
 		stamps:   []time.Time{at(10), at(11), at(30), at(31)},
 		returned: []time.Time{at(12), at(13), at(32), at(40)}}
 	tr := &observe.Trace{Headers: base}
-	w := &wireReader{body: body, rx: rx, tr: tr, buf: make([]byte, 64), log: newStreamLog(0)}
+	log := new(streamLog)
+	log.reset(0)
+	w := &wireReader{body: body, rx: rx, tr: tr, buf: make([]byte, 64), log: log}
 	for {
 		if _, err := w.next(); err != nil {
 			break

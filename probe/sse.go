@@ -20,11 +20,18 @@ const MaxEventBytes = 1 << 20
 // bufio.Scanner is not used because its token limit turns a long line into
 // an opaque error and it cannot report where events end relative to reads.
 type sseParser struct {
-	max     int
-	line    []byte // partial line carried over from the previous Feed
-	data    []byte // data of the event being assembled
-	hasData bool
-	skipLF  bool // the last Feed ended in '\r': a leading '\n' ends the same line
+	max  int
+	line []byte // partial line carried over from the previous Feed
+	data []byte // data of the event being assembled
+	// direct is the event's one data line so far, where it lies in the
+	// bytes being fed: an event that begins and ends in one read (most
+	// do) is emitted from them, never copied. Copied to data when the
+	// event goes on past them.
+	direct    []byte
+	hasDirect bool
+	inFeed    bool // the line being processed lies in the bytes being fed
+	hasData   bool
+	skipLF    bool // the last Feed ended in '\r': a leading '\n' ends the same line
 
 	pos        int64 // bytes consumed so far
 	lineStart  int64 // offset where the current line began
@@ -48,6 +55,21 @@ func (e errEventTooLong) Error() string {
 // stops at the first error, from emit or from an over-long line; the parser
 // must not be fed again after an error.
 func (p *sseParser) Feed(b []byte, emit func(data []byte) error) error {
+	err := p.feed(b, emit)
+	// An event that goes on in the next read: b is the caller's.
+	p.keepDirect()
+	return err
+}
+
+// keepDirect copies the direct data line, if any, to data.
+func (p *sseParser) keepDirect() {
+	if p.hasDirect {
+		p.data = append(append(p.data, p.direct...), '\n')
+		p.direct, p.hasDirect = nil, false
+	}
+}
+
+func (p *sseParser) feed(b []byte, emit func(data []byte) error) error {
 	for len(b) > 0 {
 		if p.skipLF {
 			p.skipLF = false
@@ -83,6 +105,7 @@ func (p *sseParser) Feed(b []byte, emit func(data []byte) error) error {
 			}
 			line = b[:i]
 		}
+		p.inFeed = len(p.line) == 0
 		end := i + 1
 		if b[i] == '\r' {
 			if i+1 < len(b) {
@@ -130,7 +153,9 @@ func (p *sseParser) processLine(line []byte, emit func([]byte) error) error {
 			return nil
 		}
 		d := p.data
-		if n := len(d); n > 0 && d[n-1] == '\n' {
+		if p.hasDirect {
+			d, p.direct, p.hasDirect = p.direct, nil, false
+		} else if n := len(d); n > 0 && d[n-1] == '\n' {
 			d = d[:n-1]
 		}
 		err := emit(d)
@@ -155,11 +180,16 @@ func (p *sseParser) processLine(line []byte, emit func([]byte) error) error {
 	if string(field) != "data" {
 		return nil
 	}
+	p.keepDirect() // a second data line: the event is joined in data
 	if len(p.data)+len(value)+1 > p.max {
 		return errEventTooLong{len(p.data) + len(value) + 1, p.max}
 	}
 	if !p.hasData && p.firstEvent < 0 {
 		p.firstEvent = p.lineStart
+	}
+	if !p.hasData && p.inFeed {
+		p.direct, p.hasDirect, p.hasData = value, true, true
+		return nil
 	}
 	p.data = append(p.data, value...)
 	p.data = append(p.data, '\n')

@@ -113,6 +113,7 @@ func FuzzSSEParser(f *testing.F) {
 	f.Add([]byte(": c\r\rdata: x\ndata: y\n\n"), uint8(2), uint8(5))
 	f.Add([]byte("data: {\"choices\":[]}\r\n\r\ndata: [DONE]\n\n"), uint8(7), uint8(1))
 	f.Add([]byte(strings.Repeat("data: zz\n", 12)+"\n"), uint8(4), uint8(9))
+	f.Add([]byte("data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n"), uint8(9), uint8(30))
 	f.Fuzz(func(t *testing.T, in []byte, a, b uint8) {
 		whole, wholeFailed := parseAll(in, 64, nil)
 		split, splitFailed := parseAll(in, 64, []int{int(a), int(b)})
@@ -128,7 +129,7 @@ func FuzzSSEParser(f *testing.F) {
 			}
 		}
 		// A stream of events must also survive the real chunk decoder.
-		st := &streamState{tr: &observe.Trace{}}
+		st := &streamState{tr: &observe.Trace{}, log: new(streamLog)}
 		for i, ev := range whole {
 			_ = st.event([]byte(ev), st.tr.Sent, i)
 		}

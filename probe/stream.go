@@ -27,9 +27,20 @@ func (c *Client) readStream(parent, ctx context.Context, cancel context.CancelCa
 	}
 	buf := bufs.Get().(*[]byte)
 	defer bufs.Put(buf)
-	wr := &wireReader{body: resp.Body, rx: rx, tr: tr, buf: *buf, log: newStreamLog(tr.MaxTokens)}
-	log := &wr.log
-	defer log.store(tr)
+	// The log is the Client's to reuse once the trace has its reads and
+	// deltas: a stream's one allocation that grows with its tokens.
+	log, _ := c.logs.Get().(*streamLog)
+	if log == nil {
+		log = new(streamLog)
+	}
+	log.reset(tr.MaxTokens)
+	defer func() {
+		log.store(tr)
+		if cap(log.reads) <= pooledLogEntries && cap(log.deltas) <= pooledLogEntries {
+			c.logs.Put(log)
+		}
+	}()
+	wr := &wireReader{body: resp.Body, rx: rx, tr: tr, buf: *buf, log: log}
 	maxEvents, maxReads, maxBytes := streamBudget(tr.MaxTokens)
 	wr.maxReads, wr.maxBytes, wr.coalesceAfter = maxReads, maxBytes, maxEvents
 	st := &streamState{tr: tr, wr: wr, log: log, maxEvents: maxEvents, onEvent: c.onEvent, text: text, onFirstToken: onFirstToken, onGaps: onGaps, clean: c.clean}

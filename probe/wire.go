@@ -35,12 +35,23 @@ type deltaStamp struct {
 	reasoning bool
 }
 
-// newStreamLog sizes the log for one read and one delta per token, the
-// common case, so the hot path never regrows it.
-func newStreamLog(maxTokens int) streamLog {
+// reset empties the log for a new stream, sized for one read and one delta
+// per token, the common case, so the hot path never regrows it.
+func (l *streamLog) reset(maxTokens int) {
 	n := min(max(maxTokens+4, 0), 4096)
-	return streamLog{base: time.Now(), reads: make([]readStamp, 0, n), deltas: make([]deltaStamp, 0, n)}
+	l.base = time.Now()
+	if cap(l.reads) < n {
+		l.reads = make([]readStamp, 0, n)
+	}
+	if cap(l.deltas) < n {
+		l.deltas = make([]deltaStamp, 0, n)
+	}
+	l.reads, l.deltas = l.reads[:0], l.deltas[:0]
 }
+
+// pooledLogEntries bounds the logs a Client reuses: a log sized for a long
+// stream is not kept for the short ones.
+const pooledLogEntries = 1024
 
 // at is the time of read i.
 func (l *streamLog) at(i int) time.Time { return l.base.Add(time.Duration(l.reads[i].at)) }
@@ -76,7 +87,7 @@ type wireReader struct {
 	body io.Reader
 	rx   *rxConn // kernel receive times of body's connection; nil: none
 	tr   *observe.Trace
-	log  streamLog
+	log  *streamLog
 	buf  []byte
 	r, w int
 	err  error
