@@ -653,3 +653,66 @@ func TestTLSAndKeyReachProbesAndScrape(t *testing.T) {
 		t.Errorf("without --insecure: exit %d, stderr %q; want %d and a certificate error", code, stderr.String(), report.ExitNoData)
 	}
 }
+
+// trafficMetrics is a /metrics endpoint of its own (--metrics) for a
+// server with steady traffic of its own, which counts the connections and
+// the GETs it is read over.
+type trafficMetrics struct {
+	start       time.Time
+	conns, gets atomic.Int64
+}
+
+func (m *trafficMetrics) serve(w http.ResponseWriter, _ *http.Request) {
+	m.gets.Add(1)
+	s := time.Since(m.start).Seconds()
+	const labels = `model_name="fake-model"`
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	fmt.Fprintf(w, "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{%s} 12\n", labels)
+	fmt.Fprintf(w, "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{%s} 0\n", labels)
+	fmt.Fprintf(w, "# TYPE vllm:prompt_tokens_total counter\nvllm:prompt_tokens_total{%s} %.0f\n", labels, 1e6+20_000*s)
+	fmt.Fprintf(w, "# TYPE vllm:generation_tokens_total counter\nvllm:generation_tokens_total{%s} %.0f\n", labels, 1e5+2_000*s)
+}
+
+// The default load is sized from the session's own scrape loop: the
+// server's /metrics is read by one scraper, over one connection, from the
+// sizing before the first request to the end of the run, and the sizing
+// still measures the server's traffic from it.
+func TestSizingReadsTheSessionsScrapeLoop(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("runs tokentop for 10 s")
+	}
+	fake := &fakeLLM{usage: func(words, completion int) (int, int) { return words, completion }}
+	target := fake.start(t)
+	m := &trafficMetrics{start: time.Now()}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(m.serve))
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			m.conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+
+	// --duration 10s: the sizing reads the server for a tenth of it, 1 s.
+	const d = 10 * time.Second
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), d+time.Minute)
+	defer cancel()
+	args := []string{"watch", "--target", target, "--metrics", srv.URL + "/metrics", "--headless", "--duration", d.String(), "--report", "-", "--format", "json"}
+	code := run(ctx, testEnv(&stdout, &stderr), args)
+	var r firstRunReport
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+		t.Fatalf("exit %d, no report (%v)\nstderr: %s", code, err, stderr.String())
+	}
+	if line := r.sizing(); !strings.HasPrefix(line, "footprint: the server's own traffic") {
+		t.Errorf("the load was not sized to the server's traffic: %q", line)
+	}
+	if n := m.conns.Load(); n != 1 {
+		t.Errorf("/metrics was read over %d connections in %d GETs: sizing scraped it on a loop of its own", n, m.gets.Load())
+	}
+	// At 1 s a scrape, once more at the run's start: about 11 in 10 s.
+	if n := m.gets.Load(); n < 8 || n > 14 {
+		t.Errorf("/metrics was read %d times in a %v run", n, d)
+	}
+}
