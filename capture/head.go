@@ -95,6 +95,7 @@ type head struct {
 	encoded       bool // Content-Encoding other than identity
 	upgrade       string
 	http10        bool
+	tokentop      bool // User-Agent: tokentop/… (a probe's request); the only thing read of it
 }
 
 var (
@@ -193,6 +194,8 @@ func (h *head) fields(b []byte) error {
 			h.eventStream = bytes.EqualFold(bytes.TrimSpace(mt), []byte("text/event-stream"))
 		case bytes.EqualFold(name, []byte("Content-Encoding")):
 			h.encoded = len(value) > 0 && !bytes.EqualFold(value, []byte("identity"))
+		case bytes.EqualFold(name, []byte("User-Agent")):
+			h.tokentop = bytes.HasPrefix(value, []byte("tokentop/"))
 		case bytes.EqualFold(name, []byte("Upgrade")):
 			if bytes.HasPrefix(bytes.ToLower(value), []byte("h2c")) {
 				h.upgrade = "http2"

@@ -385,6 +385,9 @@ func TestLiveOpenBeforeRun(t *testing.T) {
 	if err := src.Run(ctx, func(ev observe.Event) {
 		if o, ok := ev.(*observe.Observed); ok && o.Complete && len(o.Chunks) == 5 {
 			complete++
+			if !o.Tokentop {
+				t.Error("the probe's request was not told by its User-Agent")
+			}
 		}
 	}); err != nil {
 		t.Fatal(err)

@@ -64,6 +64,7 @@ func (a *assembler) readRequests(c *conn, data []byte, at time.Time) {
 				return
 			}
 			x.obs.API, x.method, c.upgrade = h.api, h.method, h.upgrade
+			x.obs.Tokentop = h.tokentop
 			switch {
 			case h.chunked:
 				c.reqBody.start(bodyChunked, 0)

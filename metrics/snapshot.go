@@ -52,6 +52,9 @@ type View struct {
 	// nil when no capture ran. Never mixed into Classes: the rules read
 	// the probes' classes.
 	Observed []ObservedStats
+	// ObservedLoad is the captured traffic besides tokentop's own, for the
+	// twin (observedload.go); nil when no capture ran or saw none.
+	ObservedLoad *ObservedLoad
 }
 
 // Class returns the stats of the named class, or nil.

@@ -40,6 +40,7 @@ var spanConcerns = []func(c *spanConfig) accumulator{
 	newGPUAccum,
 	newLagAccum,
 	newObservedAccums,
+	newObservedLoadAccum,
 }
 
 // A tracker keeps one concern over the run alone: scrape intervals, the

@@ -14,6 +14,9 @@ type Observed struct {
 	Model string // sanitized and bounded; "" when the body did not say
 	// Stream is true when the response was an event stream.
 	Stream bool
+	// Tokentop is true when the request's User-Agent was tokentop's own
+	// (a probe's): the twin leaves them out of the server's other traffic.
+	Tokentop bool `json:",omitempty"`
 
 	RequestStart time.Time // packet with the request's first byte
 	RequestEnd   time.Time // packet with the request's last byte: TTFT starts here
