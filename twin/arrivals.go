@@ -72,6 +72,9 @@ func chi2Quantile(k, z float64) float64 {
 // tokentop's in flight. It returns no swings (dev nil) where they are
 // within what a Poisson stream's counts show, saying so.
 func otherArrivalSwings(v *metrics.View, probes int) arrivalSwings {
+	if ld := v.ObservedLoad; observedEnough(ld) {
+		return observedSwings(v, ld) // what a capture saw (observed.go)
+	}
 	var counts, dts []float64
 	prevOthers := math.NaN()
 	for _, iv := range v.Intervals {

@@ -391,6 +391,7 @@ func inferOther(v *metrics.View, probes []Source) (otherLoad, error) {
 	if len(others) < minKVIntervals {
 		o.shapes = otherShapes(v, probes, meanPrompt, meanOut, false)
 		o.spreadFromLengths(meanPrompt, meanOut)
+		o.fromObserved(v)
 		return o, nil
 	}
 	m, va := meanVar(others)
@@ -407,6 +408,7 @@ func inferOther(v *metrics.View, probes []Source) (otherLoad, error) {
 	}
 	o.shapes = otherShapes(v, probes, meanPrompt, meanOut, o.openShare > 0 && o.closedN() >= 1)
 	o.spreadFromLengths(meanPrompt, meanOut)
+	o.fromObserved(v)
 	return o, nil
 }
 

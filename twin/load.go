@@ -31,9 +31,15 @@ const (
 type Length struct {
 	Median float64 `json:"median"`
 	Sigma  float64 `json:"sigma"`
+	// Values, where set, are lengths seen (observed.go), drawn as they
+	// are; Median and Sigma then only describe them.
+	Values []int `json:"-"`
 }
 
 func (l Length) draw(rng *rand.Rand) int {
+	if n := len(l.Values); n > 0 {
+		return l.Values[rng.IntN(n)]
+	}
 	v := l.Median
 	if l.Sigma > 0 {
 		v *= math.Exp(l.Sigma * rng.NormFloat64())
@@ -42,7 +48,12 @@ func (l Length) draw(rng *rand.Rand) int {
 }
 
 // Mean is the distribution's mean.
-func (l Length) Mean() float64 { return l.Median * math.Exp(l.Sigma*l.Sigma/2) }
+func (l Length) Mean() float64 {
+	if len(l.Values) > 0 {
+		return valuesMean(l.Values)
+	}
+	return l.Median * math.Exp(l.Sigma*l.Sigma/2)
+}
 
 // sigmaFromP95 is the lognormal sigma whose p95 is p95 × the median.
 func sigmaFromP95(median, p95 float64) float64 {
