@@ -142,16 +142,8 @@ func runScrubbed(ctx context.Context, e env, spec sessionSpec, scrub *sanitize.S
 	started := s.now()
 	agg := diagnose.NewAggregator(metrics.Options{Classes: s.cfg.Classes, Started: started, Paths: s.paths,
 		FootprintBudget: s.cfg.FootprintBudget})
-	if s.recFile != nil {
-		rec, err := record.NewWriter(s.recFile, record.Header{
-			ToolVersion: version, Title: spec.title, Started: started, Target: sanitize.URL(s.cfg.Target), Gateway: sanitize.URL(s.cfg.Gateway),
-			Model: s.model, Paths: s.paths, Classes: s.cfg.Classes, FootprintBudget: s.cfg.FootprintBudget,
-			Limits: recordedLimits(s.published),
-		})
-		if err != nil {
-			return report.ExitUsage, usagef("--record: %w", err)
-		}
-		s.rec, s.recFile = rec, nil // the writer closes the file
+	if err := s.startRecording(started); err != nil {
+		return report.ExitUsage, err
 	}
 	for _, n := range s.notices {
 		s.send(&observe.Notice{At: started, Source: n.source, Text: n.text})
@@ -178,23 +170,9 @@ func runScrubbed(ctx context.Context, e env, spec sessionSpec, scrub *sanitize.S
 		defer close(s.pipeDone)
 		pipeErr <- s.pipeline(pipeCtx, agg, prog, final)
 	}()
-	stopAll := func() {
-		stopSources()
-		if !waitFor(&s.sources, stopGrace) {
-			// A source is stuck (a driver call, a request that ignores
-			// cancellation): judge what was measured rather than run over.
-			fmt.Fprintf(e.Stderr, "tokentop: some sources did not stop within %v; reporting what was measured\n", stopGrace)
-			stopPipeline()
-			<-s.pipeDone
-			return
-		}
-		close(s.events)
-		<-s.pipeDone
-	}
-
 	if prog == nil {
 		<-srcCtx.Done()
-		stopAll()
+		s.stopAll(stopPipeline)
 	} else {
 		quitOnEnd := make(chan struct{})
 		go func() {
@@ -206,7 +184,7 @@ func runScrubbed(ctx context.Context, e env, spec sessionSpec, scrub *sanitize.S
 		}()
 		final, err := prog.Run()
 		close(quitOnEnd)
-		stopAll()
+		s.stopAll(stopPipeline)
 		printSummary(e.Stdout, final, spec.common.reportPath)
 		if err != nil && ctx.Err() == nil {
 			return report.ExitNoData, fmt.Errorf("console: %w", err)
@@ -219,11 +197,50 @@ func runScrubbed(ctx context.Context, e env, spec sessionSpec, scrub *sanitize.S
 		// A console the user quit is not a verdict; with --report it is.
 		return report.ExitOK, nil
 	}
-	last := <-final
+	return s.verdict(<-final)
+}
+
+// startRecording starts --record's writer, whose header is the run's
+// setup at started.
+func (s *session) startRecording(started time.Time) error {
+	if s.recFile == nil {
+		return nil
+	}
+	rec, err := record.NewWriter(s.recFile, record.Header{
+		ToolVersion: version, Title: s.spec.title, Started: started, Target: sanitize.URL(s.cfg.Target), Gateway: sanitize.URL(s.cfg.Gateway),
+		Model: s.model, Paths: s.paths, Classes: s.cfg.Classes, FootprintBudget: s.cfg.FootprintBudget,
+		Limits: recordedLimits(s.published),
+	})
+	if err != nil {
+		return usagef("--record: %w", err)
+	}
+	s.rec, s.recFile = rec, nil // the writer closes the file
+	return nil
+}
+
+// stopAll stops the sources and waits for them, then for the pipeline to
+// drain; a source stuck past stopGrace stops the pipeline at once.
+func (s *session) stopAll(stopPipeline context.CancelFunc) {
+	s.stopSources()
+	if !waitFor(&s.sources, stopGrace) {
+		// A source is stuck (a driver call, a request that ignores
+		// cancellation): judge what was measured rather than run over.
+		fmt.Fprintf(s.e.Stderr, "tokentop: some sources did not stop within %v; reporting what was measured\n", stopGrace)
+		stopPipeline()
+		<-s.pipeDone
+		return
+	}
+	close(s.events)
+	<-s.pipeDone
+}
+
+// verdict builds the report of the run's last snapshot, writes it where
+// --report says, and returns its exit code.
+func (s *session) verdict(last *metrics.Snapshot) (int, error) {
 	rep := reportWithTwin(last, s.twinSetup(), s.twin.Scorecard(),
 		report.Meta{ToolVersion: version, Target: sanitize.URL(s.cfg.Target), Gateway: sanitize.URL(s.cfg.Gateway), Model: s.model})
-	if spec.common.reportPath != "" {
-		if err := writeReport(e.Stdout, spec.common.reportPath, spec.common.format, rep); err != nil {
+	if path := s.spec.common.reportPath; path != "" {
+		if err := writeReport(s.e.Stdout, path, s.spec.common.format, rep); err != nil {
 			return report.ExitNoData, err
 		}
 	}
