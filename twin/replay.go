@@ -27,6 +27,12 @@ type Server struct {
 	// CtxSize is a slot server's context (llama.cpp --ctx-size), split
 	// evenly between its SeqCap slots; 0 none.
 	CtxSize int `json:"ctx_size"`
+	// ContextLen is the longest request (prompt and output) the server
+	// holds, 0 unbounded: a server without chunked prefill prefills a
+	// prompt in one step, so its budget bounds its context (vLLM requires
+	// it), and turning chunked prefill on does not lengthen the model's
+	// context.
+	ContextLen int `json:"context_len,omitempty"`
 	// invalid says why a change cannot be made to this server ("" when
 	// it can).
 	invalid string
@@ -61,6 +67,9 @@ func (s Server) knobs() engine.Knobs {
 	if s.KVTokens > 0 {
 		k.KVBlocks = (s.KVTokens + kvBlockTokens - 1) / kvBlockTokens
 		k.MaxModelLen = min(maxModelLen, k.KVBlocks*kvBlockTokens)
+	}
+	if s.ContextLen > 0 {
+		k.MaxModelLen = min(k.MaxModelLen, s.ContextLen)
 	}
 	k.ChunkedPrefill = s.ChunkedPrefill
 	k.MaxBatchedTokens = positiveOr(s.TokenBudget, 8192)
@@ -175,6 +184,13 @@ func simulate(srv Server, sources []Source, classes map[string]*config.Class, wa
 			g.offered++
 		}
 		prompt, output := s.Prompt.draw(rng), s.Output.draw(rng)
+		if c := srv.ContextLen; c > 1 && !s.Probe {
+			// The server's other requests fit its context (its length
+			// histograms hold none longer; a fitted lognormal's tail
+			// would).
+			output = min(output, c-1)
+			prompt = min(prompt, c-output)
+		}
 		ok := true
 		if slot := srv.slotContext(); slot > 0 {
 			// llama.cpp refuses a prompt its slot cannot hold and stops an

@@ -508,6 +508,9 @@ func (b *builder) calibrate() (*runOut, error) {
 	ordered := slices.Sorted(slices.Values(losses))
 	t := trials[best]
 	b.srv.TokenBudget, b.srv.ChunkedPrefill = t.budget, t.chunked
+	if !t.chunked && t.budget > 0 {
+		b.srv.ContextLen = t.budget
+	}
 	how := fmt.Sprintf("calibrated: of %d budgets replayed, the one whose replay matches the measured TTFT, ITL and throughput best (loss %.3f, next %.3f)", len(trials), ordered[0], ordered[min(1, len(ordered)-1)])
 	switch {
 	case t.chunked:
