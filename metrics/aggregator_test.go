@@ -221,15 +221,13 @@ func TestBatchDeadlineCountsRetriesAgainst(t *testing.T) {
 	}
 }
 
-func f64(v float64) *float64 { return &v }
-
 func scrapeAt(at time.Time, queue, kv, preempt float64, hist prom.Histogram) *prom.Sample {
 	return &prom.Sample{
 		At: at, Profile: "vllm", Variant: "v1",
 		Signals: map[string]*float64{
-			prom.SignalQueueDepth:       f64(queue),
-			prom.SignalKVUsage:          f64(kv),
-			prom.SignalPreemptionsTotal: f64(preempt),
+			prom.SignalQueueDepth:       new(queue),
+			prom.SignalKVUsage:          new(kv),
+			prom.SignalPreemptionsTotal: new(preempt),
 		},
 		Histograms: map[string]prom.Histogram{prom.HistTTFT: hist},
 	}

@@ -21,7 +21,7 @@ func TestServerFamilies2025(t *testing.T) {
 		s := &prom.Sample{At: t0.Add(time.Duration(sec * float64(time.Second))), Profile: "vllm", Variant: "v1",
 			Signals: map[string]*float64{}, Histograms: map[string]prom.Histogram{}}
 		for k, v := range sig {
-			s.Signals[k] = f64(v)
+			s.Signals[k] = new(v)
 		}
 		if kv.Count > 0 {
 			s.Histograms[prom.HistKVTransfer] = kv

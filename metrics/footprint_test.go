@@ -19,7 +19,7 @@ func footScrape(a *Aggregator, sec float64, prompt, gen, running, waiting float6
 	for name, v := range map[string]float64{prom.SignalPromptTokensTotal: prompt, prom.SignalGenerationTokens: gen,
 		prom.SignalRunning: running, prom.SignalQueueDepth: waiting} {
 		if v >= 0 {
-			sig[name] = f64(v)
+			sig[name] = new(v)
 		}
 	}
 	a.Apply(&observe.Scrape{At: at, Sample: &prom.Sample{At: at, Profile: "vllm", Signals: sig}})

@@ -16,7 +16,7 @@ func TestIntervalsPairClientAndServer(t *testing.T) {
 	scrape := func(sec int, prompt, gen, running, itlSum, itlCount float64) {
 		at := t0.Add(time.Duration(sec) * time.Second)
 		s := &prom.Sample{At: at, Signals: map[string]*float64{
-			prom.SignalPromptTokensTotal: f64(prompt), prom.SignalGenerationTokens: f64(gen), prom.SignalRunning: f64(running)},
+			prom.SignalPromptTokensTotal: new(prompt), prom.SignalGenerationTokens: new(gen), prom.SignalRunning: new(running)},
 			Histograms: map[string]prom.Histogram{prom.HistITL: {Count: itlCount, Sum: itlSum,
 				Buckets: []prom.Bucket{{UpperBound: 0.05, CumulativeCount: itlCount}, {UpperBound: math.Inf(1), CumulativeCount: itlCount}}}}}
 		a.addScrape(&observe.Scrape{At: at, Sample: s})

@@ -14,14 +14,14 @@ import (
 func serverSample(at time.Time, start, gen, prompt float64, itl prom.Histogram) *prom.Sample {
 	s := &prom.Sample{At: at, Profile: "vllm", Variant: "v1",
 		Signals: map[string]*float64{
-			prom.SignalGenerationTokens:  f64(gen),
-			prom.SignalPromptTokensTotal: f64(prompt),
-			prom.SignalRunning:           f64(4),
+			prom.SignalGenerationTokens:  new(gen),
+			prom.SignalPromptTokensTotal: new(prompt),
+			prom.SignalRunning:           new(4.0),
 		},
 		Histograms: map[string]prom.Histogram{prom.HistITL: itl},
 	}
 	if start > 0 {
-		s.Signals[prom.SignalProcessStartTime] = f64(start)
+		s.Signals[prom.SignalProcessStartTime] = new(start)
 	}
 	return s
 }
@@ -93,7 +93,7 @@ func TestRestartFromCountersAlone(t *testing.T) {
 func TestRefusedConnectionsAlone(t *testing.T) {
 	refused := "dial tcp 127.0.0.1:8000: connect: connection refused"
 	bare := func(at time.Time) *prom.Sample {
-		return &prom.Sample{At: at, Profile: "llamacpp", Signals: map[string]*float64{prom.SignalRunning: f64(1)}}
+		return &prom.Sample{At: at, Profile: "llamacpp", Signals: map[string]*float64{prom.SignalRunning: new(1.0)}}
 	}
 	a := newTestAggregator()
 	a.Apply(&observe.Scrape{At: sec(1), Err: refused}) // not up yet

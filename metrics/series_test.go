@@ -101,8 +101,8 @@ func TestSeriesRatesAndGPUs(t *testing.T) {
 	a := newTestAggregator()
 	sample := func(at time.Time, prompt, gen float64) *prom.Sample {
 		s := scrapeAt(at, 1, 0.5, 0, hist(1, 1, 1, 1))
-		s.Signals[prom.SignalPromptTokensTotal] = f64(prompt)
-		s.Signals[prom.SignalGenerationTokens] = f64(gen)
+		s.Signals[prom.SignalPromptTokensTotal] = new(prompt)
+		s.Signals[prom.SignalGenerationTokens] = new(gen)
 		return s
 	}
 	util := func(v float64) *float64 { return &v }

@@ -15,11 +15,11 @@ func TestQueueTrendIsLeastSquaresSlope(t *testing.T) {
 		want  *float64 // nil: no trend
 		n     int
 	}{
-		{name: "rising 2 per second", queue: func(s float64) float64 { return 3 + 2*s }, want: f64(2), n: 120},
-		{name: "falling", queue: func(s float64) float64 { return 100 - 0.5*s }, want: f64(-0.5), n: 120},
-		{name: "flat", queue: func(float64) float64 { return 7 }, want: f64(0), n: 120},
+		{name: "rising 2 per second", queue: func(s float64) float64 { return 3 + 2*s }, want: new(2.0), n: 120},
+		{name: "falling", queue: func(s float64) float64 { return 100 - 0.5*s }, want: new(-0.5), n: 120},
+		{name: "flat", queue: func(float64) float64 { return 7 }, want: new(0.0), n: 120},
 		// A sawtooth around a rising line: the fit sees through the noise.
-		{name: "noisy rise", queue: func(s float64) float64 { return s + 10*math.Mod(s, 2) }, want: f64(1), n: 240},
+		{name: "noisy rise", queue: func(s float64) float64 { return s + 10*math.Mod(s, 2) }, want: new(1.0), n: 240},
 		{name: "one scrape", queue: func(float64) float64 { return 4 }, want: nil, n: 1},
 	}
 	for _, tc := range tests {

@@ -10,12 +10,10 @@ import (
 	"github.com/tokentop/tokentop/prom"
 )
 
-func f64(v float64) *float64 { return &v }
-
 func TestScrapeRoundTrips(t *testing.T) {
 	in := &Scrape{At: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC), Sample: &prom.Sample{Profile: "sglang", Models: []string{"a", "b"},
-		Signals:  map[string]*float64{"queue_depth": f64(5), "running": nil},
-		PerModel: map[string]*prom.Sample{"a": {Profile: "sglang", Signals: map[string]*float64{"queue_depth": f64(2)}}},
+		Signals:  map[string]*float64{"queue_depth": new(5.0), "running": nil},
+		PerModel: map[string]*prom.Sample{"a": {Profile: "sglang", Signals: map[string]*float64{"queue_depth": new(2.0)}}},
 		Histograms: map[string]prom.Histogram{"itl_seconds": {Count: 2, NoSum: true, Buckets: []prom.Bucket{
 			{UpperBound: 0.025, CumulativeCount: 1}, {UpperBound: math.Inf(1), CumulativeCount: 2}}}},
 		Warnings: []string{"w"}}}

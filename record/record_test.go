@@ -26,8 +26,6 @@ func header() Header {
 		Paths: []string{observe.PathDirect}, Classes: config.Default().Classes}
 }
 
-func f64(v float64) *float64 { return &v }
-
 // events writes one event of every kind, in the order an aggregator would
 // apply them, and returns the recording.
 func events(t *testing.T) []byte {
@@ -47,7 +45,7 @@ func events(t *testing.T) []byte {
 	failed := &observe.Trace{ID: "y", Class: "interactive", Kind: "interactive", Path: observe.PathDirect, Sent: at, End: at.Add(time.Millisecond),
 		Status: 500, Err: &observe.Error{Kind: observe.ErrHTTP, Status: 500, Msg: "boom"}}
 	sample := &prom.Sample{At: at, Profile: "vllm", Variant: "v1", Models: []string{"m"},
-		Signals: map[string]*float64{"queue_depth": f64(3), "kv_usage": f64(0.5)},
+		Signals: map[string]*float64{"queue_depth": new(3.0), "kv_usage": new(0.5)},
 		Histograms: map[string]prom.Histogram{"ttft_seconds": {Count: 4, Sum: 1.5, Buckets: []prom.Bucket{
 			{UpperBound: 0.1, CumulativeCount: 1}, {UpperBound: 1, CumulativeCount: 3}, {UpperBound: math.Inf(1), CumulativeCount: 4}}}}}
 	w.Write(&observe.FirstToken{Class: "interactive", Path: observe.PathDirect, IntendedStart: at, Sent: at, At: at.Add(60 * time.Millisecond)})

@@ -11,8 +11,6 @@ import (
 	"github.com/tokentop/tokentop/metrics"
 )
 
-func f64(v float64) *float64 { return &v }
-
 func fixtureDist(count int64, p50, p95, p99, mean, max float64) metrics.Dist {
 	return metrics.Dist{Count: count, P50: p50, P95: p95, P99: p99, Mean: mean, Max: max}
 }
@@ -53,7 +51,7 @@ func fixtureSnapshot() *metrics.Snapshot {
 		StallFraction:     0.003,
 		E2E:               fixtureDist(57, 5400, 8100, 9900, 5700, 10400),
 		E2EPerOutputToken: fixtureDist(57, 21.1, 31.6, 38.7, 22, 40.6),
-		TTFTBreakdown:     metrics.TTFTBreakdown{Queue: f64(250), Prefill: f64(140), Network: nil},
+		TTFTBreakdown:     metrics.TTFTBreakdown{Queue: new(250.0), Prefill: new(140.0), Network: nil},
 		OutputTokens:      metrics.TokenStats{P50: 256, P95: 256, Total: 14592, Basis: metrics.BasisUsage},
 		InputTokens:       metrics.TokenStats{P50: 690, P95: 1980, Total: 45000, Basis: metrics.BasisMixed},
 		Throughput:        metrics.Throughput{RequestsPerS: 2, InputTokensPerS: 1500, OutputTokensPerS: 486.4},
@@ -102,7 +100,7 @@ func fixtureSnapshot() *metrics.Snapshot {
 		StallFraction:     0,
 		E2E:               fixtureDist(400, 6200, 8800, 9900, 6500, 11000),
 		E2EPerOutputToken: fixtureDist(400, 34.4, 48.9, 55, 36.1, 61.1),
-		TTFTBreakdown:     metrics.TTFTBreakdown{Queue: f64(600), Prefill: f64(290), Network: f64(3.5)},
+		TTFTBreakdown:     metrics.TTFTBreakdown{Queue: new(600.0), Prefill: new(290.0), Network: new(3.5)},
 		OutputTokens:      metrics.TokenStats{P50: 180, P95: 180, Total: 71820, Basis: metrics.BasisStreamChunks},
 		InputTokens:       metrics.TokenStats{P50: 1490, P95: 2950, Total: 610000, Basis: metrics.BasisTarget},
 		Throughput:        metrics.Throughput{RequestsPerS: 13.33, InputTokensPerS: 20333.3, OutputTokensPerS: 2394, JobsPerS: 0.5},
@@ -139,7 +137,7 @@ func fixtureSnapshot() *metrics.Snapshot {
 		E2E:               fixtureDist(1188, 5100, 7900, 9700, 5400, 11000),
 		E2EPerOutputToken: fixtureDist(1188, 20, 30, 37, 21, 40),
 		TPOT:              fixtureDist(1188, 18.5, 27, 33, 19, 36),
-		TTFTBreakdown:     metrics.TTFTBreakdown{Network: f64(12)},
+		TTFTBreakdown:     metrics.TTFTBreakdown{Network: new(12.0)},
 		OutputTokens:      metrics.TokenStats{P50: 250, P95: 256, Total: 297000, Basis: metrics.BasisStreamChunks},
 		Throughput:        metrics.Throughput{RequestsPerS: 40.13, OutputTokensPerS: 9900},
 	}, Incomplete: map[string]int64{"missing_segments": 3}}
@@ -164,10 +162,10 @@ func fixtureSnapshot() *metrics.Snapshot {
 			Observed: []metrics.ObservedStats{observedChat, observedOther},
 			Server: metrics.ServerStats{
 				Profile: "vllm", Variant: "v1", ScrapeOK: true, Scrapes: 120,
-				QueueDepth:      metrics.GaugeStats{Count: 120, Last: 9, P50: 6, P95: 14, Max: 19, TrendPerS: f64(0.35)},
+				QueueDepth:      metrics.GaugeStats{Count: 120, Last: 9, P50: 6, P95: 14, Max: 19, TrendPerS: new(0.35)},
 				Running:         metrics.GaugeStats{Count: 120, Last: 64, P50: 64, P95: 64, Max: 64},
 				KVUsage:         metrics.GaugeStats{Count: 120, Last: 0.71, P50: 0.68, P95: 0.83, Max: 0.9},
-				PreemptionsPerS: f64(0.2), PromptTokensPerS: f64(21300), GenerationTokensPerS: f64(5120),
+				PreemptionsPerS: new(0.2), PromptTokensPerS: new(21300.0), GenerationTokensPerS: new(5120.0),
 				TTFT:  fixtureDist(900, 380, 1100, 1700, 450, 2000),
 				ITL:   fixtureDist(80000, 25, 55, 88, 28, 280),
 				Queue: fixtureDist(900, 240, 800, 1300, 320, 1500),
@@ -178,16 +176,16 @@ func fixtureSnapshot() *metrics.Snapshot {
 			GPU: metrics.GPUStats{
 				Source: "nvml",
 				Devices: []metrics.GPUDeviceStats{
-					{Index: 0, Name: "NVIDIA H100 80GB HBM3", UtilP50: f64(0.97), UtilMax: f64(1), MemUsedFracMax: f64(0.93),
-						MemBWUtilP50: f64(0.61), PowerWP50: f64(655), ClockEventWords: []string{"sw_power_cap"}},
-					{Index: 1, Name: "NVIDIA H100 80GB HBM3", UtilP50: f64(0.4), UtilMax: f64(0.55), MemUsedFracMax: f64(0.5)},
+					{Index: 0, Name: "NVIDIA H100 80GB HBM3", UtilP50: new(0.97), UtilMax: new(1.0), MemUsedFracMax: new(0.93),
+						MemBWUtilP50: new(0.61), PowerWP50: new(655.0), ClockEventWords: []string{"sw_power_cap"}},
+					{Index: 1, Name: "NVIDIA H100 80GB HBM3", UtilP50: new(0.4), UtilMax: new(0.55), MemUsedFracMax: new(0.5)},
 				},
 			},
 			Probe: metrics.ProbeStats{SelfLagP99Ms: 1.8, SelfLagMaxMs: 4.2, Samples: 3000, Reliable: true,
 				Footprint: metrics.Footprint{Budget: 0.05, PromptSeconds: 29, GenerationSeconds: 29, RunningScrapes: 29,
-					ProbePromptTokensPerS: f64(660), ServerPromptTokensPerS: f64(21300), PromptTokensShare: f64(660.0 / 21300),
-					ProbeGenerationTokensPerS: f64(92), ServerGenerationTokensPerS: f64(5120), GenerationTokensShare: f64(92.0 / 5120),
-					ProbeInFlight: f64(3.5), ServerSequences: f64(73), RunningShare: f64(3.5 / 73), ServerHasWaiting: true}},
+					ProbePromptTokensPerS: new(660.0), ServerPromptTokensPerS: new(21300.0), PromptTokensShare: new(660.0 / 21300),
+					ProbeGenerationTokensPerS: new(92.0), ServerGenerationTokensPerS: new(5120.0), GenerationTokensShare: new(92.0 / 5120),
+					ProbeInFlight: new(3.5), ServerSequences: new(73.0), RunningShare: new(3.5 / 73), ServerHasWaiting: true}},
 		},
 	}
 }
@@ -200,22 +198,22 @@ func fixtureDiagnosis() diagnose.Diagnosis {
 			{
 				Class: "interactive", Kind: config.KindInteractive, Pass: false,
 				Objectives: []diagnose.Objective{
-					{Name: "valid_streams", Target: 0.95, Actual: f64(0.95), Pass: true},
-					{Name: "ttft_p95_ms", Target: 800, Actual: f64(1240), AtMost: true, Pass: false},
-					{Name: "ttft_p99_ms", Target: 2000, Actual: f64(1890.25), AtMost: true, Pass: true},
-					{Name: "itl_p95_ms", Target: 150, Actual: f64(41), AtMost: true, Pass: true, Basis: metrics.BasisToken},
-					{Name: "e2e_p95_ms", Target: 20000, Actual: f64(8100), AtMost: true, Pass: true},
+					{Name: "valid_streams", Target: 0.95, Actual: new(0.95), Pass: true},
+					{Name: "ttft_p95_ms", Target: 800, Actual: new(1240.0), AtMost: true, Pass: false},
+					{Name: "ttft_p99_ms", Target: 2000, Actual: new(1890.25), AtMost: true, Pass: true},
+					{Name: "itl_p95_ms", Target: 150, Actual: new(41.0), AtMost: true, Pass: true, Basis: metrics.BasisToken},
+					{Name: "e2e_p95_ms", Target: 20000, Actual: new(8100.0), AtMost: true, Pass: true},
 				},
-				Goodput: diagnose.Goodput{Unit: "requests", Numerator: 50, Denominator: 60, PerS: 50.0 / 30, Ratio: f64(50.0 / 60)},
+				Goodput: diagnose.Goodput{Unit: "requests", Numerator: 50, Denominator: 60, PerS: 50.0 / 30, Ratio: new(50.0 / 60)},
 			},
 			{
 				Class: "batch", Kind: config.KindBatch, Pass: true,
 				Objectives: []diagnose.Objective{
-					{Name: "deadline_completion", Target: 0.99, Actual: f64(0.9975), Pass: true},
-					{Name: "output_tokens_per_s", Target: 2000, Actual: f64(2394), Pass: true},
-					{Name: "validity", Target: 0.995, Actual: f64(0.9975), Pass: true},
+					{Name: "deadline_completion", Target: 0.99, Actual: new(0.9975), Pass: true},
+					{Name: "output_tokens_per_s", Target: 2000, Actual: new(2394.0), Pass: true},
+					{Name: "validity", Target: 0.995, Actual: new(0.9975), Pass: true},
 				},
-				Goodput: diagnose.Goodput{Unit: "output_tokens", Numerator: 71820, Denominator: 72000, PerS: 2394, Ratio: f64(0.9975)},
+				Goodput: diagnose.Goodput{Unit: "output_tokens", Numerator: 71820, Denominator: 72000, PerS: 2394, Ratio: new(0.9975)},
 			},
 			{
 				Class: "canary", Kind: config.KindInteractive, Pass: false, NoData: true,
@@ -228,13 +226,13 @@ func fixtureDiagnosis() diagnose.Diagnosis {
 		Observed: []diagnose.ObservedVerdict{{Against: "interactive", Verdict: diagnose.Verdict{
 			Class: "observed · chat · meta-llama/Llama-3.1-8B-Instruct", Kind: config.KindInteractive, Pass: false,
 			Objectives: []diagnose.Objective{
-				{Name: "valid_streams", Target: 0.95, Actual: f64(1188.0 / 1190), Pass: true},
-				{Name: "ttft_p95_ms", Target: 800, Actual: f64(1100), AtMost: true, Pass: false},
-				{Name: "ttft_p99_ms", Target: 2000, Actual: f64(1700), AtMost: true, Pass: true},
-				{Name: "itl_p95_ms", Target: 150, Actual: f64(48), AtMost: true, Pass: true, Basis: metrics.BasisChunk},
-				{Name: "e2e_p95_ms", Target: 20000, Actual: f64(7900), AtMost: true, Pass: true},
+				{Name: "valid_streams", Target: 0.95, Actual: new(1188.0 / 1190), Pass: true},
+				{Name: "ttft_p95_ms", Target: 800, Actual: new(1100.0), AtMost: true, Pass: false},
+				{Name: "ttft_p99_ms", Target: 2000, Actual: new(1700.0), AtMost: true, Pass: true},
+				{Name: "itl_p95_ms", Target: 150, Actual: new(48.0), AtMost: true, Pass: true, Basis: metrics.BasisChunk},
+				{Name: "e2e_p95_ms", Target: 20000, Actual: new(7900.0), AtMost: true, Pass: true},
 			},
-			Goodput: diagnose.Goodput{Unit: "requests", Numerator: 1100, Denominator: 1190, PerS: 1100.0 / 30, Ratio: f64(1100.0 / 1190)},
+			Goodput: diagnose.Goodput{Unit: "requests", Numerator: 1100, Denominator: 1190, PerS: 1100.0 / 30, Ratio: new(1100.0 / 1190)},
 		}}},
 		Findings: []diagnose.Finding{
 			{

@@ -587,7 +587,7 @@ func TestNotJudgedObjectiveAndFootprint(t *testing.T) {
 	snap := fixtureSnapshot()
 	d := fixtureDiagnosis()
 	b := &d.Verdicts[1]
-	b.Objectives[1] = diagnose.Objective{Name: "output_tokens_per_s", Target: 3000, Actual: f64(372), NotJudged: "a workload figure: 16 streams at 43.0 ms a token deliver at most 372 tokens/s"}
+	b.Objectives[1] = diagnose.Objective{Name: "output_tokens_per_s", Target: 3000, Actual: new(372.0), NotJudged: "a workload figure: 16 streams at 43.0 ms a token deliver at most 372 tokens/s"}
 	r := Build(snap, d, fixtureMeta())
 	c := r.Classes[1]
 	if !c.SLO.Pass || c.SLO.Objectives[1].Pass || !strings.HasPrefix(c.SLO.Objectives[1].NotJudged, "a workload figure") {

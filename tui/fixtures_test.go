@@ -17,9 +17,8 @@ import (
 
 var t0 = time.Date(2026, 11, 30, 13, 0, 0, 0, time.UTC)
 
-func f64(v float64) *float64 { return &v }
-func u64(v uint64) *uint64   { return &v }
-func u32(v uint32) *uint32   { return &v }
+func u64(v uint64) *uint64 { return &v }
+func u32(v uint32) *uint32 { return &v }
 
 // logBins builds display bins starting at lo, each factor wider than the
 // last, with the given counts.
@@ -125,7 +124,7 @@ func healthySnap() *metrics.Snapshot {
 			QueueDepth:      metrics.GaugeStats{Count: 120, Last: 3, P50: 2, P95: 6, Max: 9},
 			Running:         metrics.GaugeStats{Count: 120, Last: 22, P50: 21, P95: 24, Max: 24},
 			KVUsage:         metrics.GaugeStats{Count: 120, Last: 0.41, P50: 0.38, P95: 0.52, Max: 0.57},
-			PreemptionsPerS: f64(0), GenerationTokensPerS: f64(5120), PromptTokensPerS: f64(21300),
+			PreemptionsPerS: new(0.0), GenerationTokensPerS: new(5120.0), PromptTokensPerS: new(21300.0),
 			TTFT: dist(160, 380, 590, 190, 690, logBins(40, 1.3, 10, 40, 60, 30, 8)),
 			ITL:  dist(19, 31, 44, 21, 70, logBins(8, 1.3, 100, 900, 2000, 700, 60)),
 		},
@@ -134,7 +133,7 @@ func healthySnap() *metrics.Snapshot {
 			Devices: []metrics.GPUDeviceStats{{
 				Index: 0, Name: "NVIDIA H200",
 				Last:    observe.GPUDevice{Index: 0, Name: "NVIDIA H200", MemUsedBytes: u64(101 << 30), MemTotalBytes: u64(141 << 30), SMClockMHz: u32(1980)},
-				UtilP50: f64(0.87), UtilMax: f64(0.99), MemUsedFracMax: f64(0.72), MemBWUtilP50: f64(0.45), PowerWP50: f64(612),
+				UtilP50: new(0.87), UtilMax: new(0.99), MemUsedFracMax: new(0.72), MemBWUtilP50: new(0.45), PowerWP50: new(612.0),
 			}},
 		},
 		Probe: metrics.ProbeStats{SelfLagP99Ms: 1.2, SelfLagMaxMs: 3.9, Samples: 300, Reliable: true,
@@ -163,18 +162,18 @@ func healthyDiag() diagnose.Diagnosis {
 		{
 			Class: "interactive", Kind: "interactive", Pass: true,
 			Objectives: []diagnose.Objective{
-				{Name: "valid_streams", Target: 0.999, Actual: f64(0.9939), Pass: true},
-				{Name: "ttft_p95_ms", Target: 800, Actual: f64(410), AtMost: true, Pass: true},
-				{Name: "itl_p95_ms", Target: 150, Actual: f64(34), AtMost: true, Pass: true},
+				{Name: "valid_streams", Target: 0.999, Actual: new(0.9939), Pass: true},
+				{Name: "ttft_p95_ms", Target: 800, Actual: new(410.0), AtMost: true, Pass: true},
+				{Name: "itl_p95_ms", Target: 150, Actual: new(34.0), AtMost: true, Pass: true},
 			},
-			Goodput: diagnose.Goodput{Unit: "requests", Numerator: 163, Denominator: 166, PerS: 1.96, Ratio: f64(163.0 / 166)},
+			Goodput: diagnose.Goodput{Unit: "requests", Numerator: 163, Denominator: 166, PerS: 1.96, Ratio: new(163.0 / 166)},
 		},
 		{
 			Class: "batch", Kind: "batch", Pass: true,
 			Objectives: []diagnose.Objective{
-				{Name: "output_tokens_per_s", Target: 2000, Actual: f64(2472), Pass: true},
+				{Name: "output_tokens_per_s", Target: 2000, Actual: new(2472.0), Pass: true},
 			},
-			Goodput: diagnose.Goodput{Unit: "output_tokens", Numerator: 74160, Denominator: 74160, PerS: 2472, Ratio: f64(1)},
+			Goodput: diagnose.Goodput{Unit: "output_tokens", Numerator: 74160, Denominator: 74160, PerS: 2472, Ratio: new(1.0)},
 		},
 	}}
 }
@@ -187,7 +186,7 @@ func failingSnap() *metrics.Snapshot {
 		c.Errors, c.Completed, c.Valid = 9, 157, 157
 		v.Server.QueueDepth = metrics.GaugeStats{Count: 120, Last: 41, P50: 30, P95: 44, Max: 52}
 		v.Server.KVUsage = metrics.GaugeStats{Count: 120, Last: 0.97, P50: 0.9, P95: 0.99, Max: 1}
-		v.Server.PreemptionsPerS = f64(3.4)
+		v.Server.PreemptionsPerS = new(3.4)
 		v.Server.ScrapeOK = false
 		v.Probe = metrics.ProbeStats{SelfLagP99Ms: 84, SelfLagMaxMs: 310, Samples: 300, Reliable: false,
 			Footprint: footprint(0.72, 0.41, 0.6)}
@@ -195,7 +194,7 @@ func failingSnap() *metrics.Snapshot {
 		for i := range devs {
 			devs[i] = metrics.GPUDeviceStats{
 				Index: i, Name: "NVIDIA H100 80GB HBM3",
-				UtilP50: f64(0.95), UtilMax: f64(1), MemUsedFracMax: f64(0.93), PowerWP50: f64(690),
+				UtilP50: new(0.95), UtilMax: new(1.0), MemUsedFracMax: new(0.93), PowerWP50: new(690.0),
 				ClockEventWords: []string{"sw_power_cap", "hw_thermal_slowdown"},
 			}
 		}
@@ -219,15 +218,15 @@ func failingDiag() diagnose.Diagnosis {
 	d := healthyDiag()
 	d.Verdicts[0].Pass = false
 	d.Verdicts[0].Objectives = []diagnose.Objective{
-		{Name: "valid_streams", Target: 0.999, Actual: f64(0.946), Pass: false},
-		{Name: "ttft_p95_ms", Target: 800, Actual: f64(3900), AtMost: true, Pass: false},
-		{Name: "ttft_p99_ms", Target: 2000, Actual: f64(5200), AtMost: true, Pass: false},
-		{Name: "itl_p95_ms", Target: 150, Actual: f64(34), AtMost: true, Pass: true},
+		{Name: "valid_streams", Target: 0.999, Actual: new(0.946), Pass: false},
+		{Name: "ttft_p95_ms", Target: 800, Actual: new(3900.0), AtMost: true, Pass: false},
+		{Name: "ttft_p99_ms", Target: 2000, Actual: new(5200.0), AtMost: true, Pass: false},
+		{Name: "itl_p95_ms", Target: 150, Actual: new(34.0), AtMost: true, Pass: true},
 	}
-	d.Verdicts[0].Goodput = diagnose.Goodput{Unit: "requests", Numerator: 58, Denominator: 166, PerS: 0.7, Ratio: f64(58.0 / 166)}
+	d.Verdicts[0].Goodput = diagnose.Goodput{Unit: "requests", Numerator: 58, Denominator: 166, PerS: 0.7, Ratio: new(58.0 / 166)}
 	d.Verdicts[1].Pass = false
 	d.Verdicts[1].Objectives = []diagnose.Objective{
-		{Name: "output_tokens_per_s", Target: 3000, Actual: f64(2472), Pass: false},
+		{Name: "output_tokens_per_s", Target: 3000, Actual: new(2472.0), Pass: false},
 	}
 	d.Findings = []diagnose.Finding{
 		{
@@ -408,15 +407,15 @@ func drillSnap() *metrics.Snapshot {
 		c.TTFT.Censored = 9
 		c.TTFT.Lower.P99 = true
 		sv := &v.Server
-		sv.RequestsPerS, sv.PrefixCacheHitRate, sv.SpecAcceptRate, sv.KVTransferFailuresPerS = f64(6.5), f64(0.62), f64(0.71), f64(0.2)
+		sv.RequestsPerS, sv.PrefixCacheHitRate, sv.SpecAcceptRate, sv.KVTransferFailuresPerS = new(6.5), new(0.62), new(0.71), new(0.2)
 		sv.KVTransfer = dist(12, 40, 95, 18, 120, logBins(4, 1.5, 10, 30, 5))
 		d := &v.GPU.Devices[0]
 		d.Last = observe.GPUDevice{Index: 0, Name: d.Name, UUID: "GPU-5c1a7f3e-9b2d-4e61-8f0a-2d3c4b5a6978",
-			Util: f64(0.97), MemUsedBytes: u64(74 << 30), MemTotalBytes: u64(80 << 30), MemBWUtil: f64(0.62), SMActivity: f64(0.81),
-			SMClockMHz: u32(1410), SMClockMaxMHz: u32(1980), PowerW: f64(698), PowerLimitW: f64(700), TempC: u32(84),
+			Util: new(0.97), MemUsedBytes: u64(74 << 30), MemTotalBytes: u64(80 << 30), MemBWUtil: new(0.62), SMActivity: new(0.81),
+			SMClockMHz: u32(1410), SMClockMaxMHz: u32(1980), PowerW: new(698.0), PowerLimitW: new(700.0), TempC: u32(84),
 			ClockEventWords: []string{"sw_power_cap"}, ClockEventReasons: u64(0x4),
 			Processes: []observe.GPUProcess{{PID: 4121, UsedBytes: 72 << 30}, {PID: 4388, UsedUnknown: true}}}
-		d.MemBWUtilP50 = f64(0.58)
+		d.MemBWUtilP50 = new(0.58)
 	}
 	scraped := s.At.Add(-12 * time.Second)
 	for _, n := range []string{"queue_depth", "running", "kv_usage", "preemptions_total", "prompt_tokens_total", "generation_tokens_total"} {
@@ -433,5 +432,5 @@ func drillSnap() *metrics.Snapshot {
 // generated tokens and sequences, against the default 5% budget.
 func footprint(prompt, gen, running float64) metrics.Footprint {
 	return metrics.Footprint{Budget: 0.05, PromptSeconds: 30, GenerationSeconds: 30, RunningScrapes: 30,
-		PromptTokensShare: f64(prompt), GenerationTokensShare: f64(gen), RunningShare: f64(running)}
+		PromptTokensShare: new(prompt), GenerationTokensShare: new(gen), RunningShare: new(running)}
 }

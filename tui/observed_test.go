@@ -28,7 +28,7 @@ func observedSnap() (*metrics.Snapshot, diagnose.Diagnosis) {
 	s.Capture = &metrics.CaptureView{CaptureStats: observe.CaptureStats{Streams: 1204, Complete: 1190}, IncompleteTotal: 3, NotMeasurableTotal: 11}
 	d := healthyDiag()
 	d.Observed = []diagnose.ObservedVerdict{{Against: "interactive", Verdict: diagnose.Verdict{Class: "observed · chat · llama", Kind: "interactive",
-		Objectives: []diagnose.Objective{{Name: "ttft_p95_ms", Target: 800, Actual: f64(1100), AtMost: true}}}}}
+		Objectives: []diagnose.Objective{{Name: "ttft_p95_ms", Target: 800, Actual: new(1100.0), AtMost: true}}}}}
 	return s, d
 }
 

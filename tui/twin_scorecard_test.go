@@ -29,7 +29,7 @@ func TestTwinScorecardView(t *testing.T) {
 			{Change: twin.Change{Priority: &on}, At: at, Reliable: true,
 				Predicted: map[string]twin.Figures{name: {TTFT: twin.Pcts{P95: 600}, ITL: twin.Pcts{P95: 60}, OutputTokensPerS: 300}},
 				Measured:  map[string]twin.Figures{name: {TTFT: twin.Pcts{P95: 500}, ITL: twin.Pcts{P95: 60}, OutputTokensPerS: 300}},
-				Errors:    map[string]twin.SelfCheck{name: {TTFTP95Err: f64(0.2), ITLP95Err: f64(0), OutputTokensPerSErr: f64(0)}}},
+				Errors:    map[string]twin.SelfCheck{name: {TTFTP95Err: new(0.2), ITLP95Err: new(0.0), OutputTokensPerSErr: new(0.0)}}},
 			{Change: twin.Change{MaxNumSeqs: &cap32}, At: at.Add(time.Minute), Reliable: true,
 				Predicted: map[string]twin.Figures{name: {TTFT: twin.Pcts{P95: 900}}}},
 		}}
