@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"maps"
 	"math"
 	"slices"
 
@@ -177,11 +178,7 @@ func censoredDist(exact, censored *sketch, extra []float64) Dist {
 	}
 	exact.s.ForEach(func(v, c float64) bool { at(v).deaths += c; return false })
 	cens.s.ForEach(func(v, c float64) bool { at(v).censored += c; return false })
-	values := make([]float64, 0, len(points))
-	for v := range points {
-		values = append(values, v)
-	}
-	slices.Sort(values)
+	values := slices.Sorted(maps.Keys(points))
 
 	n := exact.count() + cens.count()
 	d := Dist{Count: n, Censored: cens.count()}
