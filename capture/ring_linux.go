@@ -71,11 +71,9 @@ func mapRing(fd int, loIndex map[int]bool) (*ring, error) {
 		_ = unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_VERSION, unix.TPACKET_V1)
 		return nil, fmt.Errorf("packet ring: %w", err)
 	}
-	mem, err := unix.Mmap(fd, 0, ringBlock*ringBlocks, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_LOCKED|unix.MAP_POPULATE)
-	if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOMEM) {
-		// Over the locked-memory limit: mapped unlocked.
-		mem, err = unix.Mmap(fd, 0, ringBlock*ringBlocks, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	}
+	// The ring is the kernel's memory, never paged out: no locking (which
+	// a capture granted CAP_NET_RAW alone may not do) is needed.
+	mem, err := unix.Mmap(fd, 0, ringBlock*ringBlocks, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		// The ring stays set up on the socket, unusable without its
 		// mapping: the caller closes the socket.
