@@ -215,6 +215,9 @@ type otherLoad struct {
 	shapes shapes
 	// lengthsHow says where the mean lengths came from.
 	lengthsHow string
+	// growthHow says how the rate is the arrivals where its sequences in
+	// the server grew or drained through the window ("" where they held).
+	growthHow string
 	// slot: a slot server's (llama.cpp's) other traffic, closed loops only
 	// (inferSlotOther).
 	slot bool
@@ -406,10 +409,38 @@ func inferOther(v *metrics.View, probes []Source) (otherLoad, error) {
 		o.dispersion = va / m
 		o.openShare = math.Min(va/o.spread/m, 1)
 	}
+	o.arrivalsFromGrowth(v, others)
 	o.shapes = otherShapes(v, probes, meanPrompt, meanOut, o.openShare > 0 && o.closedN() >= 1)
 	o.spreadFromLengths(meanPrompt, meanOut)
 	o.fromObserved(v)
 	return o, nil
+}
+
+// growthEnds is how many scrapes at each end of the window the sequences'
+// growth is read between (their mean: a scrape's count is noisy).
+const growthEnds = 5
+
+// arrivalsFromGrowth makes the other traffic's rate its arrivals, not its
+// finishes: the requests that finished plus the growth of its sequences
+// in the server (running and waiting) over the window. The two are one
+// where the server keeps up; where its queue grows through the window
+// (an overload) the finishes are its capacity, not the load, and a twin
+// offered only them would replay a server that keeps up.
+func (o *otherLoad) arrivalsFromGrowth(v *metrics.View, others []float64) {
+	if len(others) < 4*growthEnds || !(v.Span > 0) {
+		return
+	}
+	first, _ := meanVar(others[:growthEnds])
+	last, _ := meanVar(others[len(others)-growthEnds:])
+	// Between the middles of the two ends' scrapes.
+	span := v.Span.Seconds() * float64(len(others)-growthEnds) / float64(len(others))
+	growth := (last - first) / span
+	// Within a Poisson count's noise of the mean sequences, it is none.
+	if noise := 2 * math.Sqrt(2*o.inSystem/growthEnds) / span; math.Abs(growth) <= noise || o.rate+growth <= 0 {
+		return
+	}
+	o.growthHow = fmt.Sprintf("arriving at %.2f requests/s: %.2f/s finished and its sequences in the server went from %.0f to %.0f over the window", o.rate+growth, o.rate, first, last)
+	o.rate += growth
 }
 
 // spreadFromLengths takes one shape's spreads from the server's length
@@ -514,6 +545,9 @@ func (o otherLoad) sources(batchPriority int) []Source {
 		return out
 	}
 	how := fmt.Sprintf("the server's counters minus tokentop's: %.2f requests/s of %.0f prompt and %.0f output tokens (mean; %s); length spread %s; %s", o.rate, o.prompt.Mean(), o.output.Mean(), o.lengthsHow, o.sigmaSource, o.shapes.how)
+	if o.growthHow != "" {
+		how += "; " + o.growthHow
+	}
 	if openRate > 0 {
 		out = append(out, Source{Name: OtherOpen, Group: OtherName, Kind: kindInteractive, Process: ProcPoisson, Rate: openRate,
 			Prompt: o.prompt, Output: o.output,
