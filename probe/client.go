@@ -96,7 +96,6 @@ type Client struct {
 	// thousand times over, held while each stream waits for its next token.
 	bufs, smallBufs sync.Pool
 	logs            sync.Pool // *streamLog
-	gc              *gcTuner
 }
 
 // NewClient builds a client with its own net/http Transport: plain http://
@@ -161,7 +160,6 @@ func NewClient(o ClientOptions) *Client {
 		hc:    &http.Client{Transport: tr, CheckRedirect: safehttp.NoRedirects},
 		fresh: &http.Client{Transport: fresh, CheckRedirect: safehttp.NoRedirects},
 		small: &http.Client{Transport: tr, CheckRedirect: safehttp.SameOriginRedirects(safehttp.MaxRedirects)},
-		gc:    newGCTuner(),
 	}
 	c.bufs.New = func() any {
 		b := make([]byte, 16<<10)

@@ -211,9 +211,7 @@ func (c *Client) streamTo(ctx context.Context, r *Request, tr *observe.Trace) {
 	if r.Validate != nil {
 		text = &strings.Builder{}
 	}
-	c.gc.begin()
 	c.stream(ctx, r, tp, tr, text)
-	c.gc.end()
 	if tr.Err != nil {
 		// A server or gateway may echo the request's headers in an error
 		// body, and any of it may hold terminal escapes: the key and the
