@@ -302,6 +302,7 @@ func (b *builder) fit() error {
 	// fitted: its streams were fitted at a guessed budget, and a budget
 	// that leaves less room for prefill, or a cache that fills, holds more
 	// of them in the server.
+	b.sources = append(slices.Clip(probes), other.sources(batchPrio)...)
 	if err := b.fitOther(probes, other, batchPrio); err != nil {
 		return err
 	}
