@@ -270,7 +270,7 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, kind apiK
 		MinTokens: req.MinTokens,
 		IgnoreEOS: req.IgnoreEOS,
 		Priority:  req.Priority,
-		Arrival:   s.clock.Now().UnixNano(),
+		Arrival:   time.Now().UnixNano(),
 	}, st)
 	if !s.submit(q) {
 		s.fail(w, http.StatusServiceUnavailable, "ServiceUnavailableError", "the simulated engine is not running")
@@ -289,7 +289,7 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, kind apiK
 			s.poke()
 		}
 	}()
-	if k.SlowHeadersMs > 0 && !sleep(s.clock, msDuration(k.SlowHeadersMs), r.Context().Done()) {
+	if k.SlowHeadersMs > 0 && !sleep(msDuration(k.SlowHeadersMs), r.Context().Done()) {
 		return
 	}
 	cw := s.newChunkWriter(w, kind, k.Model, prompt, req, st.gt)
@@ -301,6 +301,22 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request, kind apiK
 }
 
 func msDuration(ms float64) time.Duration { return time.Duration(ms * float64(time.Millisecond)) }
+
+// sleep waits d or until done is closed; it reports whether the whole time
+// passed.
+func sleep(d time.Duration, done <-chan struct{}) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-done:
+		return false
+	}
+}
 
 // wait blocks until the stream has news or the client is gone (the
 // request's context also signals notify, see serveGenerate; one channel
@@ -324,7 +340,7 @@ func (s *Server) streamResponse(r *http.Request, cw *chunkWriter, st *stream, f 
 	h.Set("Cache-Control", "no-cache")
 	cw.w.WriteHeader(http.StatusOK)
 	if cw.kind == apiChat {
-		cw.queue(cw.appendRole(cw.pending(), s.clock.Now().UnixNano()))
+		cw.queue(cw.appendRole(cw.pending(), time.Now().UnixNano()))
 	}
 	cw.flush()
 	sent := 0
@@ -385,7 +401,7 @@ func (s *Server) streamResponse(r *http.Request, cw *chunkWriter, st *stream, f 
 			if !stalled && f.stallAt >= 0 && float64(sent) >= f.stallAt*float64(target) {
 				stalled = true
 				cw.flush()
-				if !sleep(s.clock, msDuration(k.StallMs), r.Context().Done()) {
+				if !sleep(msDuration(k.StallMs), r.Context().Done()) {
 					return
 				}
 			}

@@ -27,7 +27,6 @@ import (
 // Server is one simulated inference server. Create it with New, serve its
 // Handler, and call Run: requests only progress while Run runs.
 type Server struct {
-	clock Clock
 	// met is what /metrics reports; a restart (restart.go) swaps in a
 	// fresh one, as a new process would count from zero.
 	met atomic.Pointer[engine.Metrics]
@@ -68,12 +67,15 @@ type Server struct {
 	down atomic.Bool // restarting: every request is dropped unanswered
 }
 
+// Option configures a Server.
+type Option func(*Server)
+
 // New builds a server with the given knobs.
 func New(k Knobs, opts ...Option) (*Server, error) {
 	if err := k.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{clock: realClock{}, knobs: k, wake: make(chan struct{}, 1), delivery: newDelivery()}
+	s := &Server{knobs: k, wake: make(chan struct{}, 1), delivery: newDelivery()}
 	s.eventBufs.New = func() any {
 		b := make([]byte, 0, 512)
 		return &b
@@ -81,7 +83,7 @@ func New(k Knobs, opts ...Option) (*Server, error) {
 	for _, o := range opts {
 		o(s)
 	}
-	now := s.clock.Now()
+	now := time.Now()
 	s.epoch = now.Unix()
 	s.start = now.UnixNano()
 	warm := int64(k.WarmupS * 1e9)
@@ -159,13 +161,13 @@ func (s *Server) Run(ctx context.Context) error {
 		stopDelivery()
 		workers.Wait()
 	}()
-	timer := s.clock.NewTimer(time.Hour)
+	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
 	var inbox []*engine.Seq
 	var rs restartState
 	for {
-		now := s.clock.Now().UnixNano()
+		now := time.Now().UnixNano()
 		s.mu.Lock()
 		inbox, s.inbox = s.inbox, inbox[:0]
 		if s.knobsChanged {
@@ -185,7 +187,7 @@ func (s *Server) Run(ctx context.Context) error {
 				timer.Stop()
 				s.shutdown(e)
 				return nil
-			case <-timer.C():
+			case <-timer.C:
 			}
 			continue
 		}
@@ -210,7 +212,7 @@ func (s *Server) Run(ctx context.Context) error {
 			timer.Stop()
 			s.shutdown(e)
 			return nil
-		case <-timer.C():
+		case <-timer.C:
 			if dur > 0 {
 				s.complete(e)
 			}
@@ -218,7 +220,7 @@ func (s *Server) Run(ctx context.Context) error {
 			// New work while idle; a step in flight must still finish.
 			if dur > 0 {
 				select {
-				case <-timer.C():
+				case <-timer.C:
 				case <-ctx.Done():
 					s.shutdown(e)
 					return nil
@@ -226,7 +228,7 @@ func (s *Server) Run(ctx context.Context) error {
 				s.complete(e)
 			} else if !timer.Stop() {
 				select {
-				case <-timer.C():
+				case <-timer.C:
 				default:
 				}
 			}
@@ -236,7 +238,7 @@ func (s *Server) Run(ctx context.Context) error {
 
 // complete ends the engine's step now and hands new tokens on.
 func (s *Server) complete(e *engine.Engine) {
-	e.Complete(s.clock.Now().UnixNano())
+	e.Complete(time.Now().UnixNano())
 	s.delivery.post(s.ready)
 	clear(s.ready)
 	s.ready = s.ready[:0]
