@@ -93,9 +93,9 @@ func (f sourceFunc) Run(ctx context.Context, emit func(observe.Event)) error { r
 // hands the run the server's /metrics from the scrape loop prepare
 // started.
 func (s *session) startSources() {
-	// The capture first: its socket opens as the probes send their first
-	// requests, and a request it did not see from its first byte is not
-	// measured.
+	// The capture first: startCapture returns with its socket open, so
+	// the probes' first requests are seen from their first byte (one the
+	// capture did not see from its first byte is not measured).
 	s.startCapture()
 	if s.spec.common.once {
 		s.startOnce()
