@@ -1,6 +1,7 @@
 package twin
 
 import (
+	"cmp"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -100,15 +101,7 @@ func (r *virtualRun) schedule() {
 			r.next[i] = s.nextArrival(r.rng, 0, r.warm)
 		}
 	}
-	slices.SortFunc(r.starts, func(a, b closedStart) int {
-		switch {
-		case a.at < b.at:
-			return -1
-		case a.at > b.at:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(r.starts, func(a, b closedStart) int { return cmp.Compare(a.at, b.at) })
 }
 
 // run steps the engine to the end (or an overload), offering each
