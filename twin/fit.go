@@ -416,27 +416,32 @@ func inferOther(v *metrics.View, probes []Source) (otherLoad, error) {
 	return o, nil
 }
 
-// growthEnds is how many scrapes at each end of the window the sequences'
-// growth is read between (their mean: a scrape's count is noisy).
-const growthEnds = 5
-
 // arrivalsFromGrowth makes the other traffic's rate its arrivals, not its
 // finishes: the requests that finished plus the growth of its sequences
-// in the server (running and waiting) over the window. The two are one
+// in the server (running and waiting) over the window, read between the
+// means of the first and the last tenth of the scrapes. The two are one
 // where the server keeps up; where its queue grows through the window
 // (an overload) the finishes are its capacity, not the load, and a twin
-// offered only them would replay a server that keeps up.
+// offered only them would replay a server that keeps up. A growth within
+// twice the standard error of the two means' difference (the sequences'
+// own variance, which queueing spreads beyond a Poisson count's) is none.
+// So is one under a tenth of the rate (toldShare): the finishes stand
+// for the load within what the rest of the fit resolves. A queue that
+// drains keeps the finishes: the twin replays a steady state
+// from empty, and the backlog the window served came from load before it,
+// which the finishes hold and the arrivals do not.
 func (o *otherLoad) arrivalsFromGrowth(v *metrics.View, others []float64) {
-	if len(others) < 4*growthEnds || !(v.Span > 0) {
+	ends := max(5, len(others)/10)
+	if len(others) < 4*ends || !(v.Span > 0) {
 		return
 	}
-	first, _ := meanVar(others[:growthEnds])
-	last, _ := meanVar(others[len(others)-growthEnds:])
+	first, _ := meanVar(others[:ends])
+	last, _ := meanVar(others[len(others)-ends:])
+	_, variance := meanVar(others)
 	// Between the middles of the two ends' scrapes.
-	span := v.Span.Seconds() * float64(len(others)-growthEnds) / float64(len(others))
+	span := v.Span.Seconds() * float64(len(others)-ends) / float64(len(others))
 	growth := (last - first) / span
-	// Within a Poisson count's noise of the mean sequences, it is none.
-	if noise := 2 * math.Sqrt(2*o.inSystem/growthEnds) / span; math.Abs(growth) <= noise || o.rate+growth <= 0 {
+	if noise := 2 * math.Sqrt(2*variance/float64(ends)) / span; growth <= noise || growth < toldShare*o.rate {
 		return
 	}
 	o.growthHow = fmt.Sprintf("arriving at %.2f requests/s: %.2f/s finished and its sequences in the server went from %.0f to %.0f over the window", o.rate+growth, o.rate, first, last)
