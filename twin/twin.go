@@ -302,7 +302,7 @@ func (b *builder) fit() error {
 	// fitted: its streams were fitted at a guessed budget, and a budget
 	// that leaves less room for prefill, or a cache that fills, holds more
 	// of them in the server.
-	b.sources = append(slices.Clip(probes), other.sources(batchPrio)...)
+	b.restoreOrigins(probes, other, batchPrio)
 	if err := b.fitOther(probes, other, batchPrio); err != nil {
 		return err
 	}
@@ -340,6 +340,20 @@ func (b *builder) fit() error {
 		}
 	}
 	return nil
+}
+
+// restoreOrigins gives the sources the notes they had before the other
+// traffic was fitted, keeping what the fit found (streams, rates): a second
+// fit starts from the first's fixed point, and says once how it got there.
+func (b *builder) restoreOrigins(probes []Source, other otherLoad, batchPrio int) {
+	fresh := append(slices.Clip(probes), other.sources(batchPrio)...)
+	for i := range b.sources {
+		for _, f := range fresh {
+			if f.Name == b.sources[i].Name {
+				b.sources[i].Origin = f.Origin
+			}
+		}
+	}
 }
 
 func (b *builder) sim(srv Server, sources []Source, span float64) (*runOut, error) {
