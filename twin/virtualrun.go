@@ -265,9 +265,11 @@ func (r *virtualRun) token(id uint64, n int, at time.Time, last bool) {
 	}
 	q.ended = true
 	delete(r.reqs, id)
+	if t >= r.warm && t <= r.end {
+		r.out.srcFinished[q.src]++
+	}
 	if q.measured {
 		g.finished++
-		r.out.srcFinished[q.src]++
 		e2e := 1000 * (t - q.arrival)
 		g.e2e.add(e2e)
 		if g.slo != nil && diagnose.GoodRequest(g.slo, metrics.RequestLatency{HasTTFT: true, TTFTMs: 1000 * (q.first - q.arrival), E2EMs: e2e, OutputTokens: n}) {
