@@ -390,6 +390,8 @@ func benchWatch(b *testing.B, streams int, d time.Duration) {
 	b.ReportMetric(watchSteady.usPerChunk(), "steady-cpu-us/chunk")
 	b.ReportMetric(floor.usPerChunk(), "bare-reader-cpu-us/chunk")
 	b.ReportMetric(watchSteady.usPerChunk()/floor.usPerChunk(), "steady-over-bare")
+	b.ReportMetric(watchSteady.window.Seconds(), "steady-window-s")
+	b.ReportMetric(floor.window.Seconds(), "bare-window-s")
 	b.ReportMetric(float64(watchSteady.before.Milliseconds()), "cpu-before-steady-ms")
 	b.ReportMetric(float64(watchSteady.after.Milliseconds()), "cpu-after-steady-ms")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(chunks), "tokentop-cpu-us/chunk")
@@ -468,6 +470,10 @@ func bareReader(ctx context.Context, args []string) int {
 	return 0
 }
 
+// sampleEvery is how often sampleSteady reads a process's CPU and the
+// simulator's token counter.
+const sampleEvery = 250 * time.Millisecond
+
 // steadyCost is a process's CPU over the chunks the simulator generated
 // while it streamed at full rate.
 type steadyCost struct {
@@ -477,6 +483,10 @@ type steadyCost struct {
 	// window (start-up, discovery, the first requests) and after it (the
 	// last streams, the report, the twin's build).
 	before, after time.Duration
+	// window is the steady window's length: a short one (the simulator's
+	// rate spiked in one sample on a loaded machine, and few reached 90% of
+	// it) makes the ratio noise.
+	window time.Duration
 }
 
 func (c steadyCost) usPerChunk() float64 { return float64(c.cpu.Microseconds()) / c.chunks }
@@ -495,7 +505,7 @@ func sampleSteady(pid int, url string) func() steadyCost {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(250 * time.Millisecond)
+		t := time.NewTicker(sampleEvery)
 		defer t.Stop()
 		for range t.C {
 			cpu, err := processCPU(pid)
@@ -529,6 +539,7 @@ func sampleSteady(pid int, url string) func() steadyCost {
 		}
 		end := samples[len(samples)-1].cpu
 		return steadyCost{cpu: samples[last].cpu - samples[first].cpu, chunks: samples[last].tokens - samples[first].tokens,
+			window: time.Duration(last-first) * sampleEvery,
 			before: samples[first].cpu, after: end - samples[last].cpu}
 	}
 }
