@@ -32,7 +32,7 @@ func Evaluate(v *metrics.View, classes []config.Class) Diagnosis {
 			failing[vd.Class] = true
 		}
 	}
-	in := ruleInput{view: v, failing: failing, verdicts: d.Verdicts, classes: classes, attr: attr, attrOK: attrOK}
+	in := ruleInput{view: v, failing: failing, verdicts: d.Verdicts, users: d.Observed, classes: classes, attr: attr, attrOK: attrOK}
 	for _, r := range rules {
 		if r.eval == nil && r.perClass == nil {
 			continue // listed for its ordering only; added below
@@ -44,6 +44,7 @@ func Evaluate(v *metrics.View, classes []config.Class) Diagnosis {
 		}
 	}
 	in.capObserved(d.Findings)
+	in.addObservedEvidence(d.Findings)
 	d.Findings = append(d.Findings, in.unexplained(d.Findings)...)
 	sortFindings(d.Findings)
 	orderExplainers(d.Findings, in.explained)
@@ -92,7 +93,9 @@ type ruleInput struct {
 	view     *metrics.View
 	failing  map[string]bool // classes failing their SLO
 	verdicts []Verdict
-	classes  []config.Class
+	// users are the observed groups' verdicts (real users' streams).
+	users   []ObservedVerdict
+	classes []config.Class
 	// attr is the step-time attribution over the view's intervals;
 	// attrOK is false when the server's series do not allow one.
 	attr   Attribution
@@ -145,6 +148,7 @@ var rules = []rule{
 	{id: RuleBatchInterference, eval: batchInterference},
 	{id: RuleAverageHidesTail, symptom: true, eval: averageHidesTail},
 	{id: RuleStreamStutter, symptom: true, perClass: streamStutter},
+	{id: RuleObservedSLOMiss, symptom: true, eval: observedSLOMiss},
 	{id: RuleUnexplained, symptom: true},
 }
 

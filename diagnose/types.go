@@ -17,6 +17,9 @@ const (
 	RuleSlowTokens    = "slow_tokens"     // the client sees slow tokens; without server series, no cause
 	RuleBatchCapacity = "batch_capacity"  // a batch objective beyond what its concurrency can reach
 	RuleUnexplained   = "slo_unexplained" // a failed objective no rule explains, and what was checked
+	// RuleObservedSLOMiss: real users' streams (the observed groups of a
+	// capture) miss an objective, on enough of them to say so.
+	RuleObservedSLOMiss = "observed_slo_miss"
 )
 
 // Severities.
@@ -31,8 +34,9 @@ type Diagnosis struct {
 	Verdicts []Verdict // one per class, config order
 	Findings []Finding // most likely first
 	// Observed are the observed groups judged (EvaluateObserved), in the
-	// view's order; nil without a capture. The rules do not read them:
-	// findings are about the probes' classes.
+	// view's order; nil without a capture. They are evidence, never a
+	// cause: observed_slo_miss says when they miss, and a cause's finding
+	// says when they show its symptom.
 	Observed []ObservedVerdict
 }
 
