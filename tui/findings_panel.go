@@ -65,8 +65,10 @@ func (r *renderer) findingLines(w, n int) []string {
 		}
 		head += " · " + f.Summary
 		out = append(out, fit(head, w))
+		// Evidence where the rows left still hold every later headline:
+		// the first findings' first, none pushing a finding out.
 		ev := evidence(f, 3)
-		if ev != "" && (two || (i == 0 && n-len(out) >= len(fs))) && len(out) < n {
+		if ev != "" && (two || n-len(out)-1 >= len(fs)-i-1) && len(out) < n {
 			out = append(out, fit(r.t.dim("   ↳ ")+ev, w))
 		}
 	}

@@ -74,7 +74,6 @@ func (r *renderer) wide(bodyH int) []string {
 		rest = cls[min(ncols, len(cls)):]
 		obsRest = obs[max(ncols-len(cls), 0):]
 	}
-	obsRows := min(len(obsRest), 2)
 	summ := min(len(rest), 2)
 	srv := r.serverGPU()
 	findH := 1
@@ -84,15 +83,24 @@ func (r *renderer) wide(bodyH int) []string {
 	// The time series get two fifths of the body, the histograms what is
 	// left, between one and four rows.
 	trendsMin := max(trendMinLines+2, bodyH*2/5)
-	// left with the fewest, the time series need at least a row of charts.
-	rows := 0
-	for hr := 4; hr >= 1 && rows == 0; hr-- {
-		if classBodyLines(hr)+2+summ+obsRows+len(srv)+findH+trendsMin <= bodyH {
-			rows = hr
+	fitRows := func(obsRows int) int {
+		for hr := 4; hr >= 1; hr-- {
+			if classBodyLines(hr)+2+summ+obsRows+len(srv)+findH+trendsMin <= bodyH {
+				return hr
+			}
 		}
+		// left with the fewest, the time series need at least a row of charts.
+		if classBodyLines(1)+2+summ+obsRows+len(srv)+findH+trendMinLines+2 <= bodyH {
+			return 1
+		}
+		return 0
 	}
-	if rows == 0 && classBodyLines(1)+2+summ+obsRows+len(srv)+findH+trendMinLines+2 <= bodyH {
-		rows = 1
+	// Every observed group a line, up to maxObservedRows, where that
+	// leaves the histograms their rows; else two.
+	obsRows := min(len(obsRest), maxObservedRows)
+	rows := fitRows(obsRows)
+	if short := min(len(obsRest), 2); obsRows > short && rows < fitRows(short) {
+		obsRows, rows = short, fitRows(short)
 	}
 	if rows == 0 {
 		return nil

@@ -39,6 +39,11 @@ func (r *renderer) observed() []*metrics.ClassStats {
 	return out
 }
 
+// maxObservedRows is the most lines the wide layout gives the observed
+// groups the class columns leave out: a chat and a completions group of
+// one model, the catch-all, and one more.
+const maxObservedRows = 4
+
 // observedRows is a line each for up to n observed groups, the last
 // saying how many more there are when they do not all fit.
 func (r *renderer) observedRows(groups []*metrics.ClassStats, n, w int) []string {

@@ -67,3 +67,30 @@ func TestObservedGroupsBesideTheClasses(t *testing.T) {
 		t.Errorf("a console without a capture mentions it")
 	}
 }
+
+// Three observed groups in the wide layout (a chat and a completions group
+// and the catch-all, as the demo's users make) take a line each rather
+// than one and a count, and the users' finding renders as any other, its
+// evidence rows included where the panel has room.
+func TestObservedGroupsEachALineAndTheirFinding(t *testing.T) {
+	s, d := observedSnap()
+	comp := s.Live.Observed[0]
+	comp.API, comp.Name = metrics.ObservedCompletions, "observed · completions · llama"
+	for _, v := range []*metrics.View{&s.Live, &s.Run} {
+		v.Observed = []metrics.ObservedStats{comp, v.Observed[0], v.Observed[1]}
+	}
+	d.Findings = append(d.Findings, diagnose.Finding{Rule: diagnose.RuleObservedSLOMiss, Severity: diagnose.SeverityCritical, Confidence: 0.93,
+		Summary:  "real users miss their objectives: observed · chat · llama, 1,190 streams: TTFT p95 1.1 s against 800 ms",
+		Evidence: []diagnose.Evidence{{Signal: "observed · chat · llama.ttft_p95_ms", Value: 1100, Threshold: 800, Unit: "ms"}}})
+	out := Render(s, d, 160, 48, UIState{NoColor: true})
+	for _, w := range []string{"observed · completions · llama SLO", "observed · chat · llama SLO FAIL", "observed · other SLO —",
+		"CRIT observed_slo_miss 93% · real users miss their objectives: observed · chat · llama, 1,190 streams: TTFT p95 1.1 s against 800 ms",
+		"↳ observed · chat · llama.ttft_p95_ms 1.10s vs 800ms"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("no %q in\n%s", w, out)
+		}
+	}
+	if strings.Contains(out, "more observed groups") {
+		t.Errorf("groups counted rather than shown:\n%s", out)
+	}
+}
