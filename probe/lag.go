@@ -18,18 +18,13 @@ import (
 // window was reliable.
 type LagMonitor struct {
 	interval time.Duration
-	clock    Clock
 	// cpu reads the process's CPU time; processCPU except in tests.
 	cpu func() (time.Duration, bool)
 }
 
-// NewLagMonitor returns a monitor that ticks every interval; clock nil
-// means RealClock.
-func NewLagMonitor(interval time.Duration, clock Clock) *LagMonitor {
-	if clock == nil {
-		clock = RealClock{}
-	}
-	return &LagMonitor{interval: interval, clock: clock, cpu: processCPU}
+// NewLagMonitor returns a monitor that ticks every interval.
+func NewLagMonitor(interval time.Duration) *LagMonitor {
+	return &LagMonitor{interval: interval, cpu: processCPU}
 }
 
 // Run ticks until ctx is done, emitting each tick's lag (a LagSample). Ticks
@@ -38,14 +33,14 @@ func (m *LagMonitor) Run(ctx context.Context, emit func(observe.Event)) error {
 	if m.interval <= 0 {
 		return errors.New("probe: lag monitor interval must be > 0")
 	}
-	next := m.clock.Now().Add(m.interval)
+	next := time.Now().Add(m.interval)
 	prevCPU, cpuOK := m.cpu()
-	prevAt := m.clock.Now()
+	prevAt := time.Now()
 	for {
-		if !sleepUntil(ctx, m.clock, next) {
+		if !sleepUntil(ctx, next) {
 			return nil
 		}
-		now := m.clock.Now()
+		now := time.Now()
 		s := observe.LagSample{At: now, Lag: max(now.Sub(next), 0), CPU: -1, Cores: runtime.GOMAXPROCS(0)}
 		if cpu, ok := m.cpu(); ok && cpuOK {
 			// CPU time over the wall time since the previous sample: the

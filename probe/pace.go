@@ -13,7 +13,7 @@ import (
 func (r *Runner) throttled(intended time.Time) {
 	seq := r.seq.Load()
 	r.sink(&observe.Trace{Class: r.cl.Name, Kind: r.cl.Kind, Path: r.o.Targets[seq%uint64(len(r.o.Targets))].Path, API: r.cl.API, Model: r.o.Model,
-		IntendedStart: intended, End: r.clock.Now(), MaxTokens: r.cl.MaxTokens, PreambleBytes: -1,
+		IntendedStart: intended, End: time.Now(), MaxTokens: r.cl.MaxTokens, PreambleBytes: -1,
 		Err: &observe.Error{Kind: observe.ErrThrottled, Msg: "not sent: the server asked with Retry-After to pause"}})
 }
 
@@ -66,15 +66,15 @@ func (l *rateLimiter) reserveN(now time.Time, n int) time.Time {
 	return at
 }
 
-// sleepUntil waits for t on clock; false when ctx ended first.
-func sleepUntil(ctx context.Context, c Clock, t time.Time) bool {
-	d := t.Sub(c.Now())
+// sleepUntil waits for t; false when ctx ended first.
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	d := time.Until(t)
 	if d <= 0 {
 		return ctx.Err() == nil
 	}
-	tm := c.NewTimer(d)
+	tm := time.NewTimer(d)
 	select {
-	case <-tm.C():
+	case <-tm.C:
 		return true
 	case <-ctx.Done():
 		tm.Stop()

@@ -100,7 +100,6 @@ type Runner struct {
 	s     streamer
 	sink  Sink
 	o     RunnerOptions
-	clock Clock
 	ia    interarrival // nil for closed loop
 	sizer PromptSizer
 	limit *rateLimiter // requests
@@ -220,7 +219,6 @@ func newRunner(cl config.Class, s streamer, sink Sink, o RunnerOptions) (*Runner
 		s:     s,
 		sink:  sink,
 		o:     o,
-		clock: RealClock{},
 		sizer: NewPromptSizer(cl.PromptTokens),
 		rng:   rand.New(rand.NewPCG(uint64(o.Seed), 0x70726f6d7074)),
 		limit: newRateLimiter(o.maxRate, time.Second),
@@ -318,7 +316,7 @@ func (r *Runner) emitTo(emit func(observe.Event)) {
 	r.o.OnStarted = func(st observe.Started) { emit(&st) }
 	r.o.OnFirstToken = func(ft observe.FirstToken) { emit(&ft) }
 	r.o.OnGaps = func(g observe.GapReport) { emit(&g) }
-	r.o.OnNotice = func(text string) { emit(&observe.Notice{At: r.clock.Now(), Source: "probe", Text: text}) }
+	r.o.OnNotice = func(text string) { emit(&observe.Notice{At: time.Now(), Source: "probe", Text: text}) }
 }
 
 func (r *Runner) run(ctx context.Context) error {
@@ -341,7 +339,7 @@ func (r *Runner) run(ctx context.Context) error {
 	}
 	arng := rand.New(rand.NewPCG(uint64(r.o.Seed), 0x617272697661))
 	sem := make(chan struct{}, r.o.maxInFlight)
-	next := r.clock.Now()
+	next := time.Now()
 	for first := true; ; first = false {
 		// The first request goes at the start, the next ones one
 		// interarrival after another: at a probe-sized rate (the default
@@ -350,7 +348,7 @@ func (r *Runner) run(ctx context.Context) error {
 		if !first {
 			next = next.Add(r.ia(arng))
 		}
-		if !sleepUntil(ctx, r.clock, next) {
+		if !sleepUntil(ctx, next) {
 			return nil
 		}
 		if r.paused(next) {
@@ -362,11 +360,11 @@ func (r *Runner) run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		}
-		if !sleepUntil(ctx, r.clock, r.limit.reserve(r.clock.Now())) {
+		if !sleepUntil(ctx, r.limit.reserve(time.Now())) {
 			<-sem
 			return nil
 		}
-		w := r.nextWork(r.clock.Now())
+		w := r.nextWork(time.Now())
 		intended := next
 		wg.Go(func() {
 			defer func() { <-sem }()
@@ -386,7 +384,7 @@ func (r *Runner) RunOnce(ctx context.Context, emit func(observe.Event)) {
 		return
 	}
 	var wg sync.WaitGroup
-	now := r.clock.Now()
+	now := time.Now()
 	for range r.o.Targets {
 		p, n, words := r.newPrompt(0)
 		w := work{prompt: p, promptTokens: n, promptWords: words, single: true}
@@ -399,11 +397,11 @@ func (r *Runner) RunOnce(ctx context.Context, emit func(observe.Event)) {
 // pause, concurrency and rate caps as an open-loop process.
 func (r *Runner) replay(ctx context.Context, wg *sync.WaitGroup) {
 	sem := make(chan struct{}, r.o.maxInFlight)
-	start := r.clock.Now()
+	start := time.Now()
 	for {
 		for _, e := range r.o.replay {
 			intended := start.Add(time.Duration(float64(e.At) / r.o.replaySpeed))
-			if !sleepUntil(ctx, r.clock, intended) {
+			if !sleepUntil(ctx, intended) {
 				return
 			}
 			if r.paused(intended) {
@@ -415,11 +413,11 @@ func (r *Runner) replay(ctx context.Context, wg *sync.WaitGroup) {
 			case <-ctx.Done():
 				return
 			}
-			if !sleepUntil(ctx, r.clock, r.limit.reserve(r.clock.Now())) {
+			if !sleepUntil(ctx, r.limit.reserve(time.Now())) {
 				<-sem
 				return
 			}
-			w := r.nextWorkSized(r.clock.Now(), e.PromptTokens, e.OutputTokens)
+			w := r.nextWorkSized(time.Now(), e.PromptTokens, e.OutputTokens)
 			wg.Go(func() {
 				defer func() { <-sem }()
 				r.do(ctx, w, intended)
@@ -439,23 +437,23 @@ func (r *Runner) replay(ctx context.Context, wg *sync.WaitGroup) {
 func (r *Runner) closedLoop(ctx context.Context) {
 	var backoff time.Duration
 	for ctx.Err() == nil {
-		now := r.clock.Now()
+		now := time.Now()
 		if till := r.pausedUntil(); now.Before(till) {
-			if !sleepUntil(ctx, r.clock, till) {
+			if !sleepUntil(ctx, till) {
 				return
 			}
 			continue
 		}
 		// The worker was ready now: time spent held by the rate cap is
 		// client-side queueing and must show as such.
-		if !sleepUntil(ctx, r.clock, r.limit.reserve(now)) {
+		if !sleepUntil(ctx, r.limit.reserve(now)) {
 			return
 		}
 		// A closed loop against a server that fails at once would spin:
 		// back off on failures, reset on success.
-		if failed := r.do(ctx, r.nextWork(r.clock.Now()), now); failed {
+		if failed := r.do(ctx, r.nextWork(time.Now()), now); failed {
 			backoff = min(max(2*backoff, 100*time.Millisecond), 5*time.Second)
-			if !sleepUntil(ctx, r.clock, r.clock.Now().Add(backoff)) {
+			if !sleepUntil(ctx, time.Now().Add(backoff)) {
 				return
 			}
 		} else {
@@ -489,18 +487,18 @@ func (r *Runner) do(ctx context.Context, w work, intended time.Time) (failed boo
 		OnFirstToken:  r.o.OnFirstToken,
 		OnGaps:        r.o.OnGaps,
 	}
-	if !sleepUntil(ctx, r.clock, r.tpm.reserveN(r.clock.Now(), req.PromptTokens+req.MaxTokens)) {
+	if !sleepUntil(ctx, r.tpm.reserveN(time.Now(), req.PromptTokens+req.MaxTokens)) {
 		r.sink(&observe.Trace{Class: req.Class, Kind: req.Kind, Path: req.Target.Path, API: req.API, Model: req.Model,
 			IntendedStart: intended, JobID: req.JobID, JobSize: req.JobSize, JobIndex: req.JobIndex, Attempt: req.Attempt, Deadline: req.Deadline,
 			PromptTokensTarget: req.PromptTokens, MaxTokens: req.MaxTokens, PreambleBytes: -1,
-			End: r.clock.Now(), Err: &observe.Error{Kind: observe.ErrCancelled, Msg: "stopped while held by the tokens-per-minute cap"}})
+			End: time.Now(), Err: &observe.Error{Kind: observe.ErrCancelled, Msg: "stopped while held by the tokens-per-minute cap"}})
 		return false
 	}
 	tr := new(observe.Trace)
 	r.inFlight.Add(1)
 	r.s.streamTo(ctx, req, tr)
 	r.inFlight.Add(-1)
-	now := r.clock.Now()
+	now := time.Now()
 	if tr.Usage != nil && (r.o.Calibration == nil || r.o.Calibration.Source == "") {
 		if msg := r.learned.observe(w.promptWords, tr.Usage.PromptTokens); msg != "" && r.o.OnNotice != nil {
 			r.o.OnNotice("class " + r.cl.Name + ": " + msg)

@@ -318,99 +318,90 @@ func TestNewRunnerRejects(t *testing.T) {
 	}
 }
 
-// lateClock fires every timer late by lag, in virtual time.
-type lateClock struct {
-	mu  sync.Mutex
-	now time.Time
-	lag time.Duration
-}
-
-func (c *lateClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *lateClock) NewTimer(d time.Duration) Timer {
-	c.mu.Lock()
-	c.now = c.now.Add(d + c.lag)
-	ch := make(chan time.Time, 1)
-	ch <- c.now
-	c.mu.Unlock()
-	return firedTimer(ch)
-}
-
-type firedTimer chan time.Time
-
-func (t firedTimer) C() <-chan time.Time { return t }
-func (t firedTimer) Stop() bool          { return false }
-
+// TestLagMonitor runs the monitor on the synctest bubble's clock, where
+// timers fire exactly on time: the only lag is what emit itself holds the
+// loop up, as a starved process would.
 func TestLagMonitor(t *testing.T) {
-	clk := &lateClock{now: time.Unix(1000, 0), lag: 7 * time.Millisecond}
-	m := NewLagMonitor(100*time.Millisecond, clk)
-	ctx, cancel := context.WithCancel(context.Background())
-	var got []observe.LagSample
-	err := m.Run(ctx, func(ev observe.Event) {
-		s := *ev.(*observe.LagSample)
-		got = append(got, s)
-		if len(got) == 5 {
-			cancel()
+	synctest.Test(t, func(t *testing.T) {
+		const every = 100 * time.Millisecond
+		m := NewLagMonitor(every)
+		start := time.Now()
+		ctx, cancel := context.WithCancel(t.Context())
+		var got []observe.LagSample
+		err := m.Run(ctx, func(ev observe.Event) {
+			got = append(got, *ev.(*observe.LagSample))
+			switch len(got) {
+			case 1:
+				// Past the next tick by 7 ms: that tick reads 7 ms late,
+				// and the one after is on time again.
+				time.Sleep(every + 7*time.Millisecond)
+			case 5:
+				cancel()
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantAt := []time.Duration{100, 207, 300, 400, 500}
+		wantLag := []time.Duration{0, 7, 0, 0, 0}
+		if len(got) != len(wantAt) {
+			t.Fatalf("%d samples, want %d", len(got), len(wantAt))
+		}
+		for i, s := range got {
+			if at := s.At.Sub(start); at != wantAt[i]*time.Millisecond || s.Lag != wantLag[i]*time.Millisecond {
+				t.Errorf("sample %d at +%v: lag %v, want +%v and %v", i, at, s.Lag, wantAt[i]*time.Millisecond, wantLag[i]*time.Millisecond)
+			}
 		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range got {
-		if s.Lag != 7*time.Millisecond {
-			t.Errorf("lag %v, want 7ms", s.Lag)
-		}
-	}
-	if err := NewLagMonitor(0, nil).Run(context.Background(), func(observe.Event) {}); err == nil {
+	if err := NewLagMonitor(0).Run(t.Context(), func(observe.Event) {}); err == nil {
 		t.Error("interval 0 accepted")
 	}
 }
 
 func TestLagMonitorCPU(t *testing.T) {
-	clk := &lateClock{now: time.Unix(1000, 0)}
-	var cpu time.Duration
-	ok := true
-	m := NewLagMonitor(100*time.Millisecond, clk)
-	// Each read of the fake CPU clock advances it as if the process had
-	// kept 1.5 cores busy for the 100 ms tick; the fourth read fails.
-	m.cpu = func() (time.Duration, bool) {
-		defer func() { cpu += 150 * time.Millisecond }()
-		return cpu, ok
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var got []observe.LagSample
-	err := m.Run(ctx, func(ev observe.Event) {
-		s := *ev.(*observe.LagSample)
-		got = append(got, s)
-		if len(got) == 3 {
-			ok = false
+	synctest.Test(t, func(t *testing.T) {
+		var cpu time.Duration
+		ok := true
+		m := NewLagMonitor(100 * time.Millisecond)
+		// Each read of the fake CPU clock advances it as if the process had
+		// kept 1.5 cores busy for the 100 ms tick; the fourth read fails.
+		m.cpu = func() (time.Duration, bool) {
+			defer func() { cpu += 150 * time.Millisecond }()
+			return cpu, ok
 		}
-		if len(got) == 5 {
-			cancel()
+		ctx, cancel := context.WithCancel(t.Context())
+		var got []observe.LagSample
+		err := m.Run(ctx, func(ev observe.Event) {
+			got = append(got, *ev.(*observe.LagSample))
+			if len(got) == 3 {
+				ok = false
+			}
+			if len(got) == 5 {
+				cancel()
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 5 {
+			t.Fatalf("%d samples, want 5", len(got))
+		}
+		for i, s := range got {
+			want := 1.5
+			if i >= 3 {
+				want = -1 // unknown from the failed read on
+			}
+			if s.CPU < want-1e-9 || s.CPU > want+1e-9 || s.Cores < 1 {
+				t.Errorf("sample %d: CPU %v on %d cores, want %v", i, s.CPU, s.Cores, want)
+			}
 		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, s := range got {
-		want := 1.5
-		if i >= 3 {
-			want = -1 // unknown from the failed read on
-		}
-		if s.CPU < want-1e-9 || s.CPU > want+1e-9 || s.Cores < 1 {
-			t.Errorf("sample %d: CPU %v on %d cores, want %v", i, s.CPU, s.Cores, want)
-		}
-	}
 }
 
 func TestLagMonitorRealCPU(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var got []observe.LagSample
-	m := NewLagMonitor(20*time.Millisecond, nil)
+	m := NewLagMonitor(20 * time.Millisecond)
 	err := m.Run(ctx, func(ev observe.Event) {
 		s := *ev.(*observe.LagSample)
 		got = append(got, s)

@@ -109,7 +109,7 @@ func (s *session) startSources() {
 		s.send(n)
 	}
 	s.startGPU()
-	s.goSource("self-check", probe.NewLagMonitor(lagEvery, probe.RealClock{}))
+	s.goSource("self-check", probe.NewLagMonitor(lagEvery))
 	if s.exp != nil {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", s.exp)
