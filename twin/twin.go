@@ -280,23 +280,8 @@ func (b *builder) fit() error {
 	if err != nil {
 		return err
 	}
-	// KV capacity from the best replay's tokens per running sequence.
-	if kv := b.in.Published.KVTokens; kv > 0 {
-		r.Fit.KVTokens = known(float64(kv), b.in.Published.KVTokensSource)
-	} else {
-		mr, _ := meanVar(best.running)
-		mk, _ := meanVar(best.kvTokens)
-		tpr := 0.0
-		if mr > 0 {
-			tpr = mk / mr
-		}
-		r.Fit.KVTokens = fitKV(b.v, tpr, 0, "")
-	}
-	if r.Fit.KVTokens.Value != nil {
-		b.srv.KVTokens = int(*r.Fit.KVTokens.Value)
-		if b.srv.KVTokens < 2*kvBlockTokens {
-			return fmt.Errorf("the KV cache inferred (%d tokens) cannot hold a request", b.srv.KVTokens)
-		}
+	if err := b.fitKVCache(best); err != nil {
+		return err
 	}
 	// The other traffic again, with the budget and the KV cache now
 	// fitted: its streams were fitted at a guessed budget, and a budget
@@ -309,6 +294,38 @@ func (b *builder) fit() error {
 	b.modulate(true)
 	r.Fit.Load = b.sources
 	r.Server = b.srv
+	return b.selfCheck()
+}
+
+// fitKVCache sets the KV cache: published, else inferred from the best
+// calibration replay's tokens per running sequence.
+func (b *builder) fitKVCache(best *runOut) error {
+	// KV capacity from the best replay's tokens per running sequence.
+	if kv := b.in.Published.KVTokens; kv > 0 {
+		b.res.Fit.KVTokens = known(float64(kv), b.in.Published.KVTokensSource)
+	} else {
+		mr, _ := meanVar(best.running)
+		mk, _ := meanVar(best.kvTokens)
+		tpr := 0.0
+		if mr > 0 {
+			tpr = mk / mr
+		}
+		b.res.Fit.KVTokens = fitKV(b.v, tpr, 0, "")
+	}
+	if b.res.Fit.KVTokens.Value != nil {
+		b.srv.KVTokens = int(*b.res.Fit.KVTokens.Value)
+		if b.srv.KVTokens < 2*kvBlockTokens {
+			return fmt.Errorf("the KV cache inferred (%d tokens) cannot hold a request", b.srv.KVTokens)
+		}
+	}
+	return nil
+}
+
+// selfCheck replays the fitted configuration over the measured span and
+// compares it with what was measured: above SelfCheckBound on any checked
+// figure, the twin is unreliable.
+func (b *builder) selfCheck() error {
+	r := b.res
 	b.res.Runs += replays
 	baseOut, err := simulatePooled(b.srv, b.sources, b.classes, b.warm, b.span, b.seed, replays)
 	if err != nil {
