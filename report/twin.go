@@ -71,10 +71,13 @@ type TwinStep struct {
 	BaseMs            float64 `json:"base_ms"`
 	PerPrefillTokenMs float64 `json:"per_prefill_token_ms"`
 	PerSequenceMs     float64 `json:"per_sequence_ms"`
-	R2                float64 `json:"r2"`
-	Intervals         int     `json:"intervals"`
-	BatchFlat         bool    `json:"batch_flat"`
-	Source            string  `json:"source"`
+	// PerSequenceSquaredMs is a slot server's (llama.cpp's) cost per busy
+	// slot squared; absent elsewhere.
+	PerSequenceSquaredMs float64 `json:"per_sequence_squared_ms,omitempty"`
+	R2                   float64 `json:"r2"`
+	Intervals            int     `json:"intervals"`
+	BatchFlat            bool    `json:"batch_flat"`
+	Source               string  `json:"source"`
 	// Unknown (added): each cost the run did not tell and which
 	// predictions that leaves unknown, in words; [] when all are told.
 	Unknown []string `json:"unknown"`
@@ -166,8 +169,12 @@ func writeTwin(b *strings.Builder, r *Report) {
 		return
 	}
 	f := &t.Fit
-	fmt.Fprintf(b, "Fitted over %s: step = %.2f ms + %.4f ms × prompt tokens in the step + %.3f ms × sequences (R² %.2f over %d intervals); max-num-seqs: %s; KV cache (tokens): %s; token budget: %s.\n\n",
-		seconds(f.WindowS), f.Step.BaseMs, f.Step.PerPrefillTokenMs, f.Step.PerSequenceMs, f.Step.R2, f.Step.Intervals,
+	squared := ""
+	if f.Step.PerSequenceSquaredMs > 0 {
+		squared = fmt.Sprintf(" + %.4f ms × sequences²", f.Step.PerSequenceSquaredMs)
+	}
+	fmt.Fprintf(b, "Fitted over %s: step = %.2f ms + %.4f ms × prompt tokens in the step + %.3f ms × sequences%s (R² %.2f over %d intervals); max-num-seqs: %s; KV cache (tokens): %s; token budget: %s.\n\n",
+		seconds(f.WindowS), f.Step.BaseMs, f.Step.PerPrefillTokenMs, f.Step.PerSequenceMs, squared, f.Step.R2, f.Step.Intervals,
 		paramCell(f.MaxNumSeqs), paramCell(f.KVTokens), paramCell(f.TokenBudget))
 	for _, u := range f.Step.Unknown {
 		fmt.Fprintf(b, "Not told: %s.\n\n", inline(u))
@@ -287,7 +294,7 @@ func TwinSection(r *twin.Result) *Twin {
 	}
 	f := &r.Fit
 	t.Fit = TwinFit{WindowS: f.WindowS, CannotFit: append([]string{}, f.CannotFit...),
-		Step: TwinStep{BaseMs: f.Step.BaseMs, PerPrefillTokenMs: f.Step.PerPrefillTokenMs, PerSequenceMs: f.Step.PerSequenceMs,
+		Step: TwinStep{BaseMs: f.Step.BaseMs, PerPrefillTokenMs: f.Step.PerPrefillTokenMs, PerSequenceMs: f.Step.PerSequenceMs, PerSequenceSquaredMs: f.Step.PerSequence2Ms,
 			R2: f.Step.R2, Intervals: f.Step.Intervals, BatchFlat: f.Step.BatchFlat, Source: f.Step.Source, Unknown: append([]string{}, f.Step.Unknown...)},
 		MaxNumSeqs: twinParam(f.SeqCap), KVTokens: twinParam(f.KVTokens), TokenBudget: twinParam(f.TokenBudget), Chunked: twinParam(f.Chunked), Priority: twinParam(f.Priority),
 		Load: []TwinLoad{}}

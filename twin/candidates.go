@@ -174,6 +174,16 @@ func (b *builder) extrapolation(c Change, out *runOut) string {
 	if b.res.Fit.SeqCap.Value == nil && c.MaxNumSeqs == nil && seen > 0 && top > 1.1*seen {
 		return fmt.Sprintf("extrapolated: the twin runs up to %.0f sequences, more than the %.0f measured or replayed, and the server's cap is unknown", top, seen)
 	}
+	if c.CtxSize != nil {
+		var refused, offered int64
+		for _, g := range out.groups {
+			refused += g.refused
+			offered += g.offered
+		}
+		if refused > 0 {
+			return fmt.Sprintf("extrapolated: at this context the twin refuses %d of %d requests whose prompts do not fit their slot, which the server served in the run (whether it refuses or truncates them, the run did not show)", refused, offered)
+		}
+	}
 	if out.preemptions > 0 && !b.measuredPreemption() {
 		if peak, seen := b.kvPeaks(c, out); peak > seen+toldShare {
 			return fmt.Sprintf("extrapolated: the twin's KV cache fills (%.0f%% at its peak, against the server's %.0f%%) and it preempts %d sequences, where the server preempted none in the run (how it preempts, and what a sequence holds then, the run did not show)", 100*peak, 100*seen, out.preemptions)

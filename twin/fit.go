@@ -27,9 +27,12 @@ type StepFit struct {
 	BaseMs            float64 `json:"base_ms"`
 	PerPrefillTokenMs float64 `json:"per_prefill_token_ms"`
 	PerSequenceMs     float64 `json:"per_sequence_ms"`
-	R2                float64 `json:"r2"`
-	Intervals         int     `json:"intervals"`
-	Basis             string  `json:"basis"`
+	// PerSequence2Ms is a slot server's cost per busy slot squared (0
+	// elsewhere).
+	PerSequence2Ms float64 `json:"per_sequence_squared_ms,omitempty"`
+	R2             float64 `json:"r2"`
+	Intervals      int     `json:"intervals"`
+	Basis          string  `json:"basis"`
 	// BatchFlat: the batch did not vary, so the per-sequence cost is in
 	// the base cost and a change of the batch size is an extrapolation.
 	BatchFlat bool   `json:"batch_flat"`
@@ -87,7 +90,7 @@ func fitStep(v *metrics.View) (StepFit, error) {
 		return StepFit{}, fmt.Errorf("the step-time model needs the server's prompt-token counter, its running gauge and a step time (its ITL histogram or the client's gaps) over at least %d scrape intervals", minStepIntervals)
 	}
 	c := fitStepCosts(xs)
-	s := StepFit{BaseMs: c.coef[0], PerPrefillTokenMs: c.coef[1], PerSequenceMs: c.coef[2],
+	s := StepFit{BaseMs: c.coef[0], PerPrefillTokenMs: c.coef[1], PerSequenceMs: c.coef[2], PerSequence2Ms: c.coef[4],
 		R2: c.r2, Intervals: c.n, Basis: basis, BatchFlat: c.batchFlat, Unknown: c.unknown(), costs: c,
 		Source: fmt.Sprintf("least squares over %d scrape intervals (%s; each interval's batch the mean of the running gauge at its two ends), no cost negative; told: %s",
 			c.n, basis, toldText(c))}

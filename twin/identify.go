@@ -46,8 +46,10 @@ import (
 const toldShare = 0.10
 
 // stepTerms are the step model's costs: fixed, per prompt token, per
-// sequence, per preemption.
-const stepTerms = 4
+// sequence, per preemption, per sequence squared (a slot server's only:
+// on a CPU each slot's decode grows with the others'; the calls' mean
+// busy slots stand for the batch, their square for its square).
+const stepTerms = 5
 
 // minStepIntervals is the fewest scrape intervals the fit takes.
 const minStepIntervals = 8
@@ -61,6 +63,9 @@ type stepObs struct {
 	// sequence is prefilled again when readmitted (its prompt and what it
 	// had generated), work no prompt counter counts.
 	preempt float64
+	// quadratic: the observation is a slot server's decode calls, whose
+	// cost may grow with the square of the busy slots (a CPU's).
+	quadratic bool
 }
 
 // stepObservations are the intervals' evidence: a slot server's own
@@ -137,7 +142,7 @@ func slotObservations(ivs []metrics.Interval) []stepObs {
 		if *iv.Running <= 0 || *ivs[i-1].Running <= 0 || !(*iv.DecodesPerS > 0) {
 			continue // idle for part of the interval: its calls do not fill it
 		}
-		xs = append(xs, stepObs{step: 1000 / *iv.DecodesPerS, prefill: *iv.PromptTokensPerS / *iv.DecodesPerS, batch: *iv.BusySlotsPerDecode})
+		xs = append(xs, stepObs{step: 1000 / *iv.DecodesPerS, prefill: *iv.PromptTokensPerS / *iv.DecodesPerS, batch: *iv.BusySlotsPerDecode, quadratic: true})
 	}
 	return xs
 }
@@ -159,23 +164,33 @@ type stepCosts struct {
 	meanStep, meanPrefill, meanBatch float64
 	minBatch, maxBatch               float64
 	batchFlat                        bool
+	// quadratic: the fit has a cost per sequence squared (a slot server).
+	quadratic bool
 }
 
 // fitStepCosts fits the step-time model to the observations.
 func fitStepCosts(xs []stepObs) stepCosts {
 	var c stepCosts
 	c.n = len(xs)
-	row := func(x stepObs) [stepTerms]float64 { return [stepTerms]float64{1, x.prefill, x.batch, x.preempt} }
-	preempted := false
-	var meanPreempt float64
+	row := func(x stepObs) [stepTerms]float64 {
+		return [stepTerms]float64{1, x.prefill, x.batch, x.preempt, x.batch * x.batch}
+	}
+	active := [stepTerms]bool{true, true, true}
+	var meanPreempt, meanBatch2 float64
 	for _, x := range xs {
-		preempted = preempted || x.preempt > 0
+		active[3] = active[3] || x.preempt > 0
+		active[4] = active[4] || x.quadratic
 		meanPreempt += x.preempt / float64(len(xs))
+		meanBatch2 += x.batch * x.batch / float64(len(xs))
 	}
-	terms := 3
-	if preempted {
-		terms = stepTerms
+	var cols []int
+	for j, a := range active {
+		if a {
+			cols = append(cols, j)
+		}
 	}
+	terms := len(cols)
+	c.quadratic = active[4]
 	c.minBatch = math.Inf(1)
 	for _, x := range xs {
 		c.meanStep += x.step
@@ -193,22 +208,18 @@ func fitStepCosts(xs []stepObs) stepCosts {
 	c.batchFlat = math.Sqrt(sdBatch/n) < 0.02*c.meanBatch
 
 	// The unconstrained fit: its standard errors say what is told.
-	var all [stepTerms]bool
-	for j := range terms {
-		all[j] = true
-	}
-	full, fullSSE, inv, ok := leastSquares(xs, row, all)
+	full, fullSSE, inv, ok := leastSquares(xs, row, active)
 	for j := range c.se {
 		c.se[j] = math.Inf(1)
 	}
 	if ok && len(xs) > terms {
 		s2 := fullSSE / (n - float64(terms))
-		for j := range terms {
+		for _, j := range cols {
 			c.se[j] = math.Sqrt(math.Max(s2*inv[j][j], 0))
 		}
 	}
-	paid := [stepTerms]float64{1, c.meanPrefill, c.meanBatch, meanPreempt}
-	for j := range terms {
+	paid := [stepTerms]float64{1, c.meanPrefill, c.meanBatch, meanPreempt, meanBatch2}
+	for _, j := range cols {
 		c.told[j] = ok && 2*c.se[j]*paid[j] <= toldShare*c.meanStep
 	}
 
@@ -216,8 +227,8 @@ func fitStepCosts(xs []stepObs) stepCosts {
 	best := math.Inf(1)
 	for mask := 1; mask < 1<<terms; mask++ {
 		var free [stepTerms]bool
-		for j := range terms {
-			free[j] = mask&(1<<j) != 0
+		for k, j := range cols {
+			free[j] = mask&(1<<k) != 0
 		}
 		coef, sse, _, ok := leastSquares(xs, row, free)
 		if !ok || slices.ContainsFunc(coef[:], func(v float64) bool { return v < 0 }) {
@@ -231,7 +242,7 @@ func fitStepCosts(xs []stepObs) stepCosts {
 	// more than its 95% interval is not told: the data do not fit the
 	// model's split there (a real run on a starved machine fitted a fixed
 	// cost of 0 against the simulator's 10 ms).
-	for j := range terms {
+	for _, j := range cols {
 		if c.coef[j] == 0 && full[j] < -2*c.se[j] {
 			c.told[j] = false
 		}
@@ -359,4 +370,6 @@ func fmtCI(c stepCosts) string {
 
 // splitTold reports whether the fixed and per-sequence costs are told
 // apart: a prediction at another batch size rests on the split.
-func (c stepCosts) splitTold() bool { return c.told[0] && c.told[2] }
+func (c stepCosts) splitTold() bool {
+	return c.told[0] && c.told[2] && (!c.quadratic || c.told[4] || c.coef[4] == 0)
+}

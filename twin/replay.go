@@ -13,6 +13,7 @@ type Server struct {
 	BaseMs            float64 `json:"base_ms"`
 	PerPrefillTokenMs float64 `json:"per_prefill_token_ms"`
 	PerSequenceMs     float64 `json:"per_sequence_ms"`
+	PerSequence2Ms    float64 `json:"per_sequence_squared_ms,omitempty"`
 	SeqCap            int     `json:"max_num_seqs"`
 	KVTokens          int     `json:"kv_tokens"`
 	TokenBudget       int     `json:"max_batched_tokens"`
@@ -79,6 +80,7 @@ func (s Server) knobs() engine.Knobs {
 	}
 	k.DecodeStepMs = math.Max(s.BaseMs, 1e-3)
 	k.DecodeMsPerSeq = math.Max(s.PerSequenceMs, 0)
+	k.DecodeMsPerSeq2 = math.Max(s.PerSequence2Ms, 0)
 	k.PrefillTokensPerS = fastestPrefill
 	if s.PerPrefillTokenMs > 0 {
 		k.PrefillTokensPerS = 1000 / s.PerPrefillTokenMs

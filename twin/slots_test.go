@@ -246,8 +246,8 @@ func TestTwinSlotServer(t *testing.T) {
 			if r.Declined != "" {
 				t.Fatalf("declined: %s", r.Declined)
 			}
-			t.Logf("step %.2f ms + %.3f ms/token + %.3f ms/slot (fake: %.2f + %.3f + %.3f×n + %.3f×n²), R² %.2f; %s",
-				r.Fit.Step.BaseMs, r.Fit.Step.PerPrefillTokenMs, r.Fit.Step.PerSequenceMs,
+			t.Logf("step %.2f ms + %.3f ms/token + %.3f ms/slot + %.4f ms/slot² (fake: %.2f + %.3f + %.3f×n + %.3f×n²), R² %.2f; %s",
+				r.Fit.Step.BaseMs, r.Fit.Step.PerPrefillTokenMs, r.Fit.Step.PerSequenceMs, r.Fit.Step.PerSequence2Ms,
 				tc.srv.fixedMs, tc.srv.perTokenMs, tc.srv.perSlotMs, tc.srv.perSlot2Ms, r.Fit.Step.R2, r.Fit.Step.Source)
 			// The step the twin fitted, against the fake's own law at the
 			// batch and prompt reading the run measured: the identification
@@ -258,7 +258,7 @@ func TestTwinSlotServer(t *testing.T) {
 			}
 			var fitted, truthStep float64
 			for _, x := range xs {
-				fitted += r.Fit.Step.BaseMs + r.Fit.Step.PerPrefillTokenMs*x.prefill + r.Fit.Step.PerSequenceMs*x.batch
+				fitted += r.Fit.Step.BaseMs + r.Fit.Step.PerPrefillTokenMs*x.prefill + r.Fit.Step.PerSequenceMs*x.batch + r.Fit.Step.PerSequence2Ms*x.batch*x.batch
 				truthStep += tc.srv.fixedMs + tc.srv.perTokenMs*x.prefill + tc.srv.perSlotMs*x.batch + tc.srv.perSlot2Ms*x.batch*x.batch
 			}
 			if e := math.Abs(fitted-truthStep) / truthStep; e > toldShare {

@@ -257,7 +257,7 @@ func (b *builder) fit() error {
 		r.Measured[OtherName] = Figures{OutputTokensPerS: math.Max(gen, 0)}
 	}
 	r.Fit.SeqCap = fitSeqCap(b.v, b.in.Published.SeqCap, b.in.Published.SeqCapSource)
-	b.srv = Server{BaseMs: step.BaseMs, PerPrefillTokenMs: step.PerPrefillTokenMs, PerSequenceMs: step.PerSequenceMs,
+	b.srv = Server{BaseMs: step.BaseMs, PerPrefillTokenMs: step.PerPrefillTokenMs, PerSequenceMs: step.PerSequenceMs, PerSequence2Ms: step.PerSequence2Ms,
 		ChunkedPrefill: true, TokenBudget: 8192}
 	if r.Fit.SeqCap.Value != nil {
 		b.srv.SeqCap = int(*r.Fit.SeqCap.Value)

@@ -461,7 +461,7 @@ func (e *Engine) stepCost() stepCost {
 	}
 	return stepCost{
 		baseMs:    e.k.DecodeStepMs,
-		batchMs:   e.k.DecodeMsPerSeq * float64(len(e.batch)),
+		batchMs:   e.k.DecodeMsPerSeq*float64(len(e.batch)) + e.k.DecodeMsPerSeq2*float64(len(e.batch)*len(e.batch)),
 		prefillMs: float64(prefill) / e.k.PrefillTokensPerS * 1000,
 	}
 }

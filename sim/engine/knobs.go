@@ -27,6 +27,10 @@ type Knobs struct {
 	PrefillTokensPerS float64
 	DecodeStepMs      float64
 	DecodeMsPerSeq    float64
+	// DecodeMsPerSeq2 adds this × sequences² to a step: a CPU's decode,
+	// where each sequence's work grows with the others' (llama.cpp's slots
+	// on a CPU); 0 on GPUs. The twin sets it; no flag does.
+	DecodeMsPerSeq2 float64
 
 	ChunkedPrefill     bool
 	PriorityScheduling bool
@@ -413,6 +417,9 @@ func (k Knobs) Validate() error {
 	}
 	if k.DecodeStepMs <= 0 {
 		bad("decode-step-ms must be > 0, got %g", k.DecodeStepMs)
+	}
+	if k.DecodeMsPerSeq2 < 0 {
+		bad("the step's cost per sequence squared must be ≥ 0, got %g", k.DecodeMsPerSeq2)
 	}
 	if k.DecodeMsPerSeq < 0 {
 		bad("decode-ms-per-seq must be ≥ 0, got %g", k.DecodeMsPerSeq)
