@@ -46,8 +46,12 @@ func (r *renderer) twinView(bodyH int) []string {
 		return append(out, "", fit("  the twin predicts nothing: "+res.Declined, r.w))
 	}
 	f := &res.Fit
-	out = append(out, fit(fmt.Sprintf("  fitted at %s in %s (%d virtual-time runs): step %.1f ms + %.4f ms/prompt token + %.3f ms/sequence, R² %.2f", tw.at.Format("15:04:05"), tw.took.Round(10*time.Millisecond), res.Runs,
-		f.Step.BaseMs, f.Step.PerPrefillTokenMs, f.Step.PerSequenceMs, f.Step.R2), r.w))
+	squared := ""
+	if f.Step.PerSequence2Ms > 0 {
+		squared = fmt.Sprintf(" + %.4f ms/sequence²", f.Step.PerSequence2Ms)
+	}
+	out = append(out, fit(fmt.Sprintf("  fitted at %s in %s (%d virtual-time runs): step %.1f ms + %.4f ms/prompt token + %.3f ms/sequence%s, R² %.2f", tw.at.Format("15:04:05"), tw.took.Round(10*time.Millisecond), res.Runs,
+		f.Step.BaseMs, f.Step.PerPrefillTokenMs, f.Step.PerSequenceMs, squared, f.Step.R2), r.w))
 	out = append(out, fit("  max-num-seqs "+paramText(f.SeqCap)+" · KV "+paramText(f.KVTokens)+" tokens · budget "+paramText(f.TokenBudget), r.w))
 	for _, u := range f.Step.Unknown {
 		// A cost the run did not tell: the twin stands, the predictions
