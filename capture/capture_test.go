@@ -162,6 +162,28 @@ func TestOddConnections(t *testing.T) {
 			}
 			return ""
 		}},
+		{"client goes away, the server ends the body", func() []segment {
+			f := stream(newFlow(23).handshake())
+			f.send(false, chunked(contentEvent("a"))).fin(true).wait(time.Millisecond)
+			f.send(false, "0\r\n\r\n").rst(true)
+			return segments(f)
+		}, func(o *observe.Observed) string {
+			if !o.Complete || o.Err != observe.ErrCancelled || len(o.Chunks) != 1 {
+				return "want a complete, cancelled stream of one chunk"
+			}
+			return ""
+		}},
+		{"client half-closes, the stream ends whole", func() []segment {
+			f := stream(newFlow(24).handshake())
+			f.send(false, chunked(contentEvent("a"))).fin(true).wait(time.Millisecond)
+			f.send(false, chunked(doneEvent)+"0\r\n\r\n").fin(false)
+			return segments(f)
+		}, func(o *observe.Observed) string {
+			if !o.Complete || o.Err != "" || !o.SawDone {
+				return "want a complete stream, not cancelled"
+			}
+			return ""
+		}},
 		{"closed with no answer", func() []segment {
 			return segments(newFlow(8).handshake().send(true, chatRequest("m", "p")).fin(false))
 		}, func(o *observe.Observed) string {

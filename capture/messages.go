@@ -188,6 +188,11 @@ func (a *assembler) readResponses(c *conn, data []byte, at time.Time) {
 }
 
 func (a *assembler) responseDone(c *conn, x *exchange, at time.Time) {
+	if c.clientClosed && x.obs.Err == "" && x.obs.Stream && !x.obs.SawDone && x.obs.FinishReason == "" {
+		// The client left first and the server, seeing it go, ended the
+		// body before the stream's end: the client gave up, as at a close.
+		x.obs.Err = observe.ErrCancelled
+	}
 	x.responseEnd(at)
 	c.answered++
 	c.respState = respHead
@@ -227,6 +232,9 @@ func (a *assembler) report(x *exchange) {
 	}
 	o := x.record()
 	a.stats.Streams++
+	if o.Tokentop {
+		a.stats.Tokentop++
+	}
 	switch {
 	case o.NotMeasurable != "":
 		a.count(&a.stats.NotMeasurable, o.NotMeasurable)

@@ -18,18 +18,20 @@ type ObservedVerdict struct {
 const notJudgedObserved = "a figure of the probe class's own workload, not of real users' requests"
 
 // EvaluateObserved judges each observed group of the view against the
-// objectives of the first interactive class of the config, one of the
-// group's endpoint first (chat or completions): what users of a streaming
-// endpoint are promised is what the interactive class promises. A group
-// with no such class, and the catch-all group (metrics.ObservedOther:
-// other endpoints, unreadable connections, models beyond the cap), has
-// no verdict. Only complete requests are judged (the aggregator times
-// nothing else); a group none of whose requests was complete has NoData.
-// The server's histograms never stand in for a group's missing figures,
-// and the throughput and deadline objectives, which size the probe's
-// own workload, are not judged. Goodput is the group's requests that
-// completed within the class's per-request objectives (GoodRequest, as
-// the aggregator built by NewAggregator judges them). It is pure.
+// objectives of the class ObservedClass names: the first class of the
+// group's endpoint (chat or completions), of any kind, else the first
+// interactive class. A group with no such class, and the catch-all group
+// (metrics.ObservedOther: other endpoints, unreadable connections, models
+// beyond the cap), has no verdict. Only complete requests are judged (the
+// aggregator times nothing else); a group none of whose requests was
+// complete has NoData. The server's histograms never stand in for a
+// group's missing figures, and the throughput and deadline objectives,
+// which size the probe's own workload, are not judged: a batch class's
+// latency and validity objectives are. Goodput is the group's requests
+// that completed within the class's per-request objectives (GoodRequest,
+// as the aggregator built by NewAggregator judges them), whatever the
+// class's kind: a user's request has no token budget to count against.
+// It is pure.
 func EvaluateObserved(v *metrics.View, classes []config.Class) []ObservedVerdict {
 	if v == nil {
 		return nil
@@ -49,6 +51,9 @@ func EvaluateObserved(v *metrics.View, classes []config.Class) []ObservedVerdict
 				o.Actual, o.Pass, o.NotJudged = nil, false, notJudgedObserved
 			}
 		}
+		if verdict.Kind == config.KindBatch {
+			verdict.Goodput = classGoodput(&g.ClassStats, config.KindInteractive, v.Span)
+		}
 		verdict.settle()
 		out = append(out, ObservedVerdict{Verdict: verdict, Against: cl.Name})
 	}
@@ -57,9 +62,11 @@ func EvaluateObserved(v *metrics.View, classes []config.Class) []ObservedVerdict
 
 // ObservedClass is the class an observed group of endpoint api is judged
 // against, as a whole here and request by request for goodput (the
-// aggregator's Options.ObservedClass): the first interactive class of
-// that endpoint, else the first interactive class; nil for any other
-// endpoint or without one.
+// aggregator's Options.ObservedClass): the first class of that endpoint,
+// of any kind (the users of an endpoint are promised what the class that
+// probes it is: background batch work on completions is not held to an
+// interactive TTFT), else the first interactive class; nil for any other
+// endpoint or without one. A class with no API probes chat.
 func ObservedClass(api string, classes []config.Class) *config.Class {
 	if api != metrics.ObservedChat && api != metrics.ObservedCompletions {
 		return nil
@@ -67,13 +74,10 @@ func ObservedClass(api string, classes []config.Class) *config.Class {
 	var first *config.Class
 	for i := range classes {
 		cl := &classes[i]
-		if cl.Kind != config.KindInteractive && cl.Kind != "" {
-			continue
-		}
 		if cl.API == api || (cl.API == "" && api == metrics.ObservedChat) {
 			return cl
 		}
-		if first == nil {
+		if first == nil && (cl.Kind == config.KindInteractive || cl.Kind == "") {
 			first = cl
 		}
 	}

@@ -46,9 +46,24 @@ func TestEvaluateObserved(t *testing.T) {
 		t.Errorf("a group with no complete request: %+v", cut)
 	}
 
-	// Without an interactive class nothing is judged.
-	if got := EvaluateObserved(v, classes[1:]); got != nil {
-		t.Errorf("batch only: %+v", got)
+	// Without an interactive class, the batch class of the endpoint (no
+	// API: chat) judges it: on validity, its workload objectives not
+	// judged, goodput still by request.
+	batch := EvaluateObserved(v, classes[1:])
+	if len(batch) != 2 || batch[0].Against != "jobs" || !batch[0].Pass {
+		t.Fatalf("batch only: %+v", batch)
+	}
+	for _, o := range batch[0].Objectives {
+		if judged := o.NotJudged == ""; judged != (o.Name == ObjValidity) {
+			t.Errorf("against a batch class, %s judged %v", o.Name, judged)
+		}
+	}
+	if g := batch[0].Goodput; g.Unit != GoodputUnitRequests || g.Ratio == nil || *g.Ratio != 0.8 {
+		t.Errorf("goodput against a batch class %+v, want 8 of 10 requests", g)
+	}
+	// Without a class nothing is judged.
+	if got := EvaluateObserved(v, nil); got != nil {
+		t.Errorf("no class: %+v", got)
 	}
 	// Through Evaluate, beside the classes' verdicts, and the rules still
 	// read the classes alone.
@@ -71,5 +86,34 @@ func TestEvaluateObservedLeavesWorkloadObjectives(t *testing.T) {
 	}
 	if o := got[0].Objectives[1]; o.Name != ObjOutputTokensPerS || o.NotJudged == "" || o.Actual != nil {
 		t.Errorf("throughput objective %+v", o)
+	}
+}
+
+// A group is judged against the first class of its endpoint, of any kind,
+// else the first interactive class: the demo's background batch workers
+// on completions are held to the batch class's objectives, not to the
+// interactive TTFT.
+func TestObservedClassIsTheEndpoints(t *testing.T) {
+	def := config.Default().Classes
+	for _, c := range []struct {
+		api     string
+		classes []config.Class
+		want    string
+	}{
+		{metrics.ObservedChat, def, "interactive"},
+		{metrics.ObservedCompletions, def, "batch"},
+		{metrics.ObservedCompletions, def[:1], "interactive"},
+		{metrics.ObservedChat, def[1:], ""},
+		{"other", def, ""},
+		{metrics.ObservedChat, []config.Class{{Name: "b", Kind: config.KindBatch}, {Name: "i", Kind: config.KindInteractive}}, "b"},
+		{metrics.ObservedCompletions, []config.Class{{Name: "b", Kind: config.KindBatch}, {Name: "i", Kind: config.KindInteractive}}, "i"},
+	} {
+		got := ""
+		if cl := ObservedClass(c.api, c.classes); cl != nil {
+			got = cl.Name
+		}
+		if got != c.want {
+			t.Errorf("%s among %d classes: judged against %q, want %q", c.api, len(c.classes), got, c.want)
+		}
 	}
 }

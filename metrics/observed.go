@@ -207,8 +207,14 @@ func measureObserved(o *observe.Observed) observedMeasures {
 	return m
 }
 
-// addObserved accounts one real user's request.
+// addObserved accounts one real user's request. Tokentop's own (its
+// probes, told by their User-Agent) are left out: the groups are the
+// users' figures, set beside the probes' classes, and the capture's
+// account counts them (CaptureStats.Tokentop).
 func (a *Aggregator) addObserved(o *observe.Observed) {
+	if o.Tokentop {
+		return
+	}
 	at := o.End
 	if at.IsZero() {
 		at = o.RequestStart

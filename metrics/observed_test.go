@@ -164,3 +164,31 @@ func TestObservedGoodput(t *testing.T) {
 		t.Errorf("catch-all: judged %v, %d good", o.GoodJudged, o.GoodRequests)
 	}
 }
+
+// A stream the client gave up on is counted cancelled, out of the judged
+// and the valid alike (as a probe's cancelled request is); tokentop's own
+// requests are in no group.
+func TestObservedGroupsLeaveOutCancelledAndTokentop(t *testing.T) {
+	a := newTestAggregator()
+	a.Apply(observedStream("llama", t0, []float64{10, 20}, 1))
+	gaveUp := observedStream("llama", t0.Add(time.Second), []float64{10}, 1)
+	gaveUp.Err, gaveUp.SawDone = observe.ErrCancelled, false
+	a.Apply(gaveUp)
+	own := observedStream("llama", t0.Add(2*time.Second), []float64{10}, 1)
+	own.Tokentop = true
+	a.Apply(own)
+	ownOnly := observedStream("probe-only", t0.Add(2*time.Second), []float64{10}, 1)
+	ownOnly.Tokentop = true
+	a.Apply(ownOnly)
+
+	snap := a.Tick(t0.Add(5 * time.Second))
+	for _, v := range []View{snap.Live, snap.Run} {
+		if len(v.Observed) != 1 {
+			t.Fatalf("groups %+v, want the users' one", v.Observed)
+		}
+		g := &v.Observed[0]
+		if g.Requests != 2 || g.Cancelled != 1 || g.Judged != 1 || g.Valid != 1 || g.Errors != 0 {
+			t.Errorf("requests %d cancelled %d judged %d valid %d errors %d", g.Requests, g.Cancelled, g.Judged, g.Valid, g.Errors)
+		}
+	}
+}

@@ -85,8 +85,11 @@ type CaptureStats struct {
 	ReassemblyDrops int64
 	Streams         int64 // requests seen
 	Complete        int64
-	Incomplete      map[string]int64 `json:",omitempty"` // by reason
-	NotMeasurable   map[string]int64 `json:",omitempty"` // connections, by reason
+	// Tokentop counts the Streams whose User-Agent was tokentop's own (its
+	// probes): measured, and kept out of the users' observed groups.
+	Tokentop      int64            `json:",omitempty"`
+	Incomplete    map[string]int64 `json:",omitempty"` // by reason
+	NotMeasurable map[string]int64 `json:",omitempty"` // connections, by reason
 }
 
 func (*Observed) EventKind() string     { return KindObserved }

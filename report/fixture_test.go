@@ -153,7 +153,7 @@ func fixtureSnapshot() *metrics.Snapshot {
 			{Name: "scrape", LastSuccess: started.Add(18 * time.Second), LastError: "scrape http://gpu-host:8000/metrics: HTTP 503", LastErrorAt: started.Add(29 * time.Second), Stale: true},
 		},
 		Capture: &metrics.CaptureView{CaptureStats: observe.CaptureStats{At: started.Add(30 * time.Second),
-			Packets: 2_400_000, KernelDrops: 0, Connections: 220, Streams: 1215, Complete: 1201,
+			Packets: 2_400_000, KernelDrops: 0, Connections: 220, Streams: 1215, Complete: 1201, Tokentop: 9,
 			Incomplete: map[string]int64{"missing_segments": 3}, NotMeasurable: map[string]int64{"tls": 11}},
 			IncompleteTotal: 3, NotMeasurableTotal: 11},
 		Run: metrics.View{

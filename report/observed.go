@@ -44,6 +44,9 @@ type Capture struct {
 	ReassemblyDrops    int64 `json:"reassembly_drops"`
 	Streams            int64 `json:"streams"`  // requests seen
 	Complete           int64 `json:"complete"` // every packet seen, in order: timed
+	// Tokentop counts the streams that were tokentop's own (its probes):
+	// measured, and left out of the observed groups.
+	Tokentop int64 `json:"tokentop"`
 	// Incomplete and NotMeasurable are by reason (docs/capture.md).
 	Incomplete    map[string]int64 `json:"incomplete"`
 	NotMeasurable map[string]int64 `json:"not_measurable"`
@@ -98,7 +101,7 @@ func buildCapture(c *metrics.CaptureView) *Capture {
 	out := &Capture{
 		Packets: c.Packets, KernelDrops: c.KernelDrops, Undecodable: c.Undecodable,
 		Connections: c.Connections, ConnectionsDropped: c.ConnectionsDropped, ReassemblyDrops: c.ReassemblyDrops,
-		Streams: c.Streams, Complete: c.Complete,
+		Streams: c.Streams, Complete: c.Complete, Tokentop: c.Tokentop,
 		Incomplete: maps.Clone(c.Incomplete), NotMeasurable: maps.Clone(c.NotMeasurable),
 	}
 	if out.Incomplete == nil {
@@ -118,8 +121,12 @@ func writeObserved(b *strings.Builder, r *Report) {
 	}
 	b.WriteString("## Real users' requests (observed in packets, ms)\n\n")
 	if c := r.Capture; c != nil {
-		fmt.Fprintf(b, "%d requests seen, %d complete, %d incomplete (%s), %d not measurable (%s); %d packets, %d dropped by the kernel.\n\n",
+		fmt.Fprintf(b, "%d requests seen, %d complete, %d incomplete (%s), %d not measurable (%s); %d packets, %d dropped by the kernel.",
 			c.Streams, c.Complete, sum(c.Incomplete), reasons(c.Incomplete), sum(c.NotMeasurable), reasons(c.NotMeasurable), c.Packets, c.KernelDrops)
+		if c.Tokentop > 0 {
+			fmt.Fprintf(b, " %d of the requests were tokentop's own, left out of the groups.", c.Tokentop)
+		}
+		b.WriteString("\n\n")
 	}
 	if len(r.Observed) == 0 {
 		return
@@ -176,7 +183,7 @@ func observedHeadline(r *Report, code int) string {
 	case failed > 0:
 		return fmt.Sprintf("FAIL: %d of %d judged observed groups missed the objectives they are judged against", failed, judged)
 	case judged == 0:
-		return fmt.Sprintf("%d observed groups, none judged (no interactive class to judge them against)", len(r.Observed))
+		return fmt.Sprintf("%d observed groups, none judged (no class to judge them against)", len(r.Observed))
 	}
 	return fmt.Sprintf("PASS: all %d judged observed groups met their objectives", judged)
 }

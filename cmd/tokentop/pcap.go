@@ -34,7 +34,7 @@ func runPcapReplay(ctx context.Context, e env, args []string) (int, error) {
 	var rs pcapReportSpec
 	fs.StringVar(&rs.reportPath, "report", "", "write the session's report (observed groups, capture) to `PATH` (- for stdout) instead of the summary")
 	fs.StringVar(&rs.format, "format", "json", "report format: json or markdown")
-	fs.StringVar(&rs.configPath, "config", "", "YAML config `file` whose interactive class's objectives judge the groups (default: the built-in classes)")
+	fs.StringVar(&rs.configPath, "config", "", "YAML config `file` whose classes' objectives judge the groups (default: the built-in classes)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: tokentop replay --pcap FILE --port N [--json | --report PATH|- [--format json|markdown] [--config FILE]]")
 		fs.PrintDefaults()

@@ -25,7 +25,7 @@ type pcapReportSpec struct {
 
 // pcapReport measures every request of a capture file with the aggregator
 // a live run uses and writes the session's report: the observed groups,
-// judged against the config's interactive class, and the capture's
+// judged against the config's classes (diagnose.ObservedClass), and the capture's
 // account, as watch --capture reports them. No class was probed, so the
 // report's classes are empty and its exit code is the groups'.
 func pcapReport(ctx context.Context, e env, spec pcapReportSpec) (int, error) {
