@@ -119,6 +119,7 @@ func TestRealNginxBuffering(t *testing.T) {
 		{"configured for streaming", nginxStreaming, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			stack := startScenarioSim(t, ctx, "healthy")
