@@ -120,6 +120,14 @@ func (a *assembler) requestDone(c *conn, at time.Time) {
 func (a *assembler) readResponses(c *conn, data []byte, at time.Time) {
 	for len(data) > 0 && !c.gone {
 		if c.answered == len(c.queue) {
+			if len(c.cli.held) > 0 {
+				// The request these bytes answer may be among the client's
+				// bytes held past a gap: which request each answer belongs
+				// to cannot be known, and an orphan here would shift every
+				// answer after it onto the wrong request.
+				a.lose(c, reasonOutOfOrder)
+				return
+			}
 			// Bytes no request asked for (a 408 before an idle close):
 			// read to keep the framing, never reported.
 			x := a.newExchange()
