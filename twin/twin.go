@@ -138,6 +138,13 @@ var PredictionBounds = map[string]float64{
 	"ttft_p95": 0.8, "itl_p95": 0.35, "e2e_p95": 0.35, "output_tokens_per_s": 0.5,
 }
 
+// minThroughputRequests is the fewest finished requests a class's output
+// tokens/s is checked from: a count of n requests is off by 1/√n from its
+// rate, and twice that must stay within the self-check bound (n ≥ 64).
+// (The other traffic's rate comes from the server's counters, over all of
+// its requests: always checked.)
+const minThroughputRequests = 64
+
 // minSamples is the fewest samples (first tokens, token gaps) a class
 // needs for its p95 to be checked or calibrated against: a p95 of n
 // samples rests on the 0.05·n above it, and with fewer than 5 of those
@@ -345,7 +352,7 @@ func (b *builder) selfCheck() error {
 				sc.ITLP95Err = relErr(p.ITL.P95, m.ITL.P95)
 			}
 		}
-		if m.OutputTokensPerS > 0 {
+		if cs := b.v.Class(name); m.OutputTokensPerS > 0 && (name == OtherName || cs != nil && cs.Completed >= minThroughputRequests) {
 			sc.OutputTokensPerSErr = relErr(p.OutputTokensPerS, m.OutputTokensPerS)
 		}
 		r.SelfCheck[name] = sc
