@@ -15,7 +15,6 @@ import (
 // on hundreds of gaps, and the diagnosis says so as observed_slo_miss,
 // with the group, the objective and its evidence row.
 func TestDemoCaptureUsersInTheDiagnosis(t *testing.T) {
-	t.Parallel() // its own simulator port, and a cause the load cannot hide (170 ms steps)
 	if testing.Short() {
 		t.Skip("runs the demo for 6 s")
 	}

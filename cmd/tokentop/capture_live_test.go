@@ -310,7 +310,6 @@ func TestWatchCaptureFailureIsANote(t *testing.T) {
 // clients over loopback, so the observed groups count their streams;
 // tokentop's own probes are counted in the capture's account, in no group.
 func TestDemoCaptureSeesTheBackgroundUsers(t *testing.T) {
-	t.Parallel() // its own simulator port; it counts streams, it does not time them
 	if testing.Short() {
 		t.Skip("runs the demo for 6 s")
 	}
