@@ -143,14 +143,14 @@ func TestWatchCaptureOnLoopback(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(stack.Close)
-	uctx, stopUsers := context.WithTimeout(ctx, 9*time.Second)
+	uctx, stopUsers := context.WithTimeout(ctx, 5*time.Second)
 	defer stopUsers()
 	wait := users(uctx, stack.target, k.Model, 250*time.Millisecond)
 
 	dir := t.TempDir()
 	out, rec := filepath.Join(dir, "report.json"), filepath.Join(dir, "session.jsonl")
 	var stdout, stderr bytes.Buffer
-	args := []string{"watch", "--target", stack.target, "--capture", "--capture-iface", "lo", "--duration", "10s",
+	args := []string{"watch", "--target", stack.target, "--capture", "--capture-iface", "lo", "--duration", "6s",
 		"--headless", "--report", out, "--record", rec}
 	code := run(ctx, testEnv(&stdout, &stderr), args)
 	if code != report.ExitOK && code != report.ExitSLOFailed {
@@ -311,16 +311,16 @@ func TestWatchCaptureFailureIsANote(t *testing.T) {
 // tokentop's own probes are counted in the capture's account, in no group.
 func TestDemoCaptureSeesTheBackgroundUsers(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs the demo for 6 s")
+		t.Skip("runs the demo for 4 s")
 	}
 	if os.Geteuid() != 0 {
 		t.Skip("capturing packets needs CAP_NET_RAW: run as root (sudo go test -run TestDemoCaptureSeesTheBackgroundUsers ./cmd/tokentop)")
 	}
 	var r observedReport
-	// Ten users a second of short answers: about 60 streams of their own in
+	// Ten users a second of short answers: about 40 streams of their own in
 	// the run, most of them ended by its end, to the probe's dozen or so
 	// interactive requests.
-	runDemoJSON(t, 6*time.Second, &r, []int{report.ExitOK, report.ExitSLOFailed}, "--capture",
+	runDemoJSON(t, 4*time.Second, &r, []int{report.ExitOK, report.ExitSLOFailed}, "--capture",
 		"--background-interactive-rps", "10", "--background-output-tokens", "20")
 	for _, s := range r.Sources {
 		if s.Name == "capture" && len(s.Warnings) > 0 && strings.Contains(strings.Join(s.Warnings, " "), "CAP_NET_RAW") {
