@@ -155,7 +155,7 @@ func (b *builder) loss(out *runOut) float64 {
 				term(p.TTFT.P95, m.TTFT.P95, true)
 				term(p.TTFT.P50, m.TTFT.P50, false)
 			}
-			if cs.ITL.Count >= minSamples {
+			if cs.ITL.Count >= minSamples && cs.Completed >= minGapStreams {
 				term(p.ITL.P95, m.ITL.P95, true)
 				term(p.ITL.P99, m.ITL.P99, false)
 			}

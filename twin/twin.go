@@ -138,6 +138,14 @@ var PredictionBounds = map[string]float64{
 	"ttft_p95": 0.8, "itl_p95": 0.35, "e2e_p95": 0.35, "output_tokens_per_s": 0.5,
 }
 
+// minGapStreams is the fewest finished streams whose gaps a class's ITL
+// p95 is checked or calibrated from: a stream's gaps follow one path
+// through the server's steps, so a hundred gaps of one stream are one
+// sample of it, not a hundred (a 27-second default watch ran one batch
+// request of 127 gaps, and its twin missed their p95 by 48%). Five, as a
+// p95 rests on the five samples above it.
+const minGapStreams = 5
+
 // minThroughputRequests is the fewest finished requests a class's output
 // tokens/s is checked from: a count of n requests is off by 1/√n from its
 // rate, and twice that must stay within the self-check bound (n ≥ 64).
@@ -348,7 +356,7 @@ func (b *builder) selfCheck() error {
 			if cs := b.v.Class(name); cs != nil && cs.TTFT.Count >= minSamples {
 				sc.TTFTP95Err = relErr(p.TTFT.P95, m.TTFT.P95)
 			}
-			if cs := b.v.Class(name); cs != nil && cs.ITL.Count >= minSamples {
+			if cs := b.v.Class(name); cs != nil && cs.ITL.Count >= minSamples && cs.Completed >= minGapStreams {
 				sc.ITLP95Err = relErr(p.ITL.P95, m.ITL.P95)
 			}
 		}
