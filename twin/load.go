@@ -87,6 +87,10 @@ type Source struct {
 	// schedules by priority keeps it).
 	HasPriority bool   `json:"-"`
 	Origin      string `json:"source"` // where the figures came from, in words
+	// fitted says how the last fit in the twin set it (its streams, its
+	// rate), added to Origin once the fit is done: the fit runs more
+	// than once.
+	fitted string
 }
 
 // gap draws the time to the next open-loop arrival, seconds.

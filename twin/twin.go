@@ -301,9 +301,11 @@ func (b *builder) fit() error {
 	// fitted: its streams were fitted at a guessed budget, and a budget
 	// that leaves less room for prefill, or a cache that fills, holds more
 	// of them in the server.
-	b.restoreOrigins(probes, other, batchPrio)
 	if err := b.fitOther(probes, other, batchPrio); err != nil {
 		return err
+	}
+	for i := range b.sources {
+		b.sources[i].Origin += b.sources[i].fitted
 	}
 	b.modulate(true)
 	r.Fit.Load = b.sources
@@ -373,20 +375,6 @@ func (b *builder) selfCheck() error {
 	return nil
 }
 
-// restoreOrigins gives the sources the notes they had before the other
-// traffic was fitted, keeping what the fit found (streams, rates): a second
-// fit starts from the first's fixed point, and says once how it got there.
-func (b *builder) restoreOrigins(probes []Source, other otherLoad, batchPrio int) {
-	fresh := append(slices.Clip(probes), other.sources(batchPrio)...)
-	for i := range b.sources {
-		for _, f := range fresh {
-			if f.Name == b.sources[i].Name {
-				b.sources[i].Origin = f.Origin
-			}
-		}
-	}
-}
-
 func (b *builder) sim(srv Server, sources []Source, span float64) (*runOut, error) {
 	b.res.Runs++
 	return simulate(srv, sources, b.classes, b.warm, span, b.seed)
@@ -451,9 +439,9 @@ func (b *builder) correctOpenRate(sources []Source, rate, inSystem float64, fixe
 		}
 	}
 	if fixedOpen {
-		sources[ci].Origin += fmt.Sprintf("; %d streams fitted in the twin to the server's %.1f sequences (%.2f requests/s of the closed part in the twin)", sources[ci].N, inSystem, closed)
+		sources[ci].fitted = fmt.Sprintf("; %d streams fitted in the twin to the server's %.1f sequences (%.2f requests/s of the closed part in the twin)", sources[ci].N, inSystem, closed)
 	} else {
-		sources[ci].Origin += fmt.Sprintf("; %d streams and the open part's rate fitted in the twin to the server's %.1f sequences and %.2f requests/s", sources[ci].N, inSystem, rate)
+		sources[ci].fitted = fmt.Sprintf("; %d streams and the open part's rate fitted in the twin to the server's %.1f sequences and %.2f requests/s", sources[ci].N, inSystem, rate)
 	}
 	return sources, closed, nil
 }
