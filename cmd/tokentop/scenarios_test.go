@@ -35,6 +35,11 @@ type scenarioReport struct {
 		TTFT            meanDist `json:"server_ttft_ms"`
 		ITL             meanDist `json:"server_itl_ms"`
 	} `json:"server"`
+	Probe struct {
+		SelfLagMs struct {
+			P99 *float64 `json:"p99"`
+		} `json:"self_lag_ms"`
+	} `json:"probe"`
 }
 
 type meanDist struct {
@@ -208,7 +213,7 @@ func ptrOr(p *float64) float64 {
 // switched off, and a config with one interactive class (no batch class,
 // whose longer prompts would have a different TTFT). What is left between
 // the two figures is loopback, HTTP and the histogram's bucket
-// interpolation.
+// interpolation, and the probe's own scheduling on a busy machine.
 func TestServerTTFTHistogramMatchesProbe(t *testing.T) {
 	t.Parallel()
 	d := scenarioDuration(t)
@@ -232,11 +237,15 @@ func TestServerTTFTHistogramMatchesProbe(t *testing.T) {
 	ttft, _, _ := r.interactive(t)
 	probe := val(t, "interactive ttft_ms.p50", ttft.P50)
 	server := val(t, "server.server_ttft_ms.p50", r.Server.TTFT.P50)
-	t.Logf("TTFT p50: server histogram %.1f ms, tokentop direct path %.1f ms (%d requests)", server, probe, ttft.Count)
+	// The client's side of a first token is also its own scheduling: on a
+	// machine whose cores other tests hold, the probe reads late by up to
+	// the lag it measures in itself (its self-lag p99), never early.
+	lag := val(t, "probe.self_lag_ms.p99", r.Probe.SelfLagMs.P99)
+	t.Logf("TTFT p50: server histogram %.1f ms, tokentop direct path %.1f ms (%d requests), the probe's self-lag p99 %.1f ms", server, probe, ttft.Count, lag)
 	if ttft.Count < 30 {
 		t.Fatalf("only %d TTFT samples", ttft.Count)
 	}
-	if diff := (server - probe) / probe; diff > 0.1 || diff < -0.1 {
-		t.Errorf("server TTFT p50 %.1f ms vs measured %.1f ms: %.1f%% apart, want within 10%%", server, probe, 100*diff)
+	if server > 1.1*probe || probe > 1.1*server+lag {
+		t.Errorf("server TTFT p50 %.1f ms vs measured %.1f ms: want the measured within 10%% of the server's, plus at most the probe's own lag (%.1f ms) above it", server, probe, lag)
 	}
 }
