@@ -269,6 +269,7 @@ func TestWatchCaptureOnLoopback(t *testing.T) {
 // What stops the capture (here an interface that does not exist) is said
 // once, as the capture source's note, and the probes go on.
 func TestWatchCaptureFailureIsANote(t *testing.T) {
+	t.Parallel() // it captures nothing
 	if testing.Short() {
 		t.Skip("runs watch for 3 s")
 	}
