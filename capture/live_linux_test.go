@@ -162,7 +162,7 @@ func TestLiveLoopbackAgreesWithTheProbe(t *testing.T) {
 	}
 
 	var ttftDiff, gapDiff []float64
-	blurred, together, incomplete := 0, 0, map[string]int{}
+	blurred, firstTogether, together, incomplete := 0, 0, 0, map[string]int{}
 	for _, tr := range traces {
 		if tr.Err != nil || len(tr.Deltas) == 0 {
 			t.Fatalf("probe stream failed: %+v", tr.Err)
@@ -180,9 +180,14 @@ func TestLiveLoopbackAgreesWithTheProbe(t *testing.T) {
 		if !o.Complete || o.Status != 200 || len(o.Chunks) != len(tr.Deltas) {
 			t.Fatalf("captured %+v for a probe stream of %d chunks", o, len(tr.Deltas))
 		}
-		if sendBlurred(tr) {
+		switch {
+		case sendBlurred(tr):
 			blurred++
-		} else {
+		case readTogether(tr, 0):
+			// The probe's first-token stamp is then the second chunk's
+			// arrival, a token gap late (20 ms seen beside the full suite).
+			firstTogether++
+		default:
 			ttftDiff = append(ttftDiff, ms(o.Chunks[0].At.Sub(o.RequestEnd)-tr.Deltas[0].At.Sub(tr.WroteRequest)))
 		}
 		for i := 1; i < len(tr.Deltas); i++ {
@@ -202,8 +207,9 @@ func TestLiveLoopbackAgreesWithTheProbe(t *testing.T) {
 		t.Fatalf("%d of %d streams incomplete on loopback (%v)", n, len(traces), incomplete)
 	}
 	t.Logf("%d of %d streams left out of the TTFT comparison: the probe's own send stamp was blurred (descheduled around its write)", blurred, len(traces))
-	if blurred > len(traces)/2 {
-		t.Fatalf("the machine is too loaded to compare: %d of %d sends blurred", blurred, len(traces))
+	t.Logf("%d of %d streams left out of the TTFT comparison: the probe read the first chunk together with the next", firstTogether, len(traces))
+	if blurred+firstTogether > len(traces)/2 {
+		t.Fatalf("the machine is too loaded to compare: %d of %d sends blurred, %d first chunks read together", blurred, len(traces), firstTogether)
 	}
 	t.Logf("%d of %d gaps left out: the probe read a chunk together with the next (descheduled while both arrived), and the kernel stamps a read with its last segment's arrival", together, together+len(gapDiff))
 	if together > (together+len(gapDiff))/2 {
