@@ -12,8 +12,8 @@ import (
 // drill-downs stay with the classes).
 
 // captureLine is the header's account of the capture, e.g. "capture: 1204
-// streams, 1190 complete, 3 incomplete, 11 not measurable"; "" without a
-// capture.
+// streams, 1190 complete, 3 incomplete, 11 not measurable, 40 tokentop's
+// own"; "" without a capture.
 func (r *renderer) captureLine() string {
 	c := r.s.Capture
 	if c == nil {
@@ -21,6 +21,11 @@ func (r *renderer) captureLine() string {
 	}
 	line := r.t.label("capture:") + " " + fmtInt(c.Streams) + " streams, " + fmtInt(c.Complete) + " complete, " +
 		fmtInt(c.IncompleteTotal) + " incomplete, " + fmtInt(c.NotMeasurableTotal) + " not measurable"
+	if c.Tokentop > 0 {
+		// Said beside the users' groups, which leave them out: a group
+		// smaller than the streams is tokentop's own, not a loss.
+		line += ", " + fmtInt(c.Tokentop) + " tokentop's own"
+	}
 	if c.KernelDrops > 0 {
 		// Packets lost before tokentop read them: requests they belonged
 		// to are incomplete, and the capture is not keeping up.

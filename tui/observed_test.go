@@ -25,7 +25,7 @@ func observedSnap() (*metrics.Snapshot, diagnose.Diagnosis) {
 	for _, v := range []*metrics.View{&s.Live, &s.Run} {
 		v.Observed = []metrics.ObservedStats{chat, other}
 	}
-	s.Capture = &metrics.CaptureView{CaptureStats: observe.CaptureStats{Streams: 1204, Complete: 1190}, IncompleteTotal: 3, NotMeasurableTotal: 11}
+	s.Capture = &metrics.CaptureView{CaptureStats: observe.CaptureStats{Streams: 1204, Complete: 1190, Tokentop: 40}, IncompleteTotal: 3, NotMeasurableTotal: 11}
 	d := healthyDiag()
 	d.Observed = []diagnose.ObservedVerdict{{Against: "interactive", Verdict: diagnose.Verdict{Class: "observed · chat · llama", Kind: "interactive",
 		Objectives: []diagnose.Objective{{Name: "ttft_p95_ms", Target: 800, Actual: new(1100.0), AtMost: true}}}}}
@@ -46,7 +46,7 @@ func TestObservedGroupsBesideTheClasses(t *testing.T) {
 		{"compact", 100, 30, []string{"observed · chat · llama SLO FAIL"}},
 	} {
 		out := Render(s, d, tc.w, tc.h, UIState{NoColor: true})
-		want := append([]string{"capture: 1204 streams, 1190 complete, 3 incomplete, 11 not measurable"}, tc.want...)
+		want := append([]string{"capture: 1204 streams, 1190 complete, 3 incomplete, 11 not measurable, 40 tokentop's own"}, tc.want...)
 		for _, w := range want {
 			if !strings.Contains(out, w) {
 				t.Errorf("%s: no %q in\n%s", tc.name, w, out)

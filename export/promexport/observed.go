@@ -29,6 +29,7 @@ func observedFamilies(snap *metrics.Snapshot, diag diagnose.Diagnosis) []*dto.Me
 		streams  = family("tokentop_capture_requests_total", "Requests the capture saw, by result (complete, incomplete, not_measurable) and reason.", dto.MetricType_COUNTER)
 		packets  = family("tokentop_capture_packets_total", "Packets the capture read.", dto.MetricType_COUNTER)
 		drops    = family("tokentop_capture_kernel_drops_total", "Packets the kernel dropped before the capture read them.", dto.MetricType_COUNTER)
+		own      = family("tokentop_capture_own_requests_total", "Requests the capture saw that were tokentop's own (its probes, by their User-Agent), left out of every observed group.", dto.MetricType_COUNTER)
 	)
 	for i := range snap.Run.Observed {
 		run := &snap.Run.Observed[i]
@@ -71,8 +72,9 @@ func observedFamilies(snap *metrics.Snapshot, diag diagnose.Diagnosis) []*dto.Me
 		}
 		counter(packets, float64(c.Packets))
 		counter(drops, float64(c.KernelDrops))
+		counter(own, float64(c.Tokentop))
 	}
-	return []*dto.MetricFamily{requests, outTok, ttft, itl, gap, e2e, tpot, goodput, sloPass, streams, packets, drops}
+	return []*dto.MetricFamily{requests, outTok, ttft, itl, gap, e2e, tpot, goodput, sloPass, streams, packets, drops, own}
 }
 
 // observedByName is the named group of v, or empty stats.

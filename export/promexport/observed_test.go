@@ -30,7 +30,7 @@ func TestObservedGroupsAreBoundedSeries(t *testing.T) {
 			Chunks: []observe.ObservedChunk{{At: end.Add(40 * time.Millisecond)}, {At: end.Add(60 * time.Millisecond)}},
 			End:    end.Add(61 * time.Millisecond), OutputTokens: 2, SawDone: true, Complete: true})
 	}
-	a.Apply(&observe.CaptureStats{At: start.Add(3 * time.Second), Packets: 4000, KernelDrops: 7, Streams: 201, Complete: 200,
+	a.Apply(&observe.CaptureStats{At: start.Add(3 * time.Second), Packets: 4000, KernelDrops: 7, Streams: 201, Complete: 200, Tokentop: 5,
 		Incomplete: map[string]int64{"missing_segments": 1}})
 	snap := a.Tick(start.Add(3 * time.Second))
 	var buf bytes.Buffer
@@ -59,6 +59,7 @@ func TestObservedGroupsAreBoundedSeries(t *testing.T) {
 		`tokentop_observed_goodput_ratio{group="observed · chat · model-0",against="interactive"} 1`,
 		`tokentop_capture_requests_total{result="incomplete",reason="missing_segments"} 1`,
 		`tokentop_capture_kernel_drops_total 7`,
+		`tokentop_capture_own_requests_total 5`,
 	} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("no %s in the exposition", want)
