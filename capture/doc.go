@@ -3,7 +3,7 @@
 // -w`), or a live AF_PACKET socket with a kernel filter on the server's
 // port, in pure Go (no cgo, no libpcap).
 //
-// The path of a packet: decode (link layer, IPv4/IPv6, TCP; gopacket's
+// The path of a packet: decode (link layer, IPv4/IPv6, TCP, by hand:
 // layers), reassemble each direction of each connection in sequence order
 // with bounded memory (assembler.go), frame HTTP/1.1 messages (heads,
 // Content-Length and chunked bodies, 1xx, keep-alive, pipelining, closes

@@ -26,10 +26,6 @@ type live struct {
 	host    bool // the packet last returned was addressed to this host
 }
 
-// maxFrame bounds one packet read: a GSO packet on loopback is up to 64 KiB
-// (more with BIG TCP); a longer one is read cut, and counted as such.
-const maxFrame = 256 << 10
-
 // openLive opens the capture on iface ("" or "any": every interface); its
 // errors name the interface.
 func openLive(iface string, port uint16) (packets, error) {

@@ -4,8 +4,6 @@ import (
 	"encoding/binary"
 	"net/netip"
 	"time"
-
-	"github.com/google/gopacket/layers"
 )
 
 // segment is one TCP segment for the port, as the reassembly needs it.
@@ -23,9 +21,8 @@ type segment struct {
 }
 
 // linkType is a capture's link-layer header type (tcpdump.org's
-// LINKTYPE_ numbers). gopacket v1.1.19 keeps link types in 8 bits and
-// predates LINUX_SLL2 (276), which `tcpdump -i any` writes since libpcap
-// 1.10: it reaches here as 276's low byte, 20, a number no link type has.
+// LINKTYPE_ numbers, 16 bits: LINUX_SLL2, which `tcpdump -i any` writes
+// since libpcap 1.10, is 276).
 type linkType uint16
 
 const (
@@ -42,65 +39,126 @@ const (
 	linkCooked linkType = 0xffff
 )
 
-// fromGopacket is the link type a pcapgo reader reported.
-func fromGopacket(lt layers.LinkType) linkType {
-	if lt == layers.LinkType(linkLinuxSLL2&0xff) {
-		return linkLinuxSLL2
-	}
-	return linkType(lt)
-}
+// EtherTypes and the IP protocol number the decoder reads.
+const (
+	etherIPv4   = 0x0800
+	etherIPv6   = 0x86dd
+	protocolTCP = 6
+)
 
-// decoder turns captured frames into segments, reusing its layers so a
-// packet costs no allocation.
-type decoder struct {
-	ip4 layers.IPv4
-	ip6 layers.IPv6
-	tcp layers.TCP
-}
-
-// decode reads frame (of link type lt; etherType is used for
-// linkCooked only) into seg. It reports false for anything that is
-// not one whole TCP header over IPv4 or IPv6: other protocols, fragments,
-// IPv6 extension headers, frames cut short by the capture before the TCP
-// header ends.
-func (d *decoder) decode(lt linkType, etherType uint16, frame []byte, wireLen int, seg *segment) bool {
+// decode reads frame (of link type lt; etherType is used for linkCooked
+// only) into seg, without allocating. It reports false for anything that
+// is not one whole TCP header over IPv4 or IPv6: other protocols,
+// fragments, IPv6 extension headers, malformed IPv4 or TCP options (the
+// receiver's kernel drops those too), frames cut short by the capture
+// before the TCP header ends. Bytes past the IP length (a link layer's
+// padding) are not payload; an IP length beyond the bytes captured is a
+// capture cut short (seg.truncatedCapture).
+func decode(lt linkType, etherType uint16, frame []byte, wireLen int, seg *segment) bool {
 	ip, et, ok := networkLayer(lt, etherType, frame)
 	if !ok {
 		return false
 	}
-	var payload []byte
+	var tcp []byte
 	switch et {
-	case uint16(layers.EthernetTypeIPv4):
-		if d.ip4.DecodeFromBytes(ip, nopFeedback{}) != nil || d.ip4.Protocol != layers.IPProtocolTCP ||
-			d.ip4.Flags&layers.IPv4MoreFragments != 0 || d.ip4.FragOffset != 0 {
+	case etherIPv4:
+		if tcp, ok = ipv4Payload(ip, seg); !ok {
 			return false
 		}
-		src, _ := netip.AddrFromSlice(d.ip4.SrcIP.To4())
-		dst, _ := netip.AddrFromSlice(d.ip4.DstIP.To4())
-		seg.src, seg.dst = netip.AddrPortFrom(src, 0), netip.AddrPortFrom(dst, 0)
-		payload = d.ip4.Payload
-	case uint16(layers.EthernetTypeIPv6):
-		if d.ip6.DecodeFromBytes(ip, nopFeedback{}) != nil || d.ip6.NextHeader != layers.IPProtocolTCP {
+	case etherIPv6:
+		if tcp, ok = ipv6Payload(ip, seg); !ok {
 			return false
 		}
-		src, _ := netip.AddrFromSlice(d.ip6.SrcIP)
-		dst, _ := netip.AddrFromSlice(d.ip6.DstIP)
-		seg.src, seg.dst = netip.AddrPortFrom(src, 0), netip.AddrPortFrom(dst, 0)
-		payload = d.ip6.Payload
 	default:
 		return false
 	}
-	if d.tcp.DecodeFromBytes(payload, nopFeedback{}) != nil {
+	if len(tcp) < 20 {
 		return false
 	}
-	seg.src = netip.AddrPortFrom(seg.src.Addr(), uint16(d.tcp.SrcPort))
-	seg.dst = netip.AddrPortFrom(seg.dst.Addr(), uint16(d.tcp.DstPort))
-	seg.seq, seg.ack = d.tcp.Seq, d.tcp.Ack
-	seg.syn, seg.fin, seg.rst, seg.hasACK = d.tcp.SYN, d.tcp.FIN, d.tcp.RST, d.tcp.ACK
-	seg.payload = d.tcp.Payload
-	// A snap length shorter than the packet loses payload bytes: the IP
-	// header's length says how many there were.
+	dataStart := int(tcp[12]>>4) * 4
+	if dataStart < 20 || dataStart > len(tcp) || !optionsWellFormed(tcp[20:dataStart], 2) {
+		return false
+	}
+	seg.src = netip.AddrPortFrom(seg.src.Addr(), binary.BigEndian.Uint16(tcp[0:]))
+	seg.dst = netip.AddrPortFrom(seg.dst.Addr(), binary.BigEndian.Uint16(tcp[2:]))
+	seg.seq, seg.ack = binary.BigEndian.Uint32(tcp[4:]), binary.BigEndian.Uint32(tcp[8:])
+	flags := tcp[13]
+	seg.fin, seg.syn, seg.rst, seg.hasACK = flags&0x01 != 0, flags&0x02 != 0, flags&0x04 != 0, flags&0x10 != 0
+	seg.payload = tcp[dataStart:]
+	// A snap length shorter than the packet loses payload bytes.
 	seg.truncatedCapture = wireLen > len(frame)
+	return true
+}
+
+// ipv4Payload checks an IPv4 header, sets seg's addresses and returns its
+// TCP bytes; false for another protocol, a fragment or a malformed header.
+func ipv4Payload(b []byte, seg *segment) ([]byte, bool) {
+	if len(b) < 20 {
+		return nil, false
+	}
+	headerLen := int(b[0]&0x0f) * 4
+	total := int(binary.BigEndian.Uint16(b[2:]))
+	if total == 0 {
+		// Segmentation offload hands the capture a packet larger than an IP
+		// length holds, with the length 0: its bytes are the packet.
+		total = len(b)
+	}
+	flagsFrag := binary.BigEndian.Uint16(b[6:])
+	switch {
+	case headerLen < 20, total < headerLen, headerLen > len(b),
+		b[9] != protocolTCP,
+		flagsFrag&0x2000 != 0, flagsFrag&0x1fff != 0: // more fragments, or an offset
+		return nil, false
+	}
+	if !optionsWellFormed(b[20:headerLen], 3) {
+		return nil, false
+	}
+	if total < len(b) {
+		b = b[:total]
+	}
+	seg.src = netip.AddrPortFrom(netip.AddrFrom4([4]byte(b[12:16])), 0)
+	seg.dst = netip.AddrPortFrom(netip.AddrFrom4([4]byte(b[16:20])), 0)
+	return b[headerLen:], true
+}
+
+// ipv6Payload checks an IPv6 header whose next header is TCP, sets seg's
+// addresses and returns its TCP bytes. Extension headers (and with them
+// jumbograms) are not read: such a packet is not decoded.
+func ipv6Payload(b []byte, seg *segment) ([]byte, bool) {
+	if len(b) < 40 || b[6] != protocolTCP {
+		return nil, false
+	}
+	n := int(binary.BigEndian.Uint16(b[4:]))
+	if n == 0 {
+		return nil, false
+	}
+	seg.src = netip.AddrPortFrom(netip.AddrFrom16([16]byte(b[8:24])), 0)
+	seg.dst = netip.AddrPortFrom(netip.AddrFrom16([16]byte(b[24:40])), 0)
+	b = b[40:]
+	if n < len(b) {
+		b = b[:n]
+	}
+	return b, true
+}
+
+// optionsWellFormed reports whether opts, an IPv4 or TCP header's options,
+// is a well-formed list: kind 0 ends it, kind 1 is one byte, any other
+// kind gives its length (at least minLen: 3 for IPv4, 2 for TCP) within
+// the bytes left.
+func optionsWellFormed(opts []byte, minLen int) bool {
+	for len(opts) > 0 {
+		switch opts[0] {
+		case 0:
+			return true
+		case 1:
+			opts = opts[1:]
+		default:
+			if len(opts) < 2 || int(opts[1]) < minLen || int(opts[1]) > len(opts) {
+				return false
+			}
+			opts = opts[opts[1]:]
+		}
+	}
 	return true
 }
 
@@ -155,14 +213,9 @@ func ipByVersion(b []byte) ([]byte, uint16, bool) {
 	}
 	switch b[0] >> 4 {
 	case 4:
-		return b, uint16(layers.EthernetTypeIPv4), true
+		return b, etherIPv4, true
 	case 6:
-		return b, uint16(layers.EthernetTypeIPv6), true
+		return b, etherIPv6, true
 	}
 	return nil, 0, false
 }
-
-// nopFeedback is gopacket's DecodeFeedback for decoding outside a Packet.
-type nopFeedback struct{}
-
-func (nopFeedback) SetTruncated() {}

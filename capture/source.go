@@ -1,15 +1,12 @@
 package capture
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"time"
-
-	"github.com/google/gopacket/pcapgo"
 
 	"github.com/tokentop/tokentop/observe"
 )
@@ -133,7 +130,6 @@ func (s *Source) run(ctx context.Context, p packets, emit func(observe.Event)) e
 		a.stats.KernelDrops = p.drops()
 		a.flush()
 	}()
-	var d decoder
 	var seg segment
 	dir, _ := p.(directional)
 	for n := 0; ; n++ {
@@ -156,7 +152,7 @@ func (s *Source) run(ctx context.Context, p packets, emit func(observe.Event)) e
 		}
 		a.stats.Packets++
 		seg = segment{at: at}
-		if !d.decode(lt, et, frame, wireLen, &seg) {
+		if !decode(lt, et, frame, wireLen, &seg) {
 			a.stats.Undecodable++
 			continue
 		}
@@ -175,67 +171,6 @@ func (a *assembler) tick(now time.Time) {
 	}
 	a.sweep()
 }
-
-// pcapngMagic is the first block type of a pcapng file.
-var pcapngMagic = []byte{0x0a, 0x0d, 0x0d, 0x0a}
-
-// readCapture opens a pcap or pcapng stream.
-func readCapture(r io.Reader) (packets, error) {
-	br := bufio.NewReaderSize(r, 1<<16)
-	magic, err := br.Peek(4)
-	if err != nil {
-		return nil, fmt.Errorf("not a capture file: %w", err)
-	}
-	closer, _ := r.(io.Closer)
-	if string(magic) == string(pcapngMagic) {
-		// Interfaces of other link types than the first are read too
-		// (libpcap's behaviour, the default, skips their packets silently).
-		ng, err := pcapgo.NewNgReader(br, pcapgo.NgReaderOptions{WantMixedLinkType: true, SkipUnknownVersion: true})
-		if err != nil {
-			return nil, err
-		}
-		return &ngFile{r: ng, c: closer}, nil
-	}
-	pr, err := pcapgo.NewReader(br)
-	if err != nil {
-		return nil, err
-	}
-	return &pcapFile{r: pr, lt: fromGopacket(pr.LinkType()), c: closer}, nil
-}
-
-type pcapFile struct {
-	r  *pcapgo.Reader
-	lt linkType
-	c  io.Closer
-}
-
-func (f *pcapFile) next() ([]byte, linkType, uint16, time.Time, int, error) {
-	data, ci, err := f.r.ZeroCopyReadPacketData()
-	return data, f.lt, 0, ci.Timestamp, ci.Length, err
-}
-
-func (f *pcapFile) drops() int64 { return 0 }
-func (f *pcapFile) close() error { return closeIf(f.c) }
-
-type ngFile struct {
-	r *pcapgo.NgReader
-	c io.Closer
-}
-
-func (f *ngFile) next() ([]byte, linkType, uint16, time.Time, int, error) {
-	data, ci, err := f.r.ZeroCopyReadPacketData()
-	if err != nil {
-		return nil, 0, 0, time.Time{}, 0, err
-	}
-	iface, err := f.r.Interface(ci.InterfaceIndex)
-	if err != nil {
-		return nil, 0, 0, time.Time{}, 0, err
-	}
-	return data, fromGopacket(iface.LinkType), 0, ci.Timestamp, ci.Length, nil
-}
-
-func (f *ngFile) drops() int64 { return 0 }
-func (f *ngFile) close() error { return closeIf(f.c) }
 
 func closeIf(c io.Closer) error {
 	if c == nil {
