@@ -98,11 +98,13 @@ type Client struct {
 	logs            sync.Pool // *streamLog
 }
 
-// NewClient builds a client with its own net/http Transport: plain http://
-// uses HTTP/1.1 with one connection per concurrent stream (at most
-// MaxConns), https:// negotiates HTTP/2 when the server offers it. The
-// Transport closes a connection whose response framing was violated (bytes
-// beyond a declared length, a malformed chunk) instead of reusing it.
+// NewClient builds a client: plain http:// goes through h1Transport,
+// HTTP/1.1 read in the caller's goroutine with one connection per
+// concurrent stream (at most MaxConns); https:// and requests through a
+// proxy go through its own net/http Transport, which negotiates HTTP/2
+// when the server offers it. Both close a connection whose response
+// framing was violated (bytes beyond a declared length, a malformed chunk)
+// instead of reusing it.
 func NewClient(o ClientOptions) *Client {
 	if o.MaxConns <= 0 {
 		o.MaxConns = 256
@@ -156,10 +158,11 @@ func NewClient(o ClientOptions) *Client {
 	// connection, so the second attempt cannot meet the same race.
 	fresh := tr.Clone()
 	fresh.DisableKeepAlives = true
+	h1 := newH1Transport(dial, tr, o.MaxConns)
 	c := &Client{o: o, secrets: append([]string{o.APIKey}, o.Scrubber.Secrets()...),
-		hc:    &http.Client{Transport: tr, CheckRedirect: safehttp.NoRedirects},
-		fresh: &http.Client{Transport: fresh, CheckRedirect: safehttp.NoRedirects},
-		small: &http.Client{Transport: tr, CheckRedirect: safehttp.SameOriginRedirects(safehttp.MaxRedirects)},
+		hc:    &http.Client{Transport: h1, CheckRedirect: safehttp.NoRedirects},
+		fresh: &http.Client{Transport: newH1Transport(dial, fresh, o.MaxConns), CheckRedirect: safehttp.NoRedirects},
+		small: &http.Client{Transport: h1, CheckRedirect: safehttp.SameOriginRedirects(safehttp.MaxRedirects)},
 	}
 	c.bufs.New = func() any {
 		b := make([]byte, 16<<10)

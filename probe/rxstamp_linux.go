@@ -173,3 +173,6 @@ func kernelStamp(oob []byte) (int64, bool) {
 	}
 	return 0, false
 }
+
+// raw is the socket, for a look at an idle connection (idleConnAlive).
+func (c *rxConn) raw() syscall.RawConn { return c.rc }

@@ -171,7 +171,8 @@ func writeHeapProfile(dir string) {
 // user + system time of the whole tokentop process over its run
 // (start-up, discovery, the scrapes, the report and the twin included)
 // divided by the content chunks it received (first tokens + chunk gaps in
-// its report); tokentop-maxrss-MB, its peak resident memory;
+// its report); tokentop-maxrss-MB, its peak resident memory, and
+// tokentop-peak-anon-MB the anonymous part of it (sampled);
 // sim-cpu-us/token, the simulator's CPU (/proc/PID/stat) over the same
 // interval per token it generated (its /metrics counter); gap-p50-ms and
 // gap-p99-ms, the worst class's chunk-gap percentiles in the report (the
@@ -398,6 +399,7 @@ func benchWatch(b *testing.B, streams int, d time.Duration) {
 	b.ReportMetric(float64(ru.Utime.Nano()/1e3)/float64(chunks), "tokentop-user-us/chunk")
 	b.ReportMetric(float64(ru.Stime.Nano()/1e3)/float64(chunks), "tokentop-sys-us/chunk")
 	b.ReportMetric(float64(ru.Maxrss)/1024, "tokentop-maxrss-MB") // Linux: KiB
+	b.ReportMetric(watchSteady.peakAnonMB, "tokentop-peak-anon-MB")
 	b.ReportMetric(float64((simCPU1-simCPU0).Microseconds())/max(tokens1-tokens0, 1), "sim-cpu-us/token")
 	b.ReportMetric(float64(chunks)/elapsed.Seconds(), "chunks/s")
 	b.ReportMetric(gap50, "gap-p50-ms")
@@ -487,6 +489,26 @@ type steadyCost struct {
 	// rate spiked in one sample on a loaded machine, and few reached 90% of
 	// it) makes the ratio noise.
 	window time.Duration
+	// peakAnonMB is the largest anonymous resident memory seen in the
+	// samples (RssAnon: the process's own pages, not the binary's, which
+	// the page cache shares and this kernel maps in 2 MiB folios); a
+	// sampled peak, at most the true one.
+	peakAnonMB float64
+}
+
+// rssAnonMB reads a process's anonymous resident memory.
+func rssAnonMB(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "RssAnon:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			return kb / 1024
+		}
+	}
+	return 0
 }
 
 func (c steadyCost) usPerChunk() float64 { return float64(c.cpu.Microseconds()) / c.chunks }
@@ -502,6 +524,7 @@ func sampleSteady(pid int, url string) func() steadyCost {
 		tokens float64
 	}
 	var samples []sample
+	var peakAnon float64
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -517,6 +540,7 @@ func sampleSteady(pid int, url string) func() steadyCost {
 				return
 			}
 			samples = append(samples, sample{cpu, tokens})
+			peakAnon = max(peakAnon, rssAnonMB(pid))
 		}
 	}()
 	return func() steadyCost {
@@ -535,11 +559,11 @@ func sampleSteady(pid int, url string) func() steadyCost {
 			}
 		}
 		if first < 0 || peak == 0 {
-			return steadyCost{}
+			return steadyCost{peakAnonMB: peakAnon}
 		}
 		end := samples[len(samples)-1].cpu
 		return steadyCost{cpu: samples[last].cpu - samples[first].cpu, chunks: samples[last].tokens - samples[first].tokens,
 			window: time.Duration(last-first) * sampleEvery,
-			before: samples[first].cpu, after: end - samples[last].cpu}
+			before: samples[first].cpu, after: end - samples[last].cpu, peakAnonMB: peakAnon}
 	}
 }
