@@ -35,6 +35,7 @@ func (s *session) prepare(ctx context.Context) (int, error) {
 	// The pool must never be what limits concurrency: a request waiting for
 	// a connection would count the wait as server latency. Open-loop classes
 	// may have up to the safety cap in flight when the server slows down.
+	leanCollector(s.e.Getenv, cfg.Classes)
 	maxConns := 0
 	for _, cl := range cfg.Classes {
 		if cl.Arrival.Process == config.ArrivalConcurrency {
