@@ -414,20 +414,21 @@ func openStreams(t *testing.T, tr http.RoundTripper, url string, n int) []*http.
 // sees more connections at once than the cap.
 func TestH1KeepsToMaxConnsPerHost(t *testing.T) {
 	var open, most atomic.Int32
-	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		time.Sleep(5 * time.Millisecond)
 		_, _ = io.WriteString(w, "ok")
 	}))
 	s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
 		switch st {
 		case http.StateNew:
-			if n := open.Add(1); n > most.Load() {
-				most.Store(n)
+			n := open.Add(1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
 			}
 		case http.StateClosed, http.StateHijacked:
 			open.Add(-1)
 		}
 	}
+	s.Start()
 	defer s.Close()
 	d := &net.Dialer{}
 	tr := newH1Transport(d.DialContext, &http.Transport{IdleConnTimeout: time.Minute}, 3)
