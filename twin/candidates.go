@@ -231,9 +231,22 @@ func (b *builder) measuredPreemption() bool {
 	return false
 }
 
-// capacitySpan bounds one capacity trial's virtual time: the search runs
-// a dozen trials per configuration.
-const capacitySpan = 120.0
+// capacitySpan is one capacity trial's virtual time: the search runs a
+// dozen trials per configuration. A trial at a low rate runs longer, until
+// it holds minSamples of the class's requests (a p95 of fewer is its
+// sample's more than the server's), up to capacityMaxSpan; a rate that
+// cannot hold them in it is not vouched for.
+const (
+	capacitySpan    = 120.0
+	capacityMaxSpan = 900.0
+)
+
+// capacityTrialSpan is how long a capacity trial at rate runs, and
+// whether it holds enough requests to judge a p95.
+func capacityTrialSpan(rate float64) (span float64, enough bool) {
+	span = math.Min(math.Max(capacitySpan, minSamples/rate), capacityMaxSpan)
+	return span, rate*span >= minSamples
+}
 
 // capacity finds, for the measured configuration and each candidate, the
 // highest interactive rate at which the interactive class's SLO holds.
@@ -254,7 +267,7 @@ func (b *builder) capacity() {
 		return
 	}
 	b.res.Capacity.Class = cl
-	b.res.Capacity.Note = fmt.Sprintf("the highest arrival rate of %s-shaped requests (with the rest of the traffic as measured) at which %s's SLO holds, ±%.0f%%, in %.0f s of virtual time per trial", cl, cl, 100*capacityTolerance, capacitySpan)
+	b.res.Capacity.Note = fmt.Sprintf("the highest arrival rate of %s-shaped requests (with the rest of the traffic as measured) at which %s's SLO holds, ±%.0f%%, in %.0f s of virtual time per trial (longer at low rates, to %d requests)", cl, cl, 100*capacityTolerance, capacitySpan, minSamples)
 	type job struct {
 		key string
 		c   Change
@@ -268,8 +281,9 @@ func (b *builder) capacity() {
 	res := make([]*float64, len(jobs))
 	runs := make([]int, len(jobs))
 	bounded := make([]string, len(jobs))
+	tooFew := make([]bool, len(jobs))
 	parallel(len(jobs), func(i int) {
-		res[i], runs[i], bounded[i] = b.search(cl, jobs[i].c, rate)
+		res[i], runs[i], bounded[i], tooFew[i] = b.search(cl, jobs[i].c, rate)
 	})
 	for i, j := range jobs {
 		b.res.Runs += runs[i]
@@ -277,6 +291,10 @@ func (b *builder) capacity() {
 			b.res.Capacity.CurrentRPS = res[i]
 			if bounded[i] != "" {
 				b.res.Capacity.Note += "; at most what the run showed: a higher rate is " + bounded[i]
+			}
+			if res[i] == nil && tooFew[i] {
+				b.res.Capacity.Note += fmt.Sprintf("; none: the SLO fails at every rate judged, and below %.2f/s a trial of %.0f s holds fewer than %d requests, too few to judge a p95 by",
+					minSamples/capacityMaxSpan, capacityMaxSpan, minSamples)
 			}
 		} else {
 			b.res.Capacity.Candidates[j.key] = res[i]
@@ -309,19 +327,26 @@ func (b *builder) rateCeiling(cl string, measured float64) float64 {
 const capacityTolerance = 0.05
 
 // search bisects the interactive rate under change c: the largest rate
-// that passes (nil when even a twentieth of the measured rate fails). A
+// that passes (nil when even a twentieth of the measured rate fails, or
+// every rate judged failed and lower ones were too few requests to judge:
+// tooFew). A
 // rate whose run is an extrapolation (a batch larger than any measured
 // with the cap unknown, a KV cache preempting where the server never did)
 // does not count as passing: the twin cannot vouch for it, and near the
 // knee the cap it does not know is what fails the SLO. bounded says so
 // when that limited the search.
-func (b *builder) search(cl string, c Change, measured float64) (_ *float64, runs int, bounded string) {
+func (b *builder) search(cl string, c Change, measured float64) (_ *float64, runs int, bounded string, tooFew bool) {
 	pass := func(rate float64) bool {
 		cc := c
 		cc.InteractiveRate = &rate
+		span, enough := capacityTrialSpan(rate)
+		if !enough {
+			tooFew = true
+			return false
+		}
 		srv, src := cc.apply(b.srv, b.sources)
 		runs++
-		out, err := simulate(srv, src, b.classes, b.warm, capacitySpan, b.seed)
+		out, err := simulate(srv, src, b.classes, b.warm, span, b.seed)
 		if err != nil {
 			return false
 		}
@@ -344,7 +369,7 @@ func (b *builder) search(cl string, c Change, measured float64) (_ *float64, run
 			// the last rate that held and the ceiling, or beyond it.
 			if lo >= ceiling || pass(ceiling) {
 				top := math.Max(lo, ceiling)
-				return &top, runs, bounded
+				return &top, runs, bounded, tooFew
 			}
 			hi = ceiling
 		}
@@ -358,7 +383,7 @@ func (b *builder) search(cl string, c Change, measured float64) (_ *float64, run
 			hi = mid
 		}
 		if lo == 0 {
-			return nil, runs, bounded
+			return nil, runs, bounded, tooFew
 		}
 	}
 	for hi-lo > capacityTolerance*lo {
@@ -369,5 +394,5 @@ func (b *builder) search(cl string, c Change, measured float64) (_ *float64, run
 			hi = mid
 		}
 	}
-	return &lo, runs, bounded
+	return &lo, runs, bounded, tooFew
 }
