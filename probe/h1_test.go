@@ -380,6 +380,17 @@ func (t *h1Transport) pooled() int {
 	return n
 }
 
+// holdingServer answers every request with its headers at once and its
+// body's end only when release is closed.
+func holdingServer() (*httptest.Server, chan struct{}) {
+	release := make(chan struct{})
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		<-release
+	})), release
+}
+
 // openStreams starts n requests through tr to a server that holds each
 // response open until release is closed, and returns once every one has
 // its headers (or fails the test).
@@ -457,12 +468,7 @@ func TestH1KeepsToMaxConnsPerHost(t *testing.T) {
 
 	// At the cap with every connection busy, a request waits until its
 	// context ends.
-	release := make(chan struct{})
-	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.WriteHeader(http.StatusOK)
-		w.(http.Flusher).Flush()
-		<-release
-	}))
+	slow, release := holdingServer()
 	defer slow.Close()
 	defer close(release)
 	busy := openStreams(t, tr, slow.URL, 3)
@@ -491,12 +497,7 @@ func TestH1KeepsToMaxConnsPerHost(t *testing.T) {
 // and nothing more (net/http's Transport adds a read and a write loop a
 // connection).
 func TestH1ReadsInTheCallersGoroutine(t *testing.T) {
-	release := make(chan struct{})
-	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.WriteHeader(http.StatusOK)
-		w.(http.Flusher).Flush()
-		<-release
-	}))
+	s, release := holdingServer()
 	defer s.Close()
 	const n = 50
 	d := &net.Dialer{}
