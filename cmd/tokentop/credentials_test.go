@@ -46,7 +46,9 @@ type credentialServer struct {
 func startCredentialServer(t *testing.T, dieAfter time.Duration) *credentialServer {
 	t.Helper()
 	s := &credentialServer{dieAfter: dieAfter}
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	// Started once s.srv is set: the handler reads it.
+	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
+	s.srv.Start()
 	t.Cleanup(func() {
 		s.srv.CloseClientConnections()
 		s.srv.Close()
