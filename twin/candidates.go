@@ -134,6 +134,11 @@ func (b *builder) candidates() {
 		c.Reliable = b.res.Reliable
 		if note := b.extrapolation(c.Change, outs[i]); note != "" {
 			c.Reliable, c.Note = false, note
+		} else if note, ok := b.capBracket(c.Change, c.Predicted, outs[i]); note != "" {
+			c.Note = note
+			if !ok {
+				c.Reliable = false
+			}
 		}
 		if outs[i].overloaded {
 			c.Note = strings.TrimPrefix(c.Note+"; overloaded: the queue grows without bound (latencies are lower bounds)", "; ")
@@ -164,16 +169,12 @@ func (b *builder) unknownFor(c Change, out *runOut) string {
 }
 
 // extrapolation says why a prediction goes beyond what the fit saw: a
-// batch larger than any measured with no cap seen, or a KV cache that
+// context that refuses prompts the server served, or a KV cache that
 // fills beyond the measured server's peak and preempts, where the server
 // never preempted (priority scheduling preempts with room to spare: that
-// the engine models).
+// the engine models). A batch beyond what was seen with the cap unknown
+// is capBracket's.
 func (b *builder) extrapolation(c Change, out *runOut) string {
-	top := highRunning(out)
-	seen := math.Max(b.topRunning, b.baselineTop)
-	if b.res.Fit.SeqCap.Value == nil && c.MaxNumSeqs == nil && seen > 0 && top > 1.1*seen {
-		return fmt.Sprintf("extrapolated: the twin runs up to %.0f sequences, more than the %.0f measured or replayed, and the server's cap is unknown", top, seen)
-	}
 	if c.CtxSize != nil {
 		var refused, offered int64
 		for _, g := range out.groups {
@@ -190,6 +191,80 @@ func (b *builder) extrapolation(c Change, out *runOut) string {
 		}
 	}
 	return ""
+}
+
+// capBracket judges a prediction whose batch goes beyond the largest the
+// twin measured or replayed while the server's cap is unknown. The run
+// says only that the cap is at least the largest batch measured; the
+// change is run again with the cap there, the smallest the run allows, and
+// the server's own cap lies between the two runs. Where no figure moves by
+// more than toldShare between them, the prediction does not rest on the
+// cap and stands (ok, with a note saying so); otherwise it is an
+// extrapolation. "" when the batch stays within what was seen.
+func (b *builder) capBracket(c Change, pred map[string]Figures, out *runOut) (note string, ok bool) {
+	extrapolated := b.capUnknown(c, out)
+	if extrapolated == "" {
+		return "", true
+	}
+	srv, src, ok := b.leastCap(c)
+	if !ok {
+		return extrapolated, false
+	}
+	b.res.Runs += replays
+	capped, err := simulatePooled(srv, src, b.classes, b.warm, b.span, b.seed, replays)
+	if err != nil {
+		return extrapolated, false
+	}
+	moved, what := 0.0, ""
+	for name, f := range b.figures(capped) {
+		p, found := pred[name]
+		if !found {
+			continue
+		}
+		for _, x := range []struct {
+			name       string
+			open, capd float64
+		}{
+			{"TTFT p95", p.TTFT.P95, f.TTFT.P95},
+			{"ITL p95", p.ITL.P95, f.ITL.P95},
+			{"E2E p95", p.E2EP95, f.E2EP95},
+			{"output tokens/s", p.OutputTokensPerS, f.OutputTokensPerS},
+		} {
+			if x.open <= 0 {
+				continue
+			}
+			if d := math.Abs(x.capd/x.open - 1); d > moved {
+				moved, what = d, name+"'s "+x.name
+			}
+		}
+	}
+	if moved > toldShare {
+		return fmt.Sprintf("%s: with a cap of %d, the smallest the run allows, %s moves %.0f%%", extrapolated, srv.SeqCap, what, 100*moved), false
+	}
+	return fmt.Sprintf("%s; with a cap of %d, the smallest the run allows, no figure moves more than %.0f%%", strings.TrimPrefix(extrapolated, "extrapolated: "), srv.SeqCap, 100*toldShare), true
+}
+
+// capUnknown says, where out runs a batch beyond the largest the twin
+// measured or replayed while the server's cap is unknown and c sets none,
+// that it does; "" otherwise.
+func (b *builder) capUnknown(c Change, out *runOut) string {
+	top := highRunning(out)
+	seen := math.Max(b.topRunning, b.baselineTop)
+	if b.res.Fit.SeqCap.Value != nil || c.MaxNumSeqs != nil || c.Parallel != nil || seen <= 0 || top <= 1.1*seen {
+		return ""
+	}
+	return fmt.Sprintf("extrapolated: the twin runs up to %.0f sequences, more than the %.0f measured or replayed, and the server's cap is unknown", top, seen)
+}
+
+// leastCap is the server under change c with its cap at the largest batch
+// measured: the smallest cap the run allows.
+func (b *builder) leastCap(c Change) (Server, []Source, bool) {
+	srv, src := c.apply(b.srv, b.sources)
+	if b.topRunning < 1 {
+		return srv, src, false
+	}
+	srv.SeqCap = int(math.Ceil(b.topRunning))
+	return srv, src, true
 }
 
 // highRunning is a run's high running batch: its 99th percentile over the
@@ -330,10 +405,11 @@ const capacityTolerance = 0.05
 // that passes (nil when even a twentieth of the measured rate fails, or
 // every rate judged failed and lower ones were too few requests to judge:
 // tooFew). A
-// rate whose run is an extrapolation (a batch larger than any measured
-// with the cap unknown, a KV cache preempting where the server never did)
-// does not count as passing: the twin cannot vouch for it, and near the
-// knee the cap it does not know is what fails the SLO. bounded says so
+// rate whose run is an extrapolation (a KV cache preempting where the
+// server never did) does not count as passing; nor does one that runs a
+// batch larger than any measured with the cap unknown unless the SLO also
+// holds with the cap at that batch, the smallest the run allows: near the
+// knee the cap the twin does not know is what fails the SLO. bounded says so
 // when that limited the search.
 func (b *builder) search(cl string, c Change, measured float64) (_ *float64, runs int, bounded string, tooFew bool) {
 	pass := func(rate float64) bool {
@@ -355,7 +431,29 @@ func (b *builder) search(cl string, c Change, measured float64) (_ *float64, run
 			return false
 		}
 		f := out.groups[cl].figures(out.seconds, b.classes[cl], b.judged[cl])
-		return f.SLOPass != nil && *f.SLOPass
+		if f.SLOPass == nil || !*f.SLOPass {
+			return false
+		}
+		note := b.capUnknown(cc, out)
+		if note == "" {
+			return true
+		}
+		// The server's cap, unknown, is at least the largest batch
+		// measured: the SLO holds whatever it is only if it holds there
+		// too.
+		srv, src, ok := b.leastCap(cc)
+		if ok {
+			runs++
+			capped, err := simulate(srv, src, b.classes, b.warm, span, b.seed)
+			if err == nil {
+				f := capped.groups[cl].figures(capped.seconds, b.classes[cl], b.judged[cl])
+				if f.SLOPass != nil && *f.SLOPass {
+					return true
+				}
+			}
+		}
+		bounded = note
+		return false
 	}
 	lo, hi := 0.0, math.Max(measured, 0.05)
 	ceiling := math.Min(b.rateCeiling(cl, measured), maxRateChange)

@@ -98,3 +98,53 @@ func batchInterferenceTwin(t *testing.T, flavor string) (*Result, metrics.Server
 	}
 	return r, snap.Run.Server
 }
+
+// TestUnknownCapBracketsThePrediction: a change that runs more sequences
+// than the server was seen running, its cap unknown, is run again with the
+// cap at the largest batch measured (the smallest the run allows). Where
+// that moves a figure beyond toldShare, the prediction rests on the cap
+// and is marked an extrapolation, naming the figure; where it moves none,
+// it stands and says so.
+func TestUnknownCapBracketsThePrediction(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 3-minute virtual session and a twin build")
+	}
+	v, err := sim.NewVirtual(sim.DefaultKnobs(), sessionStart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	classes := demoClasses()
+	snap := session(t, simEngine{v}, classes, 3*time.Minute, 1)
+	d := diagnose.Evaluate(&snap.Run, classes)
+	busy := 2.5 * classes[0].Arrival.Rate
+	r := Build(Input{Classes: classes, View: &snap.Run, Findings: d.Findings, NoCapacity: true,
+		WhatIf: []Change{{InteractiveRate: &busy}}})
+	if r.Declined != "" {
+		t.Fatalf("declined: %s", r.Declined)
+	}
+	if r.Fit.SeqCap.Value != nil {
+		t.Fatalf("the simulator's cap was found (%s): nothing to bracket", r.Fit.SeqCap.Source)
+	}
+	seen := 0
+	for _, c := range r.Candidates {
+		t.Logf("%s reliable=%v %s%s", c.Change, c.Reliable, c.Note, c.Declined)
+		switch {
+		case strings.Contains(c.Note, "the smallest the run allows, no figure moves more than"):
+			seen++
+			if c.Reliable != r.Reliable || strings.HasPrefix(c.Note, "extrapolated") {
+				t.Errorf("%s: bracketed within %.0f%% but marked %v: %s", c.Change, 100*toldShare, c.Reliable, c.Note)
+			}
+		case strings.Contains(c.Note, "the smallest the run allows"):
+			seen++
+			if c.Reliable || !strings.HasPrefix(c.Note, "extrapolated: ") || !strings.Contains(c.Note, "moves") {
+				t.Errorf("%s: bracketed beyond %.0f%% but reliable=%v: %s", c.Change, 100*toldShare, c.Reliable, c.Note)
+			}
+		}
+		if c.Change.InteractiveRate != nil && !strings.Contains(c.Note, "the smallest the run allows") {
+			t.Errorf("%s runs beyond the batch measured, cap unknown, and was not bracketed: %q", c.Change, c.Note)
+		}
+	}
+	if seen == 0 {
+		t.Error("no prediction was bracketed")
+	}
+}
