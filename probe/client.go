@@ -90,7 +90,7 @@ type Client struct {
 	// bufs recycles 16 KiB read buffers: a thousand streams would otherwise
 	// allocate 16 MiB per round of requests. smallBufs, 1 KiB, serve
 	// streams whose reads carry kernel arrival stamps: the body reads that
-	// one read of the connection (up to the transport's 2 KiB) takes are
+	// one read of the connection (up to the transport's 1 KiB) takes are
 	// one Read whatever this buffer (see wireReader), and one event (a few
 	// hundred bytes) fits, so a larger one would only cost memory, a
 	// thousand times over, held while each stream waits for its next token.
@@ -137,11 +137,13 @@ func NewClient(o ClientOptions) *Client {
 		DisableCompression: true,
 		// What one read of the connection takes. Events per read are
 		// counted by kernel arrival, not by read calls (wireReader), so a
-		// burst larger than this is still one delivery; 2 KiB holds a
-		// large event (a chunk with logprobs) in one read, and a thousand
-		// streams hold 14 MiB less than at 16 KiB. It also bounds a chunk
-		// header line (its size and extensions) in net/http.
-		ReadBufferSize: 2 << 10,
+		// burst larger than this is still one delivery, and the probe's
+		// own body reads take 1 KiB at a time anyway (smallBufs): an event
+		// of a few hundred bytes fits, a large one (a chunk with logprobs)
+		// costs a second system call, and a thousand streams hold 15 MiB
+		// less than at 16 KiB. It also bounds a chunk header line (its
+		// size and extensions).
+		ReadBufferSize: 1 << 10,
 		// What a request is written through: its header and a short body
 		// fit in one write, a longer body goes to the connection directly.
 		// net/http's 4 KiB would only hold a thousand idle KiB per thousand

@@ -85,7 +85,7 @@ func newTestH1(t *testing.T) *h1Transport {
 	t.Helper()
 	d := &net.Dialer{Timeout: 5 * time.Second}
 	fb := &http.Transport{DialContext: d.DialContext, IdleConnTimeout: time.Minute,
-		ReadBufferSize: 2 << 10, WriteBufferSize: 1 << 10, MaxResponseHeaderBytes: maxResponseHeaderBytes, // as NewClient's
+		ReadBufferSize: 1 << 10, WriteBufferSize: 1 << 10, MaxResponseHeaderBytes: maxResponseHeaderBytes, // as NewClient's
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // test server's certificate
 	tr := newH1Transport(d.DialContext, fb, 8)
 	t.Cleanup(tr.CloseIdleConnections)

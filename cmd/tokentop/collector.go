@@ -12,10 +12,13 @@ import (
 // of the process. From leanCollectorStreams planned concurrent streams on,
 // tokentop runs the collector at leanCollectorPercent, unless the user
 // set GOGC: measured at 1,000 streams in docs/benchmarks.md ("The
-// collector at scale").
+// collector at scale"). 40, not lower: nothing allocates per chunk, so a
+// cycle comes every second or two and costs little CPU, but at 25 the
+// mark worker, a whole P of two while it runs, comes often enough to add
+// 8 ms to the chunk gaps' p99.
 const (
 	leanCollectorStreams = 256
-	leanCollectorPercent = 50
+	leanCollectorPercent = 40
 )
 
 // plannedStreams is how many streams the classes hold open at once by
