@@ -2,6 +2,7 @@ package twin
 
 import (
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +24,9 @@ import (
 // larger than any measured with the cap unknown) is a lower bound: the SLO
 // must hold at it, and may still hold at 1.25× it.
 //
-// It runs with TWIN_CAPACITY_CHECK=1 (docs/twin.md, "Capacity").
+// It runs with TWIN_CAPACITY_CHECK=1 (docs/twin.md, "Capacity");
+// TWIN_CAPACITY_RATE sets the measured session's interactive rate (the
+// demo's 2/s by default).
 func TestCapacityAtSLOHoldsOnTheSimulator(t *testing.T) {
 	if os.Getenv("TWIN_CAPACITY_CHECK") == "" {
 		t.Skip("set TWIN_CAPACITY_CHECK=1: virtual sessions of 3 minutes and twin builds, a known shortfall (see the comment)")
@@ -52,6 +55,13 @@ func TestCapacityAtSLOHoldsOnTheSimulator(t *testing.T) {
 				t.Fatal(err)
 			}
 			classes := demoClasses()
+			if r := os.Getenv("TWIN_CAPACITY_RATE"); r != "" {
+				rate, err := strconv.ParseFloat(r, 64)
+				if err != nil || !(rate > 0) {
+					t.Fatalf("TWIN_CAPACITY_RATE=%q", r)
+				}
+				classes[0].Arrival.Rate = rate
+			}
 			snap := session(t, simEngine{v}, classes, 3*time.Minute, 1)
 			d := diagnose.Evaluate(&snap.Run, classes)
 			r := Build(Input{Classes: classes, View: &snap.Run, Findings: d.Findings})
