@@ -157,9 +157,10 @@ type stepCosts struct {
 	se   [stepTerms]float64 // standard errors of the unconstrained fit; +Inf where it has none
 	told [stepTerms]bool
 	r2   float64
-	// rms is the fit's residual, ms root mean square.
-	rms float64
-	n   int
+	// rms is the fit's residual, ms root mean square; lag1 its
+	// autocorrelation from one interval to the next.
+	rms, lag1 float64
+	n         int
 	// mean step, prefill per step and batch, and the batch's range.
 	meanStep, meanPrefill, meanBatch float64
 	minBatch, maxBatch               float64
@@ -252,11 +253,38 @@ func fitStepCosts(xs []stepObs) stepCosts {
 		syy += (x.step - c.meanStep) * (x.step - c.meanStep)
 	}
 	c.rms = math.Sqrt(best / n)
+	c.lag1 = residualLag1(xs, row, c.coef)
 	c.r2 = 1
 	if syy > 0 {
 		c.r2 = math.Max(0, 1-best/syy)
 	}
 	return c
+}
+
+// residualLag1 is the lag-1 autocorrelation of the fit's residuals, the
+// intervals in their order: near 0 (within ±2/√n) where what the model
+// misses is each interval's own noise, positive where it misses something
+// that drifts with the run (a term the model does not have).
+func residualLag1(xs []stepObs, row func(stepObs) [stepTerms]float64, coef [stepTerms]float64) float64 {
+	res := make([]float64, len(xs))
+	for i, x := range xs {
+		r := row(x)
+		res[i] = x.step
+		for j := range coef {
+			res[i] -= coef[j] * r[j]
+		}
+	}
+	var num, den float64
+	for i, r := range res {
+		den += r * r
+		if i > 0 {
+			num += r * res[i-1]
+		}
+	}
+	if den == 0 {
+		return 0
+	}
+	return num / den
 }
 
 // leastSquares fits step = Σ coef_j × row_j over the free columns (the
