@@ -37,10 +37,21 @@ func TestReplayConsoleWhatIfUnderTmux(t *testing.T) {
 	if screen, ok := screenWith(10*time.Second, []string{"what-if", "fitted at", "priority=on", "c change"}, nil); !ok {
 		t.Fatalf("w shows no twin from the recording:\n%s", screen)
 	}
+	// Each key waits for the screen the one before it opens: the console
+	// reads characters that arrive together as one key press (bubbletea
+	// hands a burst of runes over as one), so on a loaded machine "n" sent
+	// just before the change would arrive as the key "nmax-num-seqs=16",
+	// which opens nothing (CI, once).
 	p.keys("n")
+	if screen, ok := screenWith(20*time.Second, []string{"change:"}, nil); !ok {
+		t.Fatalf("n opened no edit line:\n%s", screen)
+	}
 	p.keys("-l", "max-num-seqs=16")
+	if screen, ok := screenWith(20*time.Second, []string{"change: max-num-seqs=16"}, nil); !ok {
+		t.Fatalf("the change typed is not on the edit line:\n%s", screen)
+	}
 	p.keys("Enter")
-	if screen, ok := screenWith(10*time.Second, []string{"max-num-seqs=16"}, []string{"predicting…", "change: "}); !ok {
+	if screen, ok := screenWith(20*time.Second, []string{"max-num-seqs=16"}, []string{"predicting…", "change: "}); !ok {
 		t.Fatalf("the typed change was not predicted:\n%s", screen)
 	}
 	t.Logf("replayed, fitted and predicted a typed change in %v", time.Since(start))
