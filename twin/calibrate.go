@@ -24,15 +24,26 @@ var wholeBudgets = []int{4096, 8192, 16384, 32768}
 func (b *builder) calibrate() (*runOut, error) {
 	var trials []budgetTrial
 	for _, bu := range budgets {
-		trials = append(trials, budgetTrial{bu, true})
+		trials = append(trials, budgetTrial{budget: bu, chunked: true})
 	}
 	// Whole prompts, within a budget (no server prefills every waiting
 	// prompt in one step: vLLM's is its max-num-batched-tokens, at least
 	// the model's context) or none.
 	for _, bu := range wholeBudgets {
-		trials = append(trials, budgetTrial{bu, false})
+		trials = append(trials, budgetTrial{budget: bu})
 	}
-	trials = append(trials, budgetTrial{0, false})
+	trials = append(trials, budgetTrial{})
+	// tokentop's probe starts its closed-loop streams together; with
+	// max_tokens held by min_tokens they finish in the same step and can
+	// go on in lock-step, their prompts prefilled together, or part where
+	// a step's budget cannot take them all: which, the run does not say
+	// outright, so each budget is replayed both ways.
+	if b.probeClosed() {
+		for _, t := range slices.Clone(trials) {
+			t.together = true
+			trials = append(trials, t)
+		}
+	}
 	warm, span := b.calibrationWindow()
 	outs, losses, err := b.tryBudgets(trials, warm, span)
 	if err != nil {
@@ -45,7 +56,7 @@ func (b *builder) calibrate() (*runOut, error) {
 		var more []budgetTrial
 		for _, bu := range []int{t.budget * 3 / 4, t.budget * 3 / 2} {
 			if bu >= budgets[0] && bu <= budgets[len(budgets)-1] {
-				more = append(more, budgetTrial{bu, true})
+				more = append(more, budgetTrial{budget: bu, chunked: true, together: t.together})
 			}
 		}
 		mo, ml, err := b.tryBudgets(more, warm, span)
@@ -57,11 +68,14 @@ func (b *builder) calibrate() (*runOut, error) {
 	}
 	ordered := slices.Sorted(slices.Values(losses))
 	t := trials[best]
-	b.srv.TokenBudget, b.srv.ChunkedPrefill = t.budget, t.chunked
+	b.srv.TokenBudget, b.srv.ChunkedPrefill, b.srv.probeTogether = t.budget, t.chunked, t.together
 	if !t.chunked && t.budget > 0 {
 		b.srv.ContextLen = t.budget
 	}
 	how := fmt.Sprintf("calibrated: of %d budgets replayed, the one whose replay matches the measured TTFT, ITL and throughput best (loss %.3f, next %.3f)", len(trials), ordered[0], ordered[min(1, len(ordered)-1)])
+	if t.together {
+		how += "; tokentop's closed-loop streams started together, in lock-step"
+	}
 	switch {
 	case t.chunked:
 		b.res.Fit.TokenBudget = known(float64(t.budget), how)
@@ -76,10 +90,18 @@ func (b *builder) calibrate() (*runOut, error) {
 	return outs[best], nil
 }
 
-// budgetTrial is a token budget and chunking calibration replays.
+// budgetTrial is a token budget and chunking calibration replays, and
+// whether tokentop's closed-loop streams start together.
 type budgetTrial struct {
-	budget  int
-	chunked bool
+	budget   int
+	chunked  bool
+	together bool
+}
+
+// probeClosed says whether tokentop runs closed-loop streams of its own
+// here.
+func (b *builder) probeClosed() bool {
+	return slices.ContainsFunc(b.sources, func(s Source) bool { return s.Probe && s.Process == ProcClosed && s.N > 0 })
 }
 
 // tryBudgets replays the measured configuration under each trial's budget,
@@ -90,7 +112,7 @@ func (b *builder) tryBudgets(trials []budgetTrial, warm, span float64) ([]*runOu
 	errs := make([]error, len(trials))
 	parallel(len(trials), func(i int) {
 		srv := b.srv
-		srv.TokenBudget, srv.ChunkedPrefill = trials[i].budget, trials[i].chunked
+		srv.TokenBudget, srv.ChunkedPrefill, srv.probeTogether = trials[i].budget, trials[i].chunked, trials[i].together
 		outs[i], errs[i] = simulate(srv, b.sources, b.classes, warm, span, b.seed)
 		if errs[i] == nil {
 			losses[i] = b.loss(outs[i])

@@ -134,6 +134,10 @@ func (b *builder) candidates() {
 		c.Reliable = b.res.Reliable
 		if note := b.extrapolation(c.Change, outs[i]); note != "" {
 			c.Reliable, c.Note = false, note
+		} else if c.Change.BatchConcurrency != nil && b.closedUntold != "" {
+			// The change sets the closed part's streams outright: its
+			// prediction is as good as their count and shape.
+			c.Reliable, c.Note = false, "unreliable: "+b.closedUntold
 		} else if note, ok := b.capBracket(c.Change, c.Predicted, outs[i]); note != "" {
 			c.Note = note
 			if !ok {

@@ -148,3 +148,39 @@ func TestUnknownCapBracketsThePrediction(t *testing.T) {
 		t.Error("no prediction was bracketed")
 	}
 }
+
+// TestTwinCalibratesTokentopsLockStep: tokentop starts its closed-loop
+// streams together and holds each request to max_tokens, so on a server
+// that prefills their prompts in one step they finish together and go on
+// in lock-step, each prefill queued behind the others' (here four streams
+// of 2,000-token prompts beside light other traffic). Replayed started
+// apart, they part, and the twin's batch TTFT p50 falls far under the
+// measured one; calibrated both ways, the twin chooses lock-step and
+// agrees.
+func TestTwinCalibratesTokentopsLockStep(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 5-minute virtual session and a twin build")
+	}
+	k := sim.DefaultKnobs()
+	k.WarmupS = 60
+	k.BackgroundInteractiveRPS, k.BackgroundBatchConcurrency = 0.5, 4
+	v, err := sim.NewVirtual(k, sessionStart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	classes := probeClasses(1, 500, 128, 4, 2000, 128)
+	snap := session(t, simEngine{v}, classes, 5*time.Minute, 1)
+	d := diagnose.Evaluate(&snap.Run, classes)
+	r := Build(Input{Classes: classes, View: &snap.Run, Findings: d.Findings, NoCapacity: true})
+	if r.Declined != "" {
+		t.Fatalf("declined: %s", r.Declined)
+	}
+	m, p := r.Measured["batch"].TTFT.P50, r.Baseline["batch"].TTFT.P50
+	t.Logf("batch TTFT p50: measured %.0f ms, replayed %.0f ms; budget %s", m, p, r.Fit.TokenBudget.Source)
+	if !strings.Contains(r.Fit.TokenBudget.Source, "lock-step") {
+		t.Errorf("the budget's source does not say tokentop's streams ran in lock-step: %s", r.Fit.TokenBudget.Source)
+	}
+	if e := math.Abs(p/m - 1); e > SelfCheckBound {
+		t.Errorf("batch TTFT p50 replayed %.0f ms against %.0f measured: %.0f%% off", p, m, 100*e)
+	}
+}

@@ -24,6 +24,10 @@ type otherLoad struct {
 	probeInFlight   float64
 	dispersion      float64
 	dispersionBasis int
+	// closedSE is the standard error of the closed part's streams
+	// (closedN): the split rests on two variances of autocorrelated
+	// scrape series, each known to √(2/(n_eff − 1)).
+	closedSE float64
 	// spread is an open stream's count variance over its mean on this
 	// server (1 for a Poisson count), and where it came from.
 	spread       float64
@@ -226,6 +230,11 @@ func inferOther(v *metrics.View, probes []Source) (otherLoad, error) {
 	if m > 0 {
 		o.dispersion = va / m
 		o.openShare = math.Min(va/o.spread/m, 1)
+		rel := 2 / math.Max(effectiveSamples(others)-1, 1)
+		if tm, _ := meanVar(tracers); tm >= minTracer {
+			rel += 2 / math.Max(effectiveSamples(tracers)-1, 1)
+		}
+		o.closedSE = m * o.openShare * math.Sqrt(rel)
 	}
 	o.arrivalsFromGrowth(v, others)
 	o.shapes = otherShapes(v, probes, meanPrompt, meanOut, o.openShare > 0 && o.closedN() >= 1)
@@ -315,6 +324,32 @@ func otherShapes(v *metrics.View, probes []Source, meanPrompt, meanOut float64, 
 		}
 	}
 	return s
+}
+
+// effectiveSamples is how many independent samples a series of scrapes
+// holds: n(1 − ρ)/(1 + ρ) for its lag-1 autocorrelation ρ (a count that
+// changes slowly against the scrape interval says little new at each).
+func effectiveSamples(xs []float64) float64 {
+	m, v := meanVar(xs)
+	if len(xs) < 2 || v == 0 {
+		return float64(len(xs))
+	}
+	var c float64
+	for i := 1; i < len(xs); i++ {
+		c += (xs[i] - m) * (xs[i-1] - m)
+	}
+	rho := math.Min(math.Max(c/(v*float64(len(xs)-1)), 0), 0.99)
+	return float64(len(xs)) * (1 - rho) / (1 + rho)
+}
+
+// closedUntold says why the closed part's stream count is not told (its
+// 95% interval wider than the self-check bound of it); "" when it is.
+func (o otherLoad) closedUntold() string {
+	n := float64(o.closedN())
+	if n < 1 || 2*o.closedSE <= SelfCheckBound*n {
+		return ""
+	}
+	return fmt.Sprintf("the other traffic's closed streams were not told: %.0f ± %.0f (95%%), from how its sequences in the server vary", n, 2*o.closedSE)
 }
 
 func (o otherLoad) closedN() int { return int(math.Round((1 - o.openShare) * o.inSystem)) }

@@ -32,6 +32,9 @@ type Server struct {
 	// invalid says why a change cannot be made to this server ("" when
 	// it can).
 	invalid string
+	// probeTogether starts tokentop's own closed-loop streams together,
+	// as its probe starts them (calibrate chooses; virtualRun.schedule).
+	probeTogether bool
 }
 
 // overloadWaiting is the queue at which a run stops: far beyond any queue a

@@ -135,7 +135,7 @@ const warmS = 60.0
 // p99s: the p99 of the few hundred requests of a 5-minute window is as
 // much the sample's as the server's (the pair test shows it).
 var PredictionBounds = map[string]float64{
-	"ttft_p95": 0.8, "itl_p95": 0.35, "e2e_p95": 0.35, "output_tokens_per_s": 0.5,
+	"ttft_p95": 0.8, "itl_p95": 0.55, "e2e_p95": 0.35, "output_tokens_per_s": 0.3,
 }
 
 // minGapStreams is the fewest finished streams whose gaps a class's ITL
@@ -206,6 +206,9 @@ type builder struct {
 	// The largest running batch measured (0 unknown) and replayed, for
 	// extrapolation.
 	topRunning, baselineTop float64
+	// closedUntold says why the other traffic's closed part (its streams
+	// and their shape) was not told; "" when it was (fitOther).
+	closedUntold string
 }
 
 // measure fills the measured figures and the objectives each class's
@@ -459,6 +462,7 @@ const calibrationRounds = 3
 // its shape's share of the server's rate (the length histograms') within
 // the self-check bound; else the twin falls back to one shape, saying why.
 func (b *builder) fitOther(probes []Source, other otherLoad, batchPrio int) error {
+	b.closedUntold = other.closedUntold()
 	if other.shapes.n == 2 && other.closedN() > 0 && other.inSystem > 0 {
 		var best []Source
 		bestDist, bestRate, bestWant := math.Inf(1), 0.0, 0.0
@@ -485,6 +489,9 @@ func (b *builder) fitOther(probes []Source, other otherLoad, batchPrio int) erro
 		}
 		other.shapes = shapes{how: fmt.Sprintf("one shape: two shapes in the length histograms, but the twin's closed part of its shape finishes %.2f requests/s against the %.2f/s its share gives (%.0f%% off, beyond %.0f%%)",
 			bestRate, bestWant, 100*e, 100*SelfCheckBound)}
+		if b.closedUntold == "" {
+			b.closedUntold = fmt.Sprintf("the other traffic's closed part was not told: the histograms show two shapes, but its own shape's streams finish %.0f%% off the requests its share gives", 100*e)
+		}
 		b.sources = append(slices.Clip(probes), other.sources(batchPrio)...)
 	}
 	// A slot server's other traffic is closed loops only (inferSlotOther):

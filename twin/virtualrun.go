@@ -84,14 +84,20 @@ func newVirtualRun(srv Server, sources []Source, classes map[string]*config.Clas
 
 // schedule draws each source's first arrival: closed-loop streams at their
 // own times in the first half of the warm-up (streams started together
-// would finish together and go on in lock-step, which no real population
-// does), open sources at a random phase.
+// would finish together and go on in lock-step, which no population of
+// users does), except tokentop's own where the server was found to run
+// them as its probe starts them, together (Server.probeTogether); open
+// sources at a random phase.
 func (r *virtualRun) schedule() {
 	for i := range r.sources {
 		s := &r.sources[i]
 		if s.Process == ProcClosed {
 			for range s.N {
-				r.starts = append(r.starts, closedStart{at: r.rng.Float64() * r.warm / 2, src: i})
+				at := r.rng.Float64() * r.warm / 2
+				if s.Probe && r.srv.probeTogether {
+					at = 0
+				}
+				r.starts = append(r.starts, closedStart{at: at, src: i})
 			}
 			r.next[i] = math.Inf(1)
 			continue
