@@ -68,7 +68,7 @@ func (b *builder) calibrate() (*runOut, error) {
 	}
 	ordered := slices.Sorted(slices.Values(losses))
 	t := trials[best]
-	b.srv.TokenBudget, b.srv.ChunkedPrefill, b.srv.probeTogether = t.budget, t.chunked, t.together
+	t.set(&b.srv)
 	if !t.chunked && t.budget > 0 {
 		b.srv.ContextLen = t.budget
 	}
@@ -98,6 +98,11 @@ type budgetTrial struct {
 	together bool
 }
 
+// set gives srv the trial's budget, chunking and start.
+func (t budgetTrial) set(srv *Server) {
+	srv.TokenBudget, srv.ChunkedPrefill, srv.probeTogether = t.budget, t.chunked, t.together
+}
+
 // probeClosed says whether tokentop runs closed-loop streams of its own
 // here.
 func (b *builder) probeClosed() bool {
@@ -112,7 +117,7 @@ func (b *builder) tryBudgets(trials []budgetTrial, warm, span float64) ([]*runOu
 	errs := make([]error, len(trials))
 	parallel(len(trials), func(i int) {
 		srv := b.srv
-		srv.TokenBudget, srv.ChunkedPrefill, srv.probeTogether = trials[i].budget, trials[i].chunked, trials[i].together
+		trials[i].set(&srv)
 		outs[i], errs[i] = simulate(srv, b.sources, b.classes, warm, span, b.seed)
 		if errs[i] == nil {
 			losses[i] = b.loss(outs[i])

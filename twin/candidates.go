@@ -434,8 +434,11 @@ func (b *builder) search(cl string, c Change, measured float64) (_ *float64, run
 			bounded = note
 			return false
 		}
-		f := out.groups[cl].figures(out.seconds, b.classes[cl], b.judged[cl])
-		if f.SLOPass == nil || !*f.SLOPass {
+		holds := func(out *runOut) bool {
+			f := out.groups[cl].figures(out.seconds, b.classes[cl], b.judged[cl])
+			return f.SLOPass != nil && *f.SLOPass
+		}
+		if !holds(out) {
 			return false
 		}
 		note := b.capUnknown(cc, out)
@@ -445,15 +448,10 @@ func (b *builder) search(cl string, c Change, measured float64) (_ *float64, run
 		// The server's cap, unknown, is at least the largest batch
 		// measured: the SLO holds whatever it is only if it holds there
 		// too.
-		srv, src, ok := b.leastCap(cc)
-		if ok {
+		if srv, src, ok := b.leastCap(cc); ok {
 			runs++
-			capped, err := simulate(srv, src, b.classes, b.warm, span, b.seed)
-			if err == nil {
-				f := capped.groups[cl].figures(capped.seconds, b.classes[cl], b.judged[cl])
-				if f.SLOPass != nil && *f.SLOPass {
-					return true
-				}
+			if capped, err := simulate(srv, src, b.classes, b.warm, span, b.seed); err == nil && holds(capped) {
+				return true
 			}
 		}
 		bounded = note

@@ -216,6 +216,23 @@ func meanVar(xs []float64) (float64, float64) {
 	return m, v / float64(len(xs))
 }
 
+// lag1 is the lag-1 autocorrelation of the series xs about center: the
+// sum of (x_i − center)(x_{i−1} − center) over the sum of (x_i − center)²;
+// 0 for a series with no spread about it.
+func lag1(xs []float64, center float64) float64 {
+	var num, den float64
+	for i, x := range xs {
+		den += (x - center) * (x - center)
+		if i > 0 {
+			num += (x - center) * (xs[i-1] - center)
+		}
+	}
+	if den == 0 {
+		return 0
+	}
+	return num / den
+}
+
 // fitKV infers the KV cache's size in tokens: the measured KV usage
 // against the running batch × the tokens a running sequence holds in the
 // twin's replay (its prompt and output so far). published, when > 0, is

@@ -274,17 +274,7 @@ func residualLag1(xs []stepObs, row func(stepObs) [stepTerms]float64, coef [step
 			res[i] -= coef[j] * r[j]
 		}
 	}
-	var num, den float64
-	for i, r := range res {
-		den += r * r
-		if i > 0 {
-			num += r * res[i-1]
-		}
-	}
-	if den == 0 {
-		return 0
-	}
-	return num / den
+	return lag1(res, 0)
 }
 
 // leastSquares fits step = Σ coef_j × row_j over the free columns (the

@@ -330,15 +330,8 @@ func otherShapes(v *metrics.View, probes []Source, meanPrompt, meanOut float64, 
 // holds: n(1 − ρ)/(1 + ρ) for its lag-1 autocorrelation ρ (a count that
 // changes slowly against the scrape interval says little new at each).
 func effectiveSamples(xs []float64) float64 {
-	m, v := meanVar(xs)
-	if len(xs) < 2 || v == 0 {
-		return float64(len(xs))
-	}
-	var c float64
-	for i := 1; i < len(xs); i++ {
-		c += (xs[i] - m) * (xs[i-1] - m)
-	}
-	rho := math.Min(math.Max(c/(v*float64(len(xs)-1)), 0), 0.99)
+	m, _ := meanVar(xs)
+	rho := math.Min(math.Max(lag1(xs, m), 0), 0.99)
 	return float64(len(xs)) * (1 - rho) / (1 + rho)
 }
 
