@@ -84,6 +84,7 @@ type Aggregator struct {
 	// scrape source (at most maxScrapeWarnings).
 	scrapeWarnings int
 	knobs          []observe.KnobChange
+	pulses         []observe.Pulse
 	// sawStarted and sawInFlight say whether requests in flight were ever
 	// reported, by start events or by the runners' counts.
 	sawStarted  bool
@@ -161,6 +162,8 @@ func (a *Aggregator) Apply(ev observe.Event) {
 		a.addNotice(e.At, e.Source, e.Text)
 	case *observe.KnobChange:
 		a.addKnob(e)
+	case *observe.Pulse:
+		a.addPulse(e)
 	case *observe.Observed:
 		a.addObserved(e)
 	case *observe.CaptureStats:
@@ -179,6 +182,39 @@ func (a *Aggregator) addKnob(e *observe.KnobChange) {
 	if len(a.knobs) > maxKnobChanges {
 		a.knobs = slices.Delete(a.knobs, 0, len(a.knobs)-maxKnobChanges)
 	}
+}
+
+// maxPulses bounds the calibration pulses a run keeps: one every
+// twin.PulseEvery at most, so a day's run holds fewer.
+const maxPulses = 256
+
+// addPulse keeps a calibration pulse of tokentop's probe: the twin
+// replays the hold (its probe sent nothing then) and the report states it.
+// A pulse that ends before it starts is dropped.
+func (a *Aggregator) addPulse(e *observe.Pulse) {
+	if !e.End.After(e.Start) {
+		return
+	}
+	a.pulses = append(a.pulses, *e)
+	if len(a.pulses) > maxPulses {
+		a.pulses = slices.Delete(a.pulses, 0, len(a.pulses)-maxPulses)
+	}
+}
+
+// pulsesIn are the calibration pulses that overlap the span ending at now,
+// as offsets from its start, clipped to it (a pulse still running ends at
+// now).
+func (a *Aggregator) pulsesIn(now time.Time, span time.Duration) []Pulse {
+	start := now.Add(-span)
+	var out []Pulse
+	for _, p := range a.pulses {
+		if !p.End.After(start) || !p.Start.Before(now) {
+			continue
+		}
+		from, to := max(p.Start.Sub(start), 0), min(p.End.Sub(start), span)
+		out = append(out, Pulse{From: from, To: to, Start: p.Start, End: p.End, InFlight: p.InFlight, Batch: p.Batch, Reason: p.Reason})
+	}
+	return out
 }
 
 func (a *Aggregator) source(name string) *SourceStatus {

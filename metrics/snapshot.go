@@ -55,6 +55,21 @@ type View struct {
 	// ObservedLoad is the captured traffic besides tokentop's own, for the
 	// twin (observedload.go); nil when no capture ran or saw none.
 	ObservedLoad *ObservedLoad
+	// Pulses are tokentop's calibration pulses in the span, oldest first:
+	// the probe sent nothing then, and the twin replays that.
+	Pulses []Pulse
+}
+
+// Pulse is a calibration pulse of tokentop's probe within a view: From and
+// To are offsets from the view's start, clipped to it; Start and End the
+// pulse's own instants.
+type Pulse struct {
+	From, To   time.Duration
+	Start, End time.Time
+	// InFlight and Batch are tokentop's requests in flight and the
+	// server's sequences when the pulse began; Reason why it was sent.
+	InFlight, Batch float64
+	Reason          string
 }
 
 // Class returns the stats of the named class, or nil.

@@ -25,6 +25,8 @@ func (a *Aggregator) Tick(now time.Time) *Snapshot {
 		Live:    a.view(liveAcc, liveSpan, inFlight),
 		Run:     a.view(a.run, max(elapsed, 0), inFlight),
 	}
+	snap.Live.Pulses = a.pulsesIn(now, liveSpan)
+	snap.Run.Pulses = a.pulsesIn(now, max(elapsed, 0))
 	snap.Sources = a.sourceStatuses(now)
 	snap.KnobChanges = slices.Clone(a.knobs)
 	if a.capture != nil {

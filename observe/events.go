@@ -43,6 +43,19 @@ type KnobChange struct {
 	Value string    `json:"value"`
 }
 
+// Pulse is tokentop's calibration pulse: its probe held from Start to End
+// so the server's batch would move by tokentop's own requests in flight,
+// where the run had not told a step's fixed cost from its per-sequence
+// cost (twin.PlanPulse). Reason says why, in words; InFlight and Batch are
+// tokentop's requests in flight and the server's sequences when it began.
+type Pulse struct {
+	Start    time.Time `json:"start"`
+	End      time.Time `json:"end"`
+	InFlight float64   `json:"in_flight"`
+	Batch    float64   `json:"batch"`
+	Reason   string    `json:"reason"`
+}
+
 func (*Tick) EventKind() string       { return KindTick }
 func (*Trace) EventKind() string      { return KindTrace }
 func (*Started) EventKind() string    { return KindStarted }
@@ -53,4 +66,5 @@ func (*GPUSample) EventKind() string  { return KindGPU }
 func (*LagSample) EventKind() string  { return KindLag }
 func (*InFlight) EventKind() string   { return KindInFlight }
 func (*Notice) EventKind() string     { return KindNotice }
+func (*Pulse) EventKind() string      { return KindPulse }
 func (*KnobChange) EventKind() string { return KindKnob }

@@ -3,6 +3,7 @@
 // Trace, a request Started, its FirstToken, a running stream's GapReport,
 // a Scrape of the server's /metrics, a GPUSample, a self-check LagSample,
 // the requests InFlight, a Notice to the user, a KnobChange in the demo,
+// tokentop's calibration Pulse,
 // a real user's request Observed in the host's packets with the capture's
 // CaptureStats, and the Tick at which a snapshot is taken). It is a leaf: plain data with
 // no I/O behaviour, imported by the sources (probe, gpu, cmd) that build
@@ -36,6 +37,7 @@ const (
 	KindInFlight   = "in_flight"
 	KindNotice     = "notice"
 	KindKnob       = "knob"
+	KindPulse      = "pulse"
 	// KindObserved and KindCaptureStats come from passive capture.
 	KindObserved     = "observed"
 	KindCaptureStats = "capture_stats"
@@ -66,6 +68,8 @@ func NewEvent(kind string) (Event, error) {
 		return &Notice{}, nil
 	case KindKnob:
 		return &KnobChange{}, nil
+	case KindPulse:
+		return &Pulse{}, nil
 	case KindObserved:
 		return &Observed{}, nil
 	case KindCaptureStats:

@@ -32,7 +32,7 @@ func TestScrapeRoundTrips(t *testing.T) {
 
 // Every kind NewEvent knows makes an event that names itself so.
 func TestNewEventKinds(t *testing.T) {
-	for _, k := range []string{KindTick, KindTrace, KindStarted, KindFirstToken, KindGaps, KindScrape, KindGPU, KindLag, KindInFlight, KindNotice, KindKnob, KindObserved, KindCaptureStats} {
+	for _, k := range []string{KindTick, KindTrace, KindStarted, KindFirstToken, KindGaps, KindScrape, KindGPU, KindLag, KindInFlight, KindNotice, KindKnob, KindPulse, KindObserved, KindCaptureStats} {
 		ev, err := NewEvent(k)
 		if err != nil {
 			t.Fatal(err)

@@ -70,6 +70,8 @@ func (b Timebase) Pin(ev Event) {
 		in(&e.At)
 	case *KnobChange:
 		in(&e.At)
+	case *Pulse:
+		in(&e.Start, &e.End)
 	case *Observed:
 		// Packet timestamps are the kernel's wall clock, already one
 		// clock: the timebase cannot improve them, and moving them by

@@ -53,7 +53,7 @@ func TestPinPutsEveryInstantOnTheTimebase(t *testing.T) {
 	}
 	b := NewTimebase(origin)
 	for _, kind := range []string{KindTick, KindTrace, KindStarted, KindFirstToken, KindGaps, KindScrape,
-		KindGPU, KindLag, KindInFlight, KindNotice, KindKnob} {
+		KindGPU, KindLag, KindInFlight, KindNotice, KindKnob, KindPulse} {
 		ev, err := NewEvent(kind)
 		if err != nil {
 			t.Fatal(err)

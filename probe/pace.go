@@ -33,6 +33,25 @@ func (r *Runner) pausedUntil() time.Time {
 
 func (r *Runner) paused(t time.Time) bool { return t.Before(r.pausedUntil()) }
 
+// Hold stops the class sending until till: tokentop's own calibration
+// pulse (twin.PlanPulse), not the server's request. An open-loop arrival
+// due in a hold is not sent and leaves no trace (the server did not
+// refuse it; tokentop chose not to offer it); a closed-loop worker waits.
+// Requests in flight run on.
+func (r *Runner) Hold(till time.Time) {
+	r.mu.Lock()
+	if till.After(r.holdTill) {
+		r.holdTill = till
+	}
+	r.mu.Unlock()
+}
+
+func (r *Runner) heldUntil() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.holdTill
+}
+
 // rateLimiter is a GCRA token bucket: at most rate units per second, with
 // a burst of burst's worth.
 type rateLimiter struct {

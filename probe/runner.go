@@ -108,6 +108,7 @@ type Runner struct {
 	mu        sync.Mutex
 	rng       *rand.Rand // prompts, jitter; guarded by mu
 	pauseTill time.Time  // Retry-After; guarded by mu
+	holdTill  time.Time  // a calibration pulse (Hold); guarded by mu
 	jobs      *jobQueue  // nil unless the class has a job
 	learned   usageCalibrator
 	shared    string // shared prompt prefix; guarded by mu (built lazily once calibrated)
@@ -351,6 +352,9 @@ func (r *Runner) run(ctx context.Context) error {
 		if !sleepUntil(ctx, next) {
 			return nil
 		}
+		if next.Before(r.heldUntil()) {
+			continue
+		}
 		if r.paused(next) {
 			r.throttled(next)
 			continue
@@ -404,6 +408,9 @@ func (r *Runner) replay(ctx context.Context, wg *sync.WaitGroup) {
 			if !sleepUntil(ctx, intended) {
 				return
 			}
+			if intended.Before(r.heldUntil()) {
+				continue
+			}
 			if r.paused(intended) {
 				r.throttled(intended)
 				continue
@@ -438,7 +445,11 @@ func (r *Runner) closedLoop(ctx context.Context) {
 	var backoff time.Duration
 	for ctx.Err() == nil {
 		now := time.Now()
-		if till := r.pausedUntil(); now.Before(till) {
+		till := r.pausedUntil()
+		if h := r.heldUntil(); h.After(till) {
+			till = h
+		}
+		if now.Before(till) {
 			if !sleepUntil(ctx, till) {
 				return
 			}

@@ -521,3 +521,54 @@ func TestRunOnce(t *testing.T) {
 		}
 	})
 }
+
+// A calibration pulse's hold sends nothing and leaves no trace: the
+// arrivals it skips were tokentop's choice, not the server's refusal.
+// Requests already in flight run on; the class resumes when it ends.
+func TestRunnerHoldSendsNothingAndLeavesNoTrace(t *testing.T) {
+	for _, a := range []config.Arrival{
+		{Process: config.ArrivalConstant, Rate: 1},
+		{Process: config.ArrivalConcurrency, N: 2},
+	} {
+		t.Run(a.Process, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := &fakeServer{service: time.Second}
+				var c collector
+				r, err := newRunner(class(a), f, c.sink, RunnerOptions{Targets: []Target{{BaseURL: "d"}}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				start := time.Now()
+				from, till := start.Add(10500*time.Millisecond), start.Add(30*time.Second)
+				go func() {
+					time.Sleep(from.Sub(start))
+					r.Hold(till)
+				}()
+				runFor(t, r, 60*time.Second+time.Millisecond)
+				var before, after, ended int
+				for _, tr := range c.ts {
+					if tr.Err != nil && tr.Err.Kind == observe.ErrThrottled {
+						t.Fatalf("a held arrival was accounted as throttled: %+v", tr)
+					}
+					switch {
+					case tr.Sent.Before(from):
+						before++
+						if tr.End.After(from) && !tr.End.After(from.Add(time.Second)) {
+							ended++
+						}
+					case tr.Sent.Before(till):
+						t.Errorf("request sent %v into the hold", tr.Sent.Sub(from))
+					default:
+						after++
+					}
+				}
+				if before < 9 || after < 28 {
+					t.Errorf("%d requests sent before the hold and %d after, want about 10 and 30 (1/s, or 2 streams of 1 s)", before, after)
+				}
+				if ended == 0 {
+					t.Errorf("no request in flight at the hold's start ran on to its end")
+				}
+			})
+		})
+	}
+}

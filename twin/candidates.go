@@ -114,7 +114,9 @@ func (b *builder) candidates() {
 			cands[i].Declined = srv.invalid
 			return
 		}
-		outs[i], errs[i] = simulatePooled(srv, src, b.classes, b.warm, b.span, b.seed, replays)
+		// A prediction is the server's steady state under the change: no
+		// calibration pulse (the self-check replays the window as it was).
+		outs[i], errs[i] = simulatePooled(srv, steady(src), b.classes, b.warm, b.span, b.seed, replays)
 	})
 	for i := range cands {
 		c := &cands[i]
@@ -268,7 +270,7 @@ func (b *builder) leastCap(c Change) (Server, []Source, bool) {
 		return srv, src, false
 	}
 	srv.SeqCap = int(math.Ceil(b.topRunning))
-	return srv, src, true
+	return srv, steady(src), true
 }
 
 // highRunning is a run's high running batch: its 99th percentile over the
@@ -381,6 +383,15 @@ func (b *builder) capacity() {
 	}
 }
 
+// steady drops the calibration pulses' holds from sources (a copy the
+// caller owns): a prediction and a capacity are the steady state's.
+func steady(src []Source) []Source {
+	for i := range src {
+		src[i].holds = nil
+	}
+	return src
+}
+
 // rateCeiling bounds the capacity search: interactive requests whose
 // output alone is twice everything the server generated while measured
 // (a rate no configuration of it reaches), and at least twice the rate
@@ -426,7 +437,7 @@ func (b *builder) search(cl string, c Change, measured float64) (_ *float64, run
 		}
 		srv, src := cc.apply(b.srv, b.sources)
 		runs++
-		out, err := simulate(srv, src, b.classes, b.warm, span, b.seed)
+		out, err := simulate(srv, steady(src), b.classes, b.warm, span, b.seed)
 		if err != nil {
 			return false
 		}

@@ -87,6 +87,9 @@ type Source struct {
 	// schedules by priority keeps it).
 	HasPriority bool   `json:"-"`
 	Origin      string `json:"source"` // where the figures came from, in words
+	// holds are the calibration pulses a replay of the measured window
+	// repeats (tokentop's own classes only): the probe sent nothing then.
+	holds []hold
 	// fitted says how the last fit in the twin set it (its streams, its
 	// rate), added to Origin once the fit is done: the fit runs more
 	// than once.

@@ -108,7 +108,11 @@ func TestTwinDemoScenarios(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			snap := session(t, simEngine{v}, classes, window, 1)
+			// tokentop's probe as it runs by default: calibration pulses on.
+			snap := pulsingSession(t, simEngine{v}, classes, window, 1)
+			for _, p := range snap.Run.Pulses {
+				t.Logf("   calibration pulse %v–%v: %s", p.From, p.To, p.Reason)
+			}
 			d := diagnose.Evaluate(&snap.Run, classes)
 			started := time.Now()
 			// The demo's twin has the KV cache's size from capacity

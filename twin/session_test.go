@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -41,6 +42,20 @@ var sessionStart = time.Unix(1_800_000_000, 0)
 // console uses. It returns the last snapshot.
 func session(t testing.TB, eng drivenServer, classes []config.Class, d time.Duration, seed uint64) *metrics.Snapshot {
 	t.Helper()
+	return runSession(t, eng, classes, d, seed, false)
+}
+
+// pulsingSession is a session whose probe sends calibration pulses as
+// tokentop's does by default: every 10 s of the run it asks PlanPulse, and
+// holds its classes (open-loop arrivals not sent, closed loops waiting)
+// for the hold planned, recording the pulse.
+func pulsingSession(t testing.TB, eng drivenServer, classes []config.Class, d time.Duration, seed uint64) *metrics.Snapshot {
+	t.Helper()
+	return runSession(t, eng, classes, d, seed, true)
+}
+
+func runSession(t testing.TB, eng drivenServer, classes []config.Class, d time.Duration, seed uint64, pulses bool) *metrics.Snapshot {
+	t.Helper()
 	agg := diagnose.NewAggregator(metrics.Options{Classes: classes, Started: eng.Now(), Window: d})
 	rng := rand.New(rand.NewPCG(seed, 0x5e55))
 	type live struct {
@@ -57,6 +72,11 @@ func session(t testing.TB, eng drivenServer, classes []config.Class, d time.Dura
 		at    time.Time
 	}
 	var retries []retry
+	// insertRetry keeps retries in time order.
+	insertRetry := func(rs []retry, r retry) []retry {
+		i, _ := slices.BinarySearchFunc(rs, r.at, func(r retry, at time.Time) int { return r.at.Compare(at) })
+		return slices.Insert(rs, i, r)
+	}
 	seq := 0
 	id := func(r *live, key uint64) string { return fmt.Sprintf("%016x%016x", r.class, key) }
 	eng.SetOnToken(func(key uint64, n int, at time.Time, last bool) {
@@ -106,7 +126,7 @@ func session(t testing.TB, eng drivenServer, classes []config.Class, d time.Dura
 				Status: 429, Err: &observe.Error{Kind: observe.ErrHTTP, Status: 429, Msg: "429"}})
 			if cl.Arrival.Process == config.ArrivalConcurrency {
 				// A refused stream tries again a second later.
-				retries = append(retries, retry{ci, now.Add(time.Second)})
+				retries = insertRetry(retries, retry{ci, now.Add(time.Second)})
 			}
 			return
 		}
@@ -131,6 +151,8 @@ func session(t testing.TB, eng drivenServer, classes []config.Class, d time.Dura
 	}
 	nextScrape := start
 	var snap *metrics.Snapshot
+	var holdTill time.Time
+	scrapes := 0
 	for now := start; now.Before(end); {
 		if !nextScrape.After(now) {
 			s, err := scrape.Parse(bytes.NewReader(eng.Metrics()), prom.ParseOptions{})
@@ -140,11 +162,22 @@ func session(t testing.TB, eng drivenServer, classes []config.Class, d time.Dura
 			s.At = now
 			agg.Apply(&observe.Scrape{At: now, Sample: s})
 			snap = agg.Tick(now)
+			scrapes++
 			nextScrape = nextScrape.Add(time.Second)
+			if pulses && scrapes%10 == 0 && !now.Before(holdTill) {
+				if p, ok := PlanPulse(&snap.Run); ok {
+					holdTill = now.Add(p.Hold)
+					agg.Apply(&observe.Pulse{Start: now, End: holdTill, InFlight: p.InFlight, Batch: p.Batch, Reason: p.Reason})
+				}
+			}
 		}
 		for i := range classes {
 			for !next[i].After(now) {
-				send(i, next[i])
+				if next[i].Before(holdTill) {
+					// Held: the arrival is not sent.
+				} else {
+					send(i, next[i])
+				}
 				next[i] = next[i].Add(time.Duration(rng.ExpFloat64() / classes[i].Arrival.Rate * float64(time.Second)))
 			}
 		}
@@ -152,6 +185,11 @@ func session(t testing.TB, eng drivenServer, classes []config.Class, d time.Dura
 			b := resubmit
 			resubmit = nil
 			for _, ci := range b {
+				if now.Before(holdTill) {
+					// A closed loop waits out the hold.
+					retries = insertRetry(retries, retry{ci, holdTill})
+					continue
+				}
 				send(ci, now)
 			}
 		}
@@ -159,6 +197,10 @@ func session(t testing.TB, eng drivenServer, classes []config.Class, d time.Dura
 			ci := retries[0].class
 			at := retries[0].at
 			retries = retries[1:]
+			if at.Before(holdTill) {
+				retries = insertRetry(retries, retry{ci, holdTill})
+				continue
+			}
 			send(ci, at)
 		}
 		until := nextScrape

@@ -254,6 +254,9 @@ func (b *builder) fit() error {
 		return err
 	}
 	probes := probeSources(b.in.Classes, b.v)
+	for i := range probes {
+		probes[i].holds = pulseHolds(b.v, b.warm, b.span)
+	}
 	other, err := inferOther(b.v, probes)
 	if err != nil {
 		return err

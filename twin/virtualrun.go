@@ -164,7 +164,7 @@ func (r *virtualRun) offerDue() {
 		r.resubmit = nil
 		for _, i := range batch {
 			if i < 0 {
-				r.retry[-1-i] = append(r.retry[-1-i], r.now+1)
+				r.retry[-1-i] = insertSorted(r.retry[-1-i], r.now+1)
 				continue
 			}
 			r.submit(i, r.now)
@@ -209,6 +209,14 @@ func (r *virtualRun) sample() {
 // submit offers source i's request that arrived at arrival.
 func (r *virtualRun) submit(i int, arrival float64) {
 	s := &r.sources[i]
+	if till, held := heldTill(s.holds, arrival); held {
+		// tokentop's probe held for a calibration pulse: an open-loop
+		// arrival is not sent, a closed-loop stream waits for its end.
+		if s.Process == ProcClosed {
+			r.retry[i] = insertSorted(r.retry[i], till)
+		}
+		return
+	}
 	g := r.out.groups[s.Group]
 	measured := arrival >= r.warm
 	if measured {

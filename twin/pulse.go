@@ -1,0 +1,131 @@
+package twin
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/tokentop/tokentop/metrics"
+)
+
+// The calibration pulse. A step's fixed cost and its cost per sequence are
+// told apart only where the batch moves (identify.go): a server whose
+// batch sits at one size all run (a closed-loop load, a cap) tells their
+// sum and nothing of how it splits, so every prediction at another batch
+// size is unknown. tokentop's own requests are part of that batch. Held for
+// a while, its probe sends nothing, the batch drains by the requests it
+// had in flight and fills again when it resumes: the one lever on the
+// server tokentop holds that adds no load (a pulse of extra requests would
+// spend the footprint budget on the server's busiest moment).
+
+// Bounds of a pulse: one every PulseEvery at most, after FirstAfter of the
+// run; a hold long enough for most of tokentop's requests in flight to end
+// (pulseE2EShare × the slowest class's E2E median), within
+// minPulseHold–maxPulseHold.
+const (
+	PulseEvery     = 10 * time.Minute
+	minPulseHold   = 20 * time.Second
+	maxPulseHold   = 2 * time.Minute
+	pulseE2EShare  = 1.5
+	pulseLeastDrop = 2.0 // requests in flight: fewer moves no batch
+)
+
+// PulsePlan is a calibration pulse to send now: hold tokentop's probe for
+// Hold. InFlight and Batch are tokentop's requests in flight and the
+// server's sequences on average over the run; Reason says why, in words.
+type PulsePlan struct {
+	Hold            time.Duration
+	InFlight, Batch float64
+	Reason          string
+}
+
+// PlanPulse says whether tokentop should hold its probe now, from the run's
+// view: the run has not told a step's fixed cost from its per-sequence
+// cost, no pulse was sent within PulseEvery, requests did not wait at the
+// server most of the run (a freed slot would be refilled from the queue),
+// and tokentop's requests in flight are more than the batch's own swing
+// over the run (a pulse smaller than the swing tells nothing the swing did
+// not). It is pure: the caller
+// holds the probe and records the pulse (observe.Pulse).
+func PlanPulse(v *metrics.View) (PulsePlan, bool) {
+	if v == nil || v.Span < FirstAfter {
+		return PulsePlan{}, false
+	}
+	for _, p := range v.Pulses {
+		if v.Span-p.From < PulseEvery {
+			return PulsePlan{}, false
+		}
+	}
+	xs, _ := stepObservations(v.Intervals)
+	if len(xs) < minStepIntervals {
+		return PulsePlan{}, false
+	}
+	c := fitStepCosts(xs)
+	if c.splitTold() {
+		return PulsePlan{}, false
+	}
+	if q := v.Server.QueueDepth; q.Count > 0 && q.P50 >= 1 {
+		// Requests wait at the server most of the run: a slot tokentop
+		// frees is taken from the queue, and the batch does not move (a
+		// cap, a full KV cache); the hold would only thin the probe.
+		return PulsePlan{}, false
+	}
+	fp := v.Probe.Footprint
+	if fp.ProbeInFlight == nil {
+		return PulsePlan{}, false
+	}
+	drop := *fp.ProbeInFlight
+	if drop < pulseLeastDrop || drop <= c.maxBatch-c.minBatch {
+		return PulsePlan{}, false
+	}
+	var e2e float64
+	for _, cl := range v.Classes {
+		if cl.E2E.Count > 0 {
+			e2e = math.Max(e2e, cl.E2E.P50)
+		}
+	}
+	hold := time.Duration(pulseE2EShare * e2e * float64(time.Millisecond))
+	hold = min(max(hold, minPulseHold), maxPulseHold).Round(time.Second)
+	how := fmt.Sprintf("the batch ran %.0f–%.0f sequences", c.minBatch, c.maxBatch)
+	if c.batchFlat {
+		how = fmt.Sprintf("the batch stayed at %.0f sequences", c.meanBatch)
+	}
+	return PulsePlan{Hold: hold, InFlight: drop, Batch: c.meanBatch,
+		Reason: fmt.Sprintf("%s, so a step's fixed cost was not told from its per-sequence cost: tokentop holds its probe for %v so the batch moves by its %.0f requests in flight",
+			how, hold, drop)}, true
+}
+
+// hold is a span of virtual seconds in which tokentop's probe sent nothing.
+type hold struct{ from, to float64 }
+
+// pulseHolds are the view's calibration pulses as holds of a replay: at
+// the same share of the window, warm + its offset, scaled to the replay's
+// span where the view is longer than the span replayed.
+func pulseHolds(v *metrics.View, warm, span float64) []hold {
+	if len(v.Pulses) == 0 || v.Span <= 0 {
+		return nil
+	}
+	scale := math.Min(span/v.Span.Seconds(), 1)
+	var out []hold
+	for _, p := range v.Pulses {
+		out = append(out, hold{from: warm + scale*p.From.Seconds(), to: warm + scale*p.To.Seconds()})
+	}
+	return out
+}
+
+// heldTill is the end of the hold at t, if t falls in one.
+func heldTill(hs []hold, t float64) (float64, bool) {
+	for _, h := range hs {
+		if t >= h.from && t < h.to {
+			return h.to, true
+		}
+	}
+	return 0, false
+}
+
+// insertSorted adds t to the ascending times ts.
+func insertSorted(ts []float64, t float64) []float64 {
+	i, _ := slices.BinarySearch(ts, t)
+	return slices.Insert(ts, i, t)
+}
