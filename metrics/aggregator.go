@@ -196,6 +196,7 @@ func (a *Aggregator) addPulse(e *observe.Pulse) {
 		return
 	}
 	a.pulses = append(a.pulses, *e)
+	a.track(&pulseSeen{start: e.Start, end: e.End})
 	if len(a.pulses) > maxPulses {
 		a.pulses = slices.Delete(a.pulses, 0, len(a.pulses)-maxPulses)
 	}

@@ -15,6 +15,18 @@ import (
 // window and more.
 const MaxIntervals = 120
 
+// PulseIntervalsKept is how long the intervals of a calibration pulse
+// stay in View.PulseIntervals after the pulse began: the step fit's
+// evidence on a batch that otherwise sits at one size, kept past the last
+// MaxIntervals until a pulse is due again (twin.PulseEvery). A pulse's
+// intervals are those from its start to as long again after its end (the
+// batch drains in the hold and fills after it), at most
+// maxPulseIntervals in all.
+const (
+	PulseIntervalsKept = 10 * time.Minute
+	maxPulseIntervals  = 4 * MaxIntervals
+)
+
 // Interval is what happened between two consecutive successful scrapes:
 // the client's chunk gaps and first tokens that arrived in it (direct path
 // only: a gateway's buffering would blur them), and the server's counter
@@ -74,6 +86,10 @@ type intervalTracker struct {
 	ttft      *sketch
 	ended     int64
 	intervals []Interval // the last MaxIntervals closed ones
+	// pulses are the calibration pulses whose intervals are kept, and
+	// pulseIntervals those intervals, oldest first.
+	pulses         []pulseSeen
+	pulseIntervals []Interval
 }
 
 func newIntervalTracker(o *Options, m mapping.IndexMapping) tracker {
@@ -112,6 +128,26 @@ func (t *intervalTracker) apply(ev spanEvent) {
 		}
 	case *scraped:
 		t.close(e)
+	case *pulseSeen:
+		t.pulses = append(t.pulses, *e)
+	}
+}
+
+// keepForPulse keeps iv where it falls in a calibration pulse's hold or
+// refill, and forgets pulses and intervals older than PulseIntervalsKept.
+func (t *intervalTracker) keepForPulse(iv Interval) {
+	t.pulses = slices.DeleteFunc(t.pulses, func(p pulseSeen) bool { return iv.End.Sub(p.start) > PulseIntervalsKept })
+	t.pulseIntervals = slices.DeleteFunc(t.pulseIntervals, func(x Interval) bool {
+		return !slices.ContainsFunc(t.pulses, func(p pulseSeen) bool { return !x.End.Before(p.start) })
+	})
+	for _, p := range t.pulses {
+		if iv.End.After(p.start) && !iv.End.After(p.end.Add(p.end.Sub(p.start))) {
+			t.pulseIntervals = append(t.pulseIntervals, iv)
+			break
+		}
+	}
+	if len(t.pulseIntervals) > maxPulseIntervals {
+		t.pulseIntervals = slices.Delete(t.pulseIntervals, 0, len(t.pulseIntervals)-maxPulseIntervals)
 	}
 }
 
@@ -119,6 +155,19 @@ func (t *intervalTracker) apply(ev spanEvent) {
 // that ended in its window.
 func (t *intervalTracker) fillSnapshot(s *Snapshot, c *snapshotContext) {
 	s.Run.Intervals = slices.Clone(t.intervals)
+	if len(t.intervals) > 0 {
+		// Those the last MaxIntervals hold already are not repeated.
+		first := t.intervals[0].Start
+		for i, iv := range t.pulseIntervals {
+			if !iv.End.Before(first) {
+				s.Run.PulseIntervals = slices.Clone(t.pulseIntervals[:i])
+				break
+			}
+			if i == len(t.pulseIntervals)-1 {
+				s.Run.PulseIntervals = slices.Clone(t.pulseIntervals)
+			}
+		}
+	}
 	for i, iv := range t.intervals {
 		if iv.End.After(c.now.Add(-t.window)) {
 			s.Live.Intervals = slices.Clone(t.intervals[i:])
@@ -183,6 +232,7 @@ func (t *intervalTracker) close(e *scraped) {
 		}
 	}
 	iv.ProbeInFlight = e.probeInFlightByClass
+	t.keepForPulse(iv)
 	t.intervals = append(t.intervals, iv)
 	if len(t.intervals) > MaxIntervals {
 		t.intervals = slices.Delete(t.intervals, 0, len(t.intervals)-MaxIntervals)

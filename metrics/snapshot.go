@@ -46,6 +46,11 @@ type View struct {
 	// keeps the last MaxIntervals), oldest first: the series the diagnosis
 	// attributes step time from (see Interval).
 	Intervals []Interval
+	// PulseIntervals are the intervals of tokentop's calibration pulses
+	// (their holds and refills) older than Intervals' first, kept for
+	// PulseIntervalsKept: the step fit's evidence on a batch that
+	// otherwise sits at one size (Run view only).
+	PulseIntervals []Interval
 	// Observed are real users' requests seen in the host's packets, one
 	// group per endpoint and model (observed.go), in the order first seen
 	// and the catch-all (ObservedOther) last;

@@ -182,6 +182,10 @@ type scraped struct {
 	probeInFlightByClass []int
 }
 
+// pulseSeen is a calibration pulse of tokentop's probe: the intervals of
+// its hold and refill are kept for the step fit (intervals.go).
+type pulseSeen struct{ start, end time.Time }
+
 // scrapeFailed is a scrape that failed; sawGood is true when one had
 // succeeded before.
 type scrapeFailed struct {

@@ -34,7 +34,7 @@ func Build(s *metrics.Snapshot, d diagnose.Diagnosis, m Meta) Report {
 		ServerProfile: serverProfile(&run.Server),
 		Server:        buildServer(&run.Server),
 		GPU:           buildGPU(&run.GPU),
-		Probe:         buildProbe(&run.Probe),
+		Probe:         buildProbe(&run.Probe, run.Pulses),
 		Findings:      buildFindings(d.Findings),
 		Sources:       buildSources(s.Sources),
 		Classes:       Classes{},
@@ -273,9 +273,9 @@ func buildGPU(g *metrics.GPUStats) GPU {
 	return out
 }
 
-func buildProbe(p *metrics.ProbeStats) Probe {
+func buildProbe(p *metrics.ProbeStats, pulses []metrics.Pulse) Probe {
 	fp := &p.Footprint
-	out := Probe{Reliable: p.Reliable, Samples: p.Samples, Footprint: Footprint{
+	out := Probe{Reliable: p.Reliable, Samples: p.Samples, CalibrationPulses: []CalibrationPulse{}, Footprint: Footprint{
 		PromptTokensShare:         finitePtr(fp.PromptTokensShare),
 		GenerationTokensShare:     finitePtr(fp.GenerationTokensShare),
 		RunningShare:              finitePtr(fp.RunningShare),
@@ -286,6 +286,10 @@ func buildProbe(p *metrics.ProbeStats) Probe {
 	}}
 	if p.Samples > 0 {
 		out.SelfLagMs = SelfLag{P99: Num(p.SelfLagP99Ms), Max: Num(p.SelfLagMaxMs)}
+	}
+	for _, q := range pulses {
+		out.CalibrationPulses = append(out.CalibrationPulses, CalibrationPulse{Start: q.Start.UTC(), HeldS: (q.To - q.From).Seconds(),
+			InFlight: finite(q.InFlight), Batch: finite(q.Batch), Reason: q.Reason})
 	}
 	return out
 }

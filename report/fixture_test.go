@@ -186,6 +186,8 @@ func fixtureSnapshot() *metrics.Snapshot {
 					ProbePromptTokensPerS: new(660.0), ServerPromptTokensPerS: new(21300.0), PromptTokensShare: new(660.0 / 21300),
 					ProbeGenerationTokensPerS: new(92.0), ServerGenerationTokensPerS: new(5120.0), GenerationTokensShare: new(92.0 / 5120),
 					ProbeInFlight: new(3.5), ServerSequences: new(73.0), RunningShare: new(3.5 / 73), ServerHasWaiting: true}},
+			Pulses: []metrics.Pulse{{From: 10 * time.Second, To: 25 * time.Second, Start: started.Add(10 * time.Second), End: started.Add(30 * time.Second),
+				InFlight: 3.5, Batch: 73, Reason: "the batch stayed at 73 sequences, so a step's fixed cost was not told from its per-sequence cost: tokentop holds its probe for 20s so the batch moves by its 4 requests in flight"}},
 		},
 	}
 }

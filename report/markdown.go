@@ -409,6 +409,9 @@ func writeProbe(b *strings.Builder, r *Report) {
 	p := &r.Probe
 	b.WriteString("## Probe\n\n")
 	writeFootprint(b, &p.Footprint)
+	for _, q := range p.CalibrationPulses {
+		fmt.Fprintf(b, "Calibration pulse at %s: the probe held for %s (%s).\n\n", q.Start.Format(time.RFC3339), seconds(q.HeldS), MarkdownText(q.Reason))
+	}
 	if p.Samples == 0 {
 		b.WriteString("No self-lag samples: the probe's own timing is unknown.\n")
 		return

@@ -383,8 +383,23 @@ type Probe struct {
 	SelfLagMs SelfLag   `json:"self_lag_ms"`
 	Reliable  bool      `json:"reliable"` // false when tokentop itself was the bottleneck
 	Footprint Footprint `json:"footprint"`
+	// CalibrationPulses are the times tokentop held its probe so the
+	// server's batch would move (--no-calibration-pulse turns them off);
+	// empty when none was sent.
+	CalibrationPulses []CalibrationPulse `json:"calibration_pulses"`
 	// Beyond the contract.
 	Samples int64 `json:"samples"`
+}
+
+// CalibrationPulse is one hold of tokentop's probe: from start for held_s
+// seconds (up to the run's end), with tokentop's requests in flight and
+// the server's sequences on average when it began, and why.
+type CalibrationPulse struct {
+	Start    time.Time `json:"start"`
+	HeldS    float64   `json:"held_s"`
+	InFlight float64   `json:"in_flight"`
+	Batch    float64   `json:"batch"`
+	Reason   string    `json:"reason"`
 }
 
 // Footprint is tokentop's own share of the server's work over the session,

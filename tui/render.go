@@ -267,7 +267,27 @@ func (r *renderer) footprint() (full, short string) {
 			parts = append(parts, pct(*s)+words[name][0])
 		}
 	}
-	return "probe " + strings.Join(parts, " · "), "probe " + pct(top) + words[res][1]
+	full, short = "probe "+strings.Join(parts, " · "), "probe "+pct(top)+words[res][1]
+	if p := r.activePulse(); p != nil {
+		// The probe holds for a calibration pulse: its share falls on
+		// purpose, and its classes send nothing until the end.
+		left := " " + fmtDur(p.End.Sub(r.s.At)) + " left"
+		full += " · " + r.t.warn("held for calibration"+left)
+		short += " · " + r.t.warn("held"+left)
+	}
+	return full, short
+}
+
+// activePulse is the calibration pulse the probe is holding for now; nil
+// when none.
+func (r *renderer) activePulse() *metrics.Pulse {
+	if r.s == nil || len(r.s.Run.Pulses) == 0 {
+		return nil
+	}
+	if p := &r.s.Run.Pulses[len(r.s.Run.Pulses)-1]; p.End.After(r.s.At) {
+		return p
+	}
+	return nil
 }
 
 func (r *renderer) footer() string {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tokentop/tokentop/metrics"
 
@@ -341,5 +342,23 @@ func TestRenderShowsPaths(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("160x48 render lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// While tokentop holds its probe for a calibration pulse the header says
+// so, with the time left: its share of the server falls on purpose. Once
+// the pulse has ended the header is as before.
+func TestRenderCalibrationPulse(t *testing.T) {
+	snap := healthySnap()
+	snap.Run.Pulses = []metrics.Pulse{{From: 20 * time.Second, To: 40 * time.Second, Start: snap.At.Add(-10 * time.Second), End: snap.At.Add(35 * time.Second), Reason: "the batch stayed at 21 sequences"}}
+	for _, w := range []int{160, 80} {
+		out := Render(snap, healthyDiag(), w, 40, UIState{NoColor: true})
+		if !strings.Contains(out, "35s left") || !strings.Contains(out, "held") {
+			t.Errorf("%d columns: no held probe in the header:\n%s", w, out)
+		}
+	}
+	snap.Run.Pulses[0].End = snap.At.Add(-time.Second)
+	if out := Render(snap, healthyDiag(), 160, 40, UIState{NoColor: true}); strings.Contains(out, "held") {
+		t.Errorf("an ended pulse still shows:\n%s", out)
 	}
 }

@@ -58,6 +58,13 @@ func (r *renderer) twinView(bodyH int) []string {
 		// that rest on it are unknown.
 		out = append(out, r.t.dim(fit("  not told: "+u, r.w)))
 	}
+	if r.s != nil {
+		for _, p := range r.s.Run.Pulses {
+			// tokentop held its own probe so the batch would move: the
+			// evidence the split above rests on.
+			out = append(out, r.t.dim(fit(fmt.Sprintf("  calibration pulse at %s, held %s: %s", p.Start.Format("15:04:05"), fmtDur(p.To-p.From), p.Reason), r.w)))
+		}
+	}
 	verdict := r.t.ok(fmt.Sprintf("reliable: the replay of now is within %.0f%% of what was measured", 100*res.SelfCheckBound))
 	if !res.Reliable {
 		verdict = r.t.bad(fmt.Sprintf("UNRELIABLE: the replay of now is more than %.0f%% off what was measured", 100*res.SelfCheckBound))

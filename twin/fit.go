@@ -83,7 +83,7 @@ const (
 // time, or costs no server has, declines the twin; a cost the run does not
 // tell leaves only the predictions that depend on it unknown.
 func fitStep(v *metrics.View) (StepFit, error) {
-	xs, basis := stepObservations(v.Intervals)
+	xs, basis := stepObservations(stepIntervals(v))
 	if len(xs) < minStepIntervals {
 		return StepFit{}, fmt.Errorf("the step-time model needs the server's prompt-token counter, its running gauge and a step time (its ITL histogram or the client's gaps) over at least %d scrape intervals", minStepIntervals)
 	}

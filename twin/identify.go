@@ -155,8 +155,15 @@ type stepCosts struct {
 	// bias the other three; the twin's engine recomputes by itself).
 	coef [stepTerms]float64
 	se   [stepTerms]float64 // standard errors of the unconstrained fit; +Inf where it has none
-	told [stepTerms]bool
-	r2   float64
+	// cov is the unconstrained fit's covariance of the costs (valid where
+	// se is finite): a step's uncertainty at a batch outside the range
+	// measured (stepHalfWidth).
+	cov [stepTerms][stepTerms]float64
+	// misfit: a cost the no-negative bound held at zero while the data put
+	// it below zero beyond its interval; the model's split does not fit.
+	misfit bool
+	told   [stepTerms]bool
+	r2     float64
 	// rms is the fit's residual, ms root mean square; lag1 its
 	// autocorrelation from one interval to the next.
 	rms, lag1 float64
@@ -217,6 +224,9 @@ func fitStepCosts(xs []stepObs) stepCosts {
 		s2 := fullSSE / (n - float64(terms))
 		for _, j := range cols {
 			c.se[j] = math.Sqrt(math.Max(s2*inv[j][j], 0))
+			for _, k := range cols {
+				c.cov[j][k] = s2 * inv[j][k]
+			}
 		}
 	}
 	paid := [stepTerms]float64{1, c.meanPrefill, c.meanBatch, meanPreempt, meanBatch2}
@@ -246,6 +256,7 @@ func fitStepCosts(xs []stepObs) stepCosts {
 	for _, j := range cols {
 		if c.coef[j] == 0 && full[j] < -2*c.se[j] {
 			c.told[j] = false
+			c.misfit = true
 		}
 	}
 	var syy float64
@@ -384,6 +395,26 @@ func fmtCI(c stepCosts) string {
 		parts = append(parts, fmt.Sprintf("%.2g per sequence", 2*c.se[2]))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// stepHalfWidth is the 95% interval's half width (±2 standard errors,
+// ms) of the model's step at a batch of batch sequences and the measured
+// prefill a step: what the fit says of a step there, from the costs'
+// covariance, whatever the split of each cost alone. +Inf where the fit
+// has no interval, or where the model is quadratic in the batch (a slot
+// server's) or its split misfits the data.
+func (c stepCosts) stepHalfWidth(batch float64) float64 {
+	if c.quadratic || c.misfit || math.IsInf(c.se[0], 1) || math.IsInf(c.se[2], 1) {
+		return math.Inf(1)
+	}
+	x := [stepTerms]float64{1, c.meanPrefill, batch}
+	var v float64
+	for j := range 3 {
+		for k := range 3 {
+			v += x[j] * x[k] * c.cov[j][k]
+		}
+	}
+	return 2 * math.Sqrt(math.Max(v, 0))
 }
 
 // splitTold reports whether the fixed and per-sequence costs are told

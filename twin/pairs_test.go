@@ -164,7 +164,7 @@ func runPair(t testing.TB, p pair, seed uint64) (r *Result, pred, truth []float6
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap := session(t, simEngine{v}, p.classes, pairWindow, seed)
+	snap := pulsingSession(t, simEngine{v}, p.classes, pairWindow, seed)
 	d := diagnose.Evaluate(&snap.Run, p.classes)
 	r = Build(Input{Classes: p.classes, View: &snap.Run, Findings: d.Findings, WhatIf: []Change{p.change}, NoCapacity: true})
 

@@ -24,11 +24,15 @@ import (
 // (pulseE2EShare × the slowest class's E2E median), within
 // minPulseHold–maxPulseHold.
 const (
-	PulseEvery     = 10 * time.Minute
+	PulseEvery     = metrics.PulseIntervalsKept
 	minPulseHold   = 20 * time.Second
 	maxPulseHold   = 2 * time.Minute
 	pulseE2EShare  = 1.5
 	pulseLeastDrop = 2.0 // requests in flight: fewer moves no batch
+	// pulseSwings: the drop must pass this many standard deviations of
+	// the batch over the run's intervals, or the pulse tells little the
+	// batch's own swings did not.
+	pulseSwings = 2.0
 )
 
 // PulsePlan is a calibration pulse to send now: hold tokentop's probe for
@@ -44,9 +48,10 @@ type PulsePlan struct {
 // view: the run has not told a step's fixed cost from its per-sequence
 // cost, no pulse was sent within PulseEvery, requests did not wait at the
 // server most of the run (a freed slot would be refilled from the queue),
-// and tokentop's requests in flight are more than the batch's own swing
-// over the run (a pulse smaller than the swing tells nothing the swing did
-// not). It is pure: the caller
+// and tokentop's requests in flight are more than twice the batch's
+// standard deviation over the run (a pulse within its own swings tells
+// little they did not; the standard deviation, not the range, so that the
+// first minute's ramp does not count as a swing). It is pure: the caller
 // holds the probe and records the pulse (observe.Pulse).
 func PlanPulse(v *metrics.View) (PulsePlan, bool) {
 	if v == nil || v.Span < FirstAfter {
@@ -57,7 +62,7 @@ func PlanPulse(v *metrics.View) (PulsePlan, bool) {
 			return PulsePlan{}, false
 		}
 	}
-	xs, _ := stepObservations(v.Intervals)
+	xs, _ := stepObservations(stepIntervals(v))
 	if len(xs) < minStepIntervals {
 		return PulsePlan{}, false
 	}
@@ -76,7 +81,12 @@ func PlanPulse(v *metrics.View) (PulsePlan, bool) {
 		return PulsePlan{}, false
 	}
 	drop := *fp.ProbeInFlight
-	if drop < pulseLeastDrop || drop <= c.maxBatch-c.minBatch {
+	var batches []float64
+	for _, x := range xs {
+		batches = append(batches, x.batch)
+	}
+	_, varBatch := meanVar(batches)
+	if drop < pulseLeastDrop || drop <= pulseSwings*math.Sqrt(varBatch) {
 		return PulsePlan{}, false
 	}
 	var e2e float64
@@ -114,6 +124,29 @@ func pulseHolds(v *metrics.View, warm, span float64) []hold {
 	return out
 }
 
+// coldStart is sources (a copy) with tokentop's open-loop classes held
+// until they began sending, as the run's view saw it: it starts when
+// tokentop did, the other traffic in its steady state and tokentop's open
+// classes not (their requests in flight grow over an E2E, and so do their
+// tokens a second: a 3-minute run of 40-second requests counts about a
+// tenth fewer tokens than their steady state). The replay's window is the
+// run's last span seconds, so a class began run − span seconds before it,
+// or in the warm-up. A closed loop's streams start at once, with no ramp.
+// The self-check replays it; predictions are the steady state's.
+func (b *builder) coldStart(sources []Source) []Source {
+	start := b.warm - math.Max(b.v.Span.Seconds()-b.span, 0)
+	if start <= 0 {
+		return sources
+	}
+	out := slices.Clone(sources)
+	for i := range out {
+		if out[i].Probe && out[i].Process != ProcClosed {
+			out[i].holds = append([]hold{{from: 0, to: start}}, out[i].holds...)
+		}
+	}
+	return out
+}
+
 // heldTill is the end of the hold at t, if t falls in one.
 func heldTill(hs []hold, t float64) (float64, bool) {
 	for _, h := range hs {
@@ -128,4 +161,15 @@ func heldTill(hs []hold, t float64) (float64, bool) {
 func insertSorted(ts []float64, t float64) []float64 {
 	i, _ := slices.BinarySearch(ts, t)
 	return slices.Insert(ts, i, t)
+}
+
+// stepIntervals are the intervals the step fit reads: the calibration
+// pulses' kept intervals that fell out of the view's last ones, then
+// those (each interval's batch reads the interval before it only where
+// the two are contiguous, so the junction joins nothing).
+func stepIntervals(v *metrics.View) []metrics.Interval {
+	if len(v.PulseIntervals) == 0 {
+		return v.Intervals
+	}
+	return append(slices.Clone(v.PulseIntervals), v.Intervals...)
 }

@@ -26,7 +26,7 @@ func TestCalibrationPulseTellsTheSplit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return runSession(t, simEngine{v}, demoClasses(), 3*time.Minute, 1, pulses)
+		return runSession(t, simEngine{v}, demoClasses(), 5*time.Minute, 1, pulses)
 	}
 	still := run(false)
 	plan, ok := PlanPulse(&still.Run)
@@ -48,10 +48,14 @@ func TestCalibrationPulseTellsTheSplit(t *testing.T) {
 	if _, again := PlanPulse(&pulsed.Run); again {
 		t.Error("a second pulse planned within PulseEvery of the first")
 	}
+	for _, p := range pulsed.Run.Pulses {
+		t.Logf("pulse %v–%v: %s", p.From, p.To, p.Reason)
+	}
 	after, err := fitStep(&pulsed.Run)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("after: %+v; unknown %v", after.costs.coef, after.Unknown)
 	if !after.costs.splitTold() || after.costs.maxBatch-after.costs.minBatch < 40 {
 		t.Fatalf("after the pulse: batch %.0f–%.0f, split told %v (%s)", after.costs.minBatch, after.costs.maxBatch, after.costs.splitTold(), after.Source)
 	}

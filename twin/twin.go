@@ -135,7 +135,7 @@ const warmS = 60.0
 // p99s: the p99 of the few hundred requests of a 5-minute window is as
 // much the sample's as the server's (the pair test shows it).
 var PredictionBounds = map[string]float64{
-	"ttft_p95": 0.8, "itl_p95": 0.55, "e2e_p95": 0.35, "output_tokens_per_s": 0.3,
+	"ttft_p95": 0.7, "itl_p95": 0.45, "e2e_p95": 0.3, "output_tokens_per_s": 0.3,
 }
 
 // minGapStreams is the fewest finished streams whose gaps a class's ITL
@@ -206,6 +206,9 @@ type builder struct {
 	// The largest running batch measured (0 unknown) and replayed, for
 	// extrapolation.
 	topRunning, baselineTop float64
+	// baselineBatch is the replay's median running batch (selfCheck): its
+	// distance from the measured median is the twin's error on the batch.
+	baselineBatch float64
 	// closedUntold says why the other traffic's closed part (its streams
 	// and their shape) was not told; "" when it was (fitOther).
 	closedUntold string
@@ -349,12 +352,13 @@ func (b *builder) fitKVCache(best *runOut) error {
 func (b *builder) selfCheck() error {
 	r := b.res
 	b.res.Runs += replays
-	baseOut, err := simulatePooled(b.srv, b.sources, b.classes, b.warm, b.span, b.seed, replays)
+	baseOut, err := simulatePooled(b.srv, b.coldStart(b.sources), b.classes, b.warm, b.span, b.seed, replays)
 	if err != nil {
 		return err
 	}
 	base := b.figures(baseOut)
 	b.baselineTop = highRunning(baseOut)
+	b.baselineBatch = runningQuantile(baseOut, 0.5)
 	r.Baseline = base
 	r.Reliable = true
 	for _, name := range r.Names {

@@ -2,6 +2,7 @@ package twin
 
 import (
 	"cmp"
+	"hash/fnv"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -43,11 +44,15 @@ type virtualRun struct {
 	sources   []Source
 	warm, end float64
 	v         *engine.Virtual
-	rng       *rand.Rand
-	out       *runOut
-	reqs      map[uint64]*reqState
-	next      []float64 // each open source's next arrival
-	starts    []closedStart
+	// rngs are each source's own random stream (its arrivals, starts and
+	// lengths), seeded by its name: a change to one source, or to the
+	// server, leaves the others' draws as they were, so two runs that
+	// differ in one thing differ by it and not by every draw after it.
+	rngs   []*rand.Rand
+	out    *runOut
+	reqs   map[uint64]*reqState
+	next   []float64 // each open source's next arrival
+	starts []closedStart
 	// resubmit holds closed-loop sources whose request ended (their
 	// index) or was refused (-1-index) since the last step.
 	resubmit []int
@@ -63,7 +68,6 @@ func newVirtualRun(srv Server, sources []Source, classes map[string]*config.Clas
 		return nil, err
 	}
 	r := &virtualRun{srv: srv, sources: sources, warm: warm, end: warm + span, v: v,
-		rng:  rand.New(rand.NewPCG(seed, 0x7717)),
 		out:  &runOut{groups: map[string]*groupRun{}, seconds: span, srcFinished: make([]int64, len(sources))},
 		reqs: map[uint64]*reqState{}, next: make([]float64, len(sources)), retry: map[int][]float64{},
 		nextSample: warm}
@@ -76,6 +80,11 @@ func newVirtualRun(srv Server, sources []Source, classes map[string]*config.Clas
 			r.out.groups[s.Group] = g
 			r.out.order = append(r.out.order, s.Group)
 		}
+	}
+	for _, s := range sources {
+		h := fnv.New64a()
+		h.Write([]byte(s.Name))
+		r.rngs = append(r.rngs, rand.New(rand.NewPCG(seed, 0x7717^h.Sum64())))
 	}
 	v.OnToken = r.token
 	r.schedule()
@@ -93,7 +102,7 @@ func (r *virtualRun) schedule() {
 		s := &r.sources[i]
 		if s.Process == ProcClosed {
 			for range s.N {
-				at := r.rng.Float64() * r.warm / 2
+				at := r.rngs[i].Float64() * r.warm / 2
 				if s.Probe && r.srv.probeTogether {
 					at = 0
 				}
@@ -102,9 +111,9 @@ func (r *virtualRun) schedule() {
 			r.next[i] = math.Inf(1)
 			continue
 		}
-		r.next[i] = s.gap(r.rng) * r.rng.Float64()
+		r.next[i] = s.gap(r.rngs[i]) * r.rngs[i].Float64()
 		if s.Profile != nil {
-			r.next[i] = s.nextArrival(r.rng, 0, r.warm)
+			r.next[i] = s.nextArrival(r.rngs[i], 0, r.warm)
 		}
 	}
 	slices.SortFunc(r.starts, func(a, b closedStart) int { return cmp.Compare(a.at, b.at) })
@@ -151,7 +160,7 @@ func (r *virtualRun) offerDue() {
 	for i := range r.sources {
 		for r.next[i] <= r.now {
 			r.submit(i, r.next[i])
-			r.next[i] = r.sources[i].nextArrival(r.rng, r.next[i], r.warm)
+			r.next[i] = r.sources[i].nextArrival(r.rngs[i], r.next[i], r.warm)
 		}
 		for len(r.retry[i]) > 0 && r.retry[i][0] <= r.now {
 			at := r.retry[i][0]
@@ -222,7 +231,7 @@ func (r *virtualRun) submit(i int, arrival float64) {
 	if measured {
 		g.offered++
 	}
-	prompt, output := s.Prompt.draw(r.rng), s.Output.draw(r.rng)
+	prompt, output := s.Prompt.draw(r.rngs[i]), s.Output.draw(r.rngs[i])
 	if c := r.srv.ContextLen; c > 1 && !s.Probe {
 		// The server's other requests fit its context (its length
 		// histograms hold none longer; a fitted lognormal's tail would).

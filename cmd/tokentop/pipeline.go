@@ -29,6 +29,7 @@ func (s *session) pipeline(ctx context.Context, agg *metrics.Aggregator, prog *t
 	// without --record: its Write is a no-op then).
 	err := metrics.Run(ctx, agg, s.events, ticker.C, s.now, s.rec.Write, func(snap *metrics.Snapshot) {
 		last = snap
+		s.pulse.offer(snap)
 		if s.exp == nil && prog == nil {
 			return
 		}

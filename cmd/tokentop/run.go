@@ -110,6 +110,7 @@ type commonFlags struct {
 	once          bool
 	otlpEndpoint  string
 	whatIf        whatIfFlag
+	noPulse       bool
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet) {
@@ -130,6 +131,7 @@ func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.gpuMetrics, "gpu-metrics", "", "read GPUs from a dcgm-exporter `URL` instead of NVML")
 	fs.StringVar(&c.listenMetrics, "listen-metrics", "", "serve tokentop's own measurements for Prometheus at `ADDR`/metrics (e.g. 127.0.0.1:9464)")
 	fs.Var(&c.whatIf, "what-if", whatIfUsage+strings.Join(twin.ChangeKeys(), ", "))
+	fs.BoolVar(&c.noPulse, "no-calibration-pulse", false, "never hold the probe to make the server's batch move (by default it holds, at most once every 10 minutes, where the twin cannot otherwise tell a step's fixed cost from its per-sequence cost)")
 	fs.StringVar(&c.otlpEndpoint, "otlp-endpoint", "", "export one OpenTelemetry span per probe request to this OTLP/HTTP collector `URL` (e.g. http://127.0.0.1:4318)")
 }
 

@@ -59,6 +59,7 @@ type session struct {
 	expLn    net.Listener
 	otlp     *otlp.Exporter // --otlp-endpoint; nil without
 	twin     *twin.Runner   // the console's what-if twin; nil without a console
+	pulse    *pulser        // calibration pulses; nil with --once or --no-calibration-pulse
 	// published are the limits capacity discovery found, for the twin.
 	published twin.Published
 

@@ -100,8 +100,14 @@ func (s *session) startSources() {
 	if s.spec.common.once {
 		s.startOnce()
 	} else {
+		hs := make([]holder, 0, len(s.runners))
 		for i, r := range s.runners {
 			s.goSource("probe "+s.cfg.Classes[i].Name, r)
+			hs = append(hs, r)
+		}
+		if !s.spec.common.noPulse && len(hs) > 0 {
+			s.pulse = newPulser(hs)
+			s.goSource("calibration pulse", s.pulse)
 		}
 	}
 	s.goSource("in-flight counter", probe.InFlight{Runners: s.runners, Every: tickEvery})
