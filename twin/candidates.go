@@ -1,6 +1,7 @@
 package twin
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"runtime"
@@ -152,7 +153,24 @@ func (b *builder) candidates() {
 			c.Note = strings.TrimPrefix(c.Note+"; overloaded: the queue grows without bound (latencies are lower bounds)", "; ")
 		}
 	}
+	// What the twin can vouch for first, then what it predicts but marks
+	// unreliable, then what it cannot predict; within each, the
+	// diagnosis's order (the cause that explains most first) and the
+	// user's changes after it.
+	slices.SortStableFunc(cands, func(a, b Candidate) int { return cmp.Compare(candidateRank(a), candidateRank(b)) })
 	b.res.Candidates = cands
+}
+
+// candidateRank orders candidates: reliable predictions, unreliable
+// ones, then those declined or unknown.
+func candidateRank(c Candidate) int {
+	switch {
+	case c.Declined != "":
+		return 2
+	case !c.Reliable:
+		return 1
+	}
+	return 0
 }
 
 // unknownFor says why the run cannot tell what the change does, "" when
