@@ -440,6 +440,27 @@ func (b *builder) capacity() {
 	}
 }
 
+// capacityMargin is how the capacity search takes the twin's own error
+// against it: where the self-check replayed the class's TTFT p95 (or ITL
+// p95) below what was measured, the replay's latencies are judged scaled
+// up by that error; a twin that replayed them above is pessimistic
+// already. A capacity is then a rate at which the SLO holds even if the
+// twin is as far off there as it was on the measured run. Where the
+// objective sits at a latency the rate barely moves (a prefill time),
+// that margin is what decides: a twin 5% low on a TTFT p95 near its
+// objective would otherwise vouch for rates at which the server fails it.
+func (b *builder) capacityMargin(cl string) latencyScale {
+	s := latencyScale{1, 1}
+	sc := b.res.SelfCheck[cl]
+	if e := sc.TTFTP95Err; e != nil && *e < 0 && *e > -1 {
+		s.ttft = 1 / (1 + *e)
+	}
+	if e := sc.ITLP95Err; e != nil && *e < 0 && *e > -1 {
+		s.itl = 1 / (1 + *e)
+	}
+	return s
+}
+
 // steady drops the calibration pulses' holds from sources (a copy the
 // caller owns): a prediction and a capacity are the steady state's.
 func steady(src []Source) []Source {
@@ -503,7 +524,7 @@ func (b *builder) search(cl string, c Change, measured float64) (_ *float64, run
 			return false
 		}
 		holds := func(out *runOut) bool {
-			f := out.groups[cl].figures(out.seconds, b.classes[cl], b.judged[cl])
+			f := out.groups[cl].figuresWithin(out.seconds, b.classes[cl], b.judged[cl], b.capacityMargin(cl))
 			return f.SLOPass != nil && *f.SLOPass
 		}
 		if !holds(out) {

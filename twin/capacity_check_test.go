@@ -1,6 +1,7 @@
 package twin
 
 import (
+	"cmp"
 	"os"
 	"strconv"
 	"strings"
@@ -26,17 +27,20 @@ import (
 //
 // It runs with TWIN_CAPACITY_CHECK=1 (docs/twin.md, "Capacity");
 // TWIN_CAPACITY_RATE sets the measured session's interactive rate (the
-// demo's 2/s by default).
+// demo's 2/s by default), TWIN_CAPACITY_SCENARIO the demo's scenario
+// (healthy by default; the sick ones fail their SLO at any rate),
+// TWIN_CAPACITY_HARDWARE the hardware presets (default,large).
 func TestCapacityAtSLOHoldsOnTheSimulator(t *testing.T) {
 	if os.Getenv("TWIN_CAPACITY_CHECK") == "" {
 		t.Skip("set TWIN_CAPACITY_CHECK=1: virtual sessions of 3 minutes and twin builds, a known shortfall (see the comment)")
 	}
-	for _, hw := range []string{"default", "large"} {
-		scenario := "healthy on " + hw + " hardware"
+	name := cmp.Or(os.Getenv("TWIN_CAPACITY_SCENARIO"), "healthy")
+	for _, hw := range strings.Split(cmp.Or(os.Getenv("TWIN_CAPACITY_HARDWARE"), "default,large"), ",") {
+		scenario := name + " on " + hw + " hardware"
 		t.Run(hw, func(t *testing.T) {
 			t.Parallel()
 			k := sim.DefaultKnobs()
-			if err := sim.Configure(&k, hw, "healthy"); err != nil {
+			if err := sim.Configure(&k, hw, name); err != nil {
 				t.Fatal(err)
 			}
 			measure := func(rate float64, seed uint64) (pass bool, ttftP95 float64) {

@@ -32,6 +32,18 @@ type Figures struct {
 // figures turns a run's group into Figures, judged against the class's
 // objectives (those the measured verdict judged: judged).
 func (g *groupRun) figures(span float64, cl *config.Class, judged map[string]bool) Figures {
+	return g.figuresWithin(span, cl, judged, latencyScale{1, 1})
+}
+
+// latencyScale multiplies the replay's TTFT and ITL quantiles before they
+// are judged against the objectives: the capacity search judges a rate
+// with the twin's own error on the measured run taken against it
+// (builder.capacityMargin).
+type latencyScale struct{ ttft, itl float64 }
+
+// figuresWithin is figures with the latency quantiles scaled by s for the
+// SLO verdict (the figures themselves are the replay's).
+func (g *groupRun) figuresWithin(span float64, cl *config.Class, judged map[string]bool, s latencyScale) Figures {
 	f := Figures{
 		Requests: g.offered, Refused: g.refused,
 		TTFT:             Pcts{g.ttft.quantile(0.5), g.ttft.quantile(0.95), g.ttft.quantile(0.99)},
@@ -51,7 +63,7 @@ func (g *groupRun) figures(span float64, cl *config.Class, judged map[string]boo
 		f.GoodputRatio = &r
 	}
 	if cl != nil && g.offered > 0 {
-		f.judge(cl, judged, g)
+		f.judge(cl, judged, g, s)
 	}
 	return f
 }
@@ -59,7 +71,7 @@ func (g *groupRun) figures(span float64, cl *config.Class, judged map[string]boo
 // judge sets SLOPass from the class's latency, validity and throughput
 // objectives: those the measured verdict judged, so a workload objective
 // the probe cannot speak for stays out here too.
-func (f *Figures) judge(cl *config.Class, judged map[string]bool, g *groupRun) {
+func (f *Figures) judge(cl *config.Class, judged map[string]bool, g *groupRun, s latencyScale) {
 	pass := true
 	check := func(name string, ok bool) {
 		if judged != nil && !judged[name] {
@@ -68,20 +80,20 @@ func (f *Figures) judge(cl *config.Class, judged map[string]bool, g *groupRun) {
 		f.Judged = append(f.Judged, name)
 		pass = pass && ok
 	}
-	pct := func(prefix string, p config.Percentiles, h *hist) {
+	pct := func(prefix string, p config.Percentiles, h *hist, scale float64) {
 		for _, o := range []struct {
 			suffix string
 			d      *config.Duration
 			q      float64
 		}{{"p50", p.P50, 0.5}, {"p95", p.P95, 0.95}, {"p99", p.P99, 0.99}} {
 			if o.d != nil && h.n > 0 {
-				check(prefix+"_"+o.suffix+"_ms", h.quantile(o.q) <= ms(o.d.Duration))
+				check(prefix+"_"+o.suffix+"_ms", scale*h.quantile(o.q) <= ms(o.d.Duration))
 			}
 		}
 	}
-	pct("ttft", cl.SLO.TTFT, &g.ttft)
-	pct("itl", cl.SLO.ITL, &g.itl)
-	pct("e2e", cl.SLO.E2E, &g.e2e)
+	pct("ttft", cl.SLO.TTFT, &g.ttft, s.ttft)
+	pct("itl", cl.SLO.ITL, &g.itl, s.itl)
+	pct("e2e", cl.SLO.E2E, &g.e2e, s.ttft)
 	valid := 1 - float64(g.refused)/float64(g.offered)
 	if r := cl.SLO.ValidStreams; r != nil {
 		check("valid_streams", valid >= float64(*r))
