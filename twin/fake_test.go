@@ -16,13 +16,16 @@ import (
 // fakeServer is a server the twin was not built from: its own scheduler
 // and its own law of time, speaking vLLM's metric names. Law "square": a
 // continuous batch whose step costs a + b × prompt tokens + c × n², n the
-// sequences in it (attention over the whole batch, say). Law "pace": slots
+// sequences in it (attention over the whole batch, say); law "linear" the
+// same with c × n, each step off by a jitter share drawn uniform in
+// ±jitter (a GPU's steps are not clockwork). Law "pace": slots
 // that each run on their own at a fixed pace, as llama.cpp's do: a prompt
 // takes prompt/prefillPerS, then a token every paceMs, whatever the other
 // slots do.
 type fakeServer struct {
 	law         string
-	a, b, c     float64 // ms (square)
+	a, b, c     float64 // ms (square, linear)
+	jitter      float64 // linear
 	paceMs      float64 // pace
 	prefillPerS float64 // pace
 	slots       int
@@ -40,6 +43,13 @@ type fakeServer struct {
 	otherPrompt, otherOut int
 	nextOther             time.Time
 	rngState              uint64
+	// otherStreams are background closed loops: each sends its next
+	// request when its last ends, its output drawn lognormal around
+	// otherOut (streams of one fixed length started together would go on
+	// in lock-step, hundreds of users prefilled in one step, which no
+	// population of users does).
+	otherStreams int
+	streamsOn    bool
 }
 
 type fakeReq struct {
@@ -48,6 +58,7 @@ type fakeReq struct {
 	arrival, first, last  time.Time
 	ready                 time.Time // pace: next event
 	prefilled, background bool
+	stream                bool // one of the background's closed loops
 }
 
 // fakeHist is a Prometheus histogram with vLLM's ITL-like buckets.
@@ -96,7 +107,22 @@ func (f *fakeServer) rand() float64 {
 	return float64(f.rngState>>11) / float64(1<<53)
 }
 
+// streamOut is a background stream's next output length: lognormal
+// around otherOut, spread 0.5.
+func (f *fakeServer) streamOut() int {
+	u1, u2 := math.Max(f.rand(), 1e-12), f.rand()
+	z := math.Sqrt(-2*math.Log(u1)) * math.Cos(2*math.Pi*u2)
+	return max(1, int(float64(f.otherOut)*math.Exp(0.5*z)))
+}
+
 func (f *fakeServer) background() {
+	if !f.streamsOn {
+		f.streamsOn = true
+		for range f.otherStreams {
+			f.nextID++
+			f.waiting = append(f.waiting, &fakeReq{id: f.nextID, prompt: f.otherPrompt, out: f.streamOut(), arrival: f.now, background: true, stream: true})
+		}
+	}
 	if f.otherRate <= 0 {
 		return
 	}
@@ -140,6 +166,11 @@ func (f *fakeServer) emit(r *fakeReq, t time.Time) bool {
 	if !r.background && f.onToken != nil {
 		f.onToken(r.id, r.gen, t, last)
 	}
+	if last && r.stream {
+		// A background stream's next request.
+		f.nextID++
+		f.waiting = append(f.waiting, &fakeReq{id: f.nextID, prompt: f.otherPrompt, out: f.streamOut(), arrival: t, background: true, stream: true})
+	}
 	return last
 }
 
@@ -157,7 +188,7 @@ func (f *fakeServer) Step(until time.Time) time.Time {
 		return f.now
 	}
 	switch f.law {
-	case "square":
+	case "square", "linear":
 		prefill := 0
 		for _, r := range f.running {
 			if !r.prefilled {
@@ -166,7 +197,11 @@ func (f *fakeServer) Step(until time.Time) time.Time {
 			}
 		}
 		n := float64(len(f.running))
-		f.now = f.now.Add(time.Duration((f.a + f.b*float64(prefill) + f.c*n*n) * float64(time.Millisecond)))
+		step := f.a + f.b*float64(prefill) + f.c*n*n
+		if f.law == "linear" {
+			step = (f.a + f.b*float64(prefill) + f.c*n) * (1 + f.jitter*(2*f.rand()-1))
+		}
+		f.now = f.now.Add(time.Duration(step * float64(time.Millisecond)))
 		keep := f.running[:0]
 		for _, r := range f.running {
 			if !f.emit(r, f.now) {

@@ -48,14 +48,10 @@ func TestCalibrationPulseTellsTheSplit(t *testing.T) {
 	if _, again := PlanPulse(&pulsed.Run); again {
 		t.Error("a second pulse planned within PulseEvery of the first")
 	}
-	for _, p := range pulsed.Run.Pulses {
-		t.Logf("pulse %v–%v: %s", p.From, p.To, p.Reason)
-	}
 	after, err := fitStep(&pulsed.Run)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("after: %+v; unknown %v", after.costs.coef, after.Unknown)
 	if !after.costs.splitTold() || after.costs.maxBatch-after.costs.minBatch < 40 {
 		t.Fatalf("after the pulse: batch %.0f–%.0f, split told %v (%s)", after.costs.minBatch, after.costs.maxBatch, after.costs.splitTold(), after.Source)
 	}
@@ -112,5 +108,44 @@ func TestReplayHoldsTokentopsClassesInAPulse(t *testing.T) {
 	}
 	if inHold != 0 || after == 0 {
 		t.Errorf("%d requests sent in the hold and %d after it, want none and some", inHold, after)
+	}
+}
+
+// The calibration pulse on a server the twin was not built from (the
+// test's own fake, its own scheduler and metrics): a continuous batch of
+// 10 ms + 0.03 ms a prompt token + 0.2 ms a sequence, each step off by up
+// to ±15%, held near 340 sequences by 300 closed-loop streams of its own
+// users, no queue. Without a pulse the run does not tell the fixed cost
+// from the per-sequence cost, and the planner, which knows nothing of the
+// fake, sends one: tokentop's ~50 requests in flight drain, and the split
+// is told, near the fake's.
+func TestCalibrationPulseOnAnotherServer(t *testing.T) {
+	server := func() *fakeServer {
+		return &fakeServer{law: "linear", a: 10, b: 0.03, c: 0.2, jitter: 0.15, slots: 512, now: sessionStart, rngState: 88172645463325252,
+			otherStreams: 300, otherPrompt: 100, otherOut: 600}
+	}
+	classes := demoClasses()
+	still := session(t, server(), classes, 3*time.Minute, 1)
+	if before, _ := fitStep(&still.Run); before.costs.splitTold() {
+		t.Fatalf("the fake's flat batch told the split without a pulse (%s): the test no longer needs one", before.Source)
+	}
+	if _, ok := PlanPulse(&still.Run); !ok {
+		t.Fatal("no pulse planned on the fake's flat batch")
+	}
+	pulsed := pulsingSession(t, server(), classes, 3*time.Minute, 1)
+	if len(pulsed.Run.Pulses) != 1 {
+		t.Fatalf("pulses %+v, want one", pulsed.Run.Pulses)
+	}
+	after, err := fitStep(&pulsed.Run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := after.costs
+	t.Logf("after the pulse: %.2f ms + %.4f ms/prompt token + %.3f ms/seq, batch %.0f–%.0f, unknown %v", after.BaseMs, after.PerPrefillTokenMs, after.PerSequenceMs, c.minBatch, c.maxBatch, after.Unknown)
+	if !c.splitTold() {
+		t.Fatalf("after the pulse the split is not told: %v", after.Unknown)
+	}
+	if e := after.PerSequenceMs/0.2 - 1; e < -0.2 || e > 0.2 {
+		t.Errorf("per-sequence cost %.3f ms against the fake's 0.2", after.PerSequenceMs)
 	}
 }
