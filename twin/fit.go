@@ -83,15 +83,15 @@ const (
 // time, or costs no server has, declines the twin; a cost the run does not
 // tell leaves only the predictions that depend on it unknown.
 func fitStep(v *metrics.View) (StepFit, error) {
-	xs, basis := stepObservations(stepIntervals(v))
+	xs, basis, window := stepObservations(stepIntervals(v))
 	if len(xs) < minStepIntervals {
 		return StepFit{}, fmt.Errorf("the step-time model needs the server's prompt-token counter, its running gauge and a step time (its ITL histogram or the client's gaps) over at least %d scrape intervals", minStepIntervals)
 	}
 	c := fitStepCosts(xs)
 	s := StepFit{BaseMs: c.coef[0], PerPrefillTokenMs: c.coef[1], PerSequenceMs: c.coef[2], PerSequence2Ms: c.coef[4],
-		R2: c.r2, Intervals: c.n, Basis: basis, BatchFlat: c.batchFlat, Unknown: c.unknown(), costs: c,
-		Source: fmt.Sprintf("least squares over %d scrape intervals (%s; each interval's batch the mean of the running gauge at its two ends), no cost negative; told: %s",
-			c.n, basis, toldText(c))}
+		R2: c.r2, Intervals: c.n * window, Basis: basis, BatchFlat: c.batchFlat, Unknown: c.unknown(), costs: c,
+		Source: fmt.Sprintf("least squares over %d %s (%s; each interval's batch the mean of the running gauge at its two ends), no cost negative; told: %s",
+			c.n, windowText(window), basis, toldText(c))}
 	switch {
 	case c.r2 < minR2 && c.rms > toldShare*c.meanStep && c.lag1 > 2/math.Sqrt(float64(c.n)):
 		// Little of the variance explained matters only where there is
@@ -110,6 +110,14 @@ func fitStep(v *metrics.View) (StepFit, error) {
 		return s, fmt.Errorf("the fitted step costs (%.3g ms + %.3g ms/prompt token + %.3g ms/sequence) give the measured steps no time", c.coef[0], c.coef[1], c.coef[2])
 	}
 	return s, nil
+}
+
+// windowText names the step fit's observations.
+func windowText(window int) string {
+	if window > 1 {
+		return fmt.Sprintf("windows of %d scrape intervals", window)
+	}
+	return "scrape intervals"
 }
 
 // toldText lists the costs the run tells, with their 95% intervals.

@@ -62,7 +62,7 @@ func PlanPulse(v *metrics.View) (PulsePlan, bool) {
 			return PulsePlan{}, false
 		}
 	}
-	xs, _ := stepObservations(stepIntervals(v))
+	xs, _, _ := stepObservations(stepIntervals(v))
 	if len(xs) < minStepIntervals {
 		return PulsePlan{}, false
 	}

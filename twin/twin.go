@@ -135,7 +135,7 @@ const warmS = 60.0
 // p99s: the p99 of the few hundred requests of a 5-minute window is as
 // much the sample's as the server's (the pair test shows it).
 var PredictionBounds = map[string]float64{
-	"ttft_p95": 0.7, "itl_p95": 0.45, "e2e_p95": 0.3, "output_tokens_per_s": 0.3,
+	"ttft_p95": 0.75, "itl_p95": 0.45, "e2e_p95": 0.25, "output_tokens_per_s": 0.3,
 }
 
 // minGapStreams is the fewest finished streams whose gaps a class's ITL
