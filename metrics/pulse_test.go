@@ -66,3 +66,17 @@ func TestPulseIntervalsOutliveTheLastOnes(t *testing.T) {
 		t.Errorf("%d pulse intervals kept past PulseIntervalsKept", len(ivs))
 	}
 }
+
+// The run's server view keeps the running gauge of its first scrape (the
+// twin tells from it whether the server was idle when tokentop began).
+func TestRunningAtStartIsTheFirstScrapes(t *testing.T) {
+	a := newTestAggregator()
+	for sec, running := range []float64{3, 40, 45} {
+		at := t0.Add(time.Duration(sec) * time.Second)
+		a.addScrape(&observe.Scrape{At: at, Sample: &prom.Sample{At: at, Signals: map[string]*float64{prom.SignalRunning: new(running)}}})
+	}
+	snap := a.Tick(t0.Add(3 * time.Second))
+	if r := snap.Run.Server.RunningAtStart; r == nil || *r != 3 {
+		t.Errorf("running at the run's start %v, want 3", r)
+	}
+}

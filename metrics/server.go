@@ -32,6 +32,10 @@ type serverAccum struct {
 	hasSpec                   bool
 	kvFail                    float64
 	hasKVFail                 bool
+	// firstRunning is the running gauge at the span's first scrape that
+	// read one (hasFirstRunning).
+	firstRunning    float64
+	hasFirstRunning bool
 }
 
 func newServerAccum(c *spanConfig) accumulator {
@@ -56,6 +60,9 @@ func (s *serverAccum) addScrape(prev, cur *prom.Sample) {
 	if v, ok := cur.Running(); ok {
 		s.running.add(v)
 		s.runningTrend.add(cur.At, v)
+		if !s.hasFirstRunning {
+			s.firstRunning, s.hasFirstRunning = v, true
+		}
 	}
 	if v, ok := cur.KVUsage(); ok {
 		s.kv.add(v)
@@ -138,6 +145,11 @@ func cloneHist(h prom.Histogram) prom.Histogram {
 
 func (s *serverAccum) merge(acc accumulator) {
 	o := acc.(*serverAccum)
+	if !s.hasFirstRunning {
+		// The first slot merged that read one keeps it (slots are opened,
+		// and merged, in time order).
+		s.firstRunning, s.hasFirstRunning = o.firstRunning, o.hasFirstRunning
+	}
 	s.scrapes += o.scrapes
 	s.queue.merge(o.queue)
 	s.running.merge(o.running)
@@ -180,6 +192,9 @@ func (s *serverAccum) stats(profile, variant string, scrapeOK bool, last *prom.S
 		QueueDepth: gaugeStats(s.queue, &s.queueTrend, last, (*prom.Sample).QueueDepth),
 		Running:    gaugeStats(s.running, &s.runningTrend, last, (*prom.Sample).Running),
 		KVUsage:    gaugeStats(s.kv, &s.kvTrend, last, (*prom.Sample).KVUsage),
+	}
+	if s.hasFirstRunning {
+		st.RunningAtStart = new(s.firstRunning)
 	}
 	rate := func(v float64, has bool) *float64 {
 		if !has || s.counterSeconds <= 0 {

@@ -294,12 +294,17 @@ type PathStats struct {
 
 // ServerStats come from the server's /metrics.
 type ServerStats struct {
-	Profile              string
-	Variant              string
-	ScrapeOK             bool
-	Scrapes              int64
-	QueueDepth           GaugeStats
-	Running              GaugeStats
+	Profile    string
+	Variant    string
+	ScrapeOK   bool
+	Scrapes    int64
+	QueueDepth GaugeStats
+	Running    GaugeStats
+	// RunningAtStart is the running gauge at the span's first scrape:
+	// for the run, before or as tokentop's own requests began (the twin
+	// tells from it whether the server's other traffic was already
+	// running then). Nil where the server has no running gauge.
+	RunningAtStart       *float64
 	KVUsage              GaugeStats // 0..1
 	PreemptionsPerS      *float64
 	PromptTokensPerS     *float64

@@ -132,10 +132,11 @@ func pulseHolds(v *metrics.View, warm, span float64) []hold {
 // tenth fewer tokens than their steady state). The replay's window is the
 // run's last span seconds, so a class began run − span seconds before it,
 // or in the warm-up. A closed loop's streams start at once, with no ramp.
-// The self-check replays it; predictions are the steady state's.
+// The self-check replays it; predictions are the steady state's. A server
+// idle when tokentop began (othersWarmAtStart) gets no such hold.
 func (b *builder) coldStart(sources []Source) []Source {
 	start := b.warm - math.Max(b.v.Span.Seconds()-b.span, 0)
-	if start <= 0 {
+	if start <= 0 || !b.othersWarmAtStart() {
 		return sources
 	}
 	out := slices.Clone(sources)
@@ -145,6 +146,30 @@ func (b *builder) coldStart(sources []Source) []Source {
 		}
 	}
 	return out
+}
+
+// othersWarmAtStart says whether the server's other traffic was running
+// when tokentop began: the server was not idle at the run's first scrape
+// (its running gauge then at least 1 and a tenth of the run's median less
+// tokentop's own requests in flight; one gauge reading says little more
+// than idle or not). Where it was not (the server, or
+// its users, started with tokentop), every source ramped with tokentop's
+// and holding tokentop's alone would make the replay's start less like
+// the run's, not more: the replay is then the steady state throughout.
+// Unknown (no gauge) counts as warm, the usual case of a server under
+// load.
+func (b *builder) othersWarmAtStart() bool {
+	srv := &b.v.Server
+	if srv.RunningAtStart == nil || srv.Running.Count == 0 {
+		return true
+	}
+	// The run's median holds tokentop's own requests too; the first
+	// scrape, taken as tokentop began, does not.
+	others := srv.Running.P50
+	if p := b.v.Probe.Footprint.ProbeInFlight; p != nil {
+		others -= *p
+	}
+	return *srv.RunningAtStart >= math.Max(1, 0.1*others)
 }
 
 // heldTill is the end of the hold at t, if t falls in one.

@@ -149,3 +149,27 @@ func TestCalibrationPulseOnAnotherServer(t *testing.T) {
 		t.Errorf("per-sequence cost %.3f ms against the fake's 0.2", after.PerSequenceMs)
 	}
 }
+
+// The self-check holds tokentop's open classes for their cold start only
+// where the server's other traffic was running when tokentop began: a
+// server idle then ramped with tokentop, and the replay stays steady.
+func TestColdStartOnlyWhereTheOthersWereRunning(t *testing.T) {
+	inFlight := 50.0
+	b := &builder{v: &metrics.View{Span: 3 * time.Minute}, warm: 60, span: 180}
+	b.v.Probe.Footprint.ProbeInFlight = &inFlight
+	b.v.Server.Running = metrics.GaugeStats{Count: 180, P50: 80}
+	src := []Source{{Name: "interactive", Probe: true, Process: ProcPoisson, Rate: 1}, {Name: "batch", Probe: true, Process: ProcClosed, N: 2}}
+	for _, tc := range []struct {
+		atStart float64
+		held    bool
+	}{{30, true}, {0, false}, {2, false}} {
+		b.v.Server.RunningAtStart = &tc.atStart
+		out := b.coldStart(src)
+		if got := len(out[0].holds) == 1 && out[0].holds[0] == (hold{0, 60}); got != tc.held {
+			t.Errorf("running %v at the start: open class held %v (%+v), want %v", tc.atStart, got, out[0].holds, tc.held)
+		}
+		if len(out[1].holds) != 0 || len(src[0].holds) != 0 {
+			t.Errorf("a closed loop held, or the caller's sources changed: %+v %+v", out[1].holds, src[0].holds)
+		}
+	}
+}
