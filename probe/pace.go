@@ -17,19 +17,9 @@ func (r *Runner) throttled(intended time.Time) {
 		Err: &observe.Error{Kind: observe.ErrThrottled, Msg: "not sent: the server asked with Retry-After to pause"}})
 }
 
-func (r *Runner) pause(till time.Time) {
-	r.mu.Lock()
-	if till.After(r.pauseTill) {
-		r.pauseTill = till
-	}
-	r.mu.Unlock()
-}
+func (r *Runner) pause(till time.Time) { r.later(&r.pauseTill, till) }
 
-func (r *Runner) pausedUntil() time.Time {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.pauseTill
-}
+func (r *Runner) pausedUntil() time.Time { return r.read(&r.pauseTill) }
 
 func (r *Runner) paused(t time.Time) bool { return t.Before(r.pausedUntil()) }
 
@@ -38,18 +28,24 @@ func (r *Runner) paused(t time.Time) bool { return t.Before(r.pausedUntil()) }
 // due in a hold is not sent and leaves no trace (the server did not
 // refuse it; tokentop chose not to offer it); a closed-loop worker waits.
 // Requests in flight run on.
-func (r *Runner) Hold(till time.Time) {
+func (r *Runner) Hold(till time.Time) { r.later(&r.holdTill, till) }
+
+func (r *Runner) heldUntil() time.Time { return r.read(&r.holdTill) }
+
+// later moves *t, guarded by r.mu, to till where till is later.
+func (r *Runner) later(t *time.Time, till time.Time) {
 	r.mu.Lock()
-	if till.After(r.holdTill) {
-		r.holdTill = till
+	if till.After(*t) {
+		*t = till
 	}
 	r.mu.Unlock()
 }
 
-func (r *Runner) heldUntil() time.Time {
+// read is *t, guarded by r.mu.
+func (r *Runner) read(t *time.Time) time.Time {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.holdTill
+	return *t
 }
 
 // rateLimiter is a GCRA token bucket: at most rate units per second, with
