@@ -111,6 +111,12 @@ type TwinSelfCheck struct {
 	TTFTP95Err          *float64 `json:"ttft_p95_err"`
 	ITLP95Err           *float64 `json:"itl_p95_err"`
 	OutputTokensPerSErr *float64 `json:"output_tokens_per_s_err"`
+	// Addition (self-check only): the error each figure's own spread
+	// between the twin's replays allows; an error beyond the bound but
+	// within it is not a miss.
+	TTFTP95Spread          *float64 `json:"ttft_p95_spread,omitempty"`
+	ITLP95Spread           *float64 `json:"itl_p95_spread,omitempty"`
+	OutputTokensPerSSpread *float64 `json:"output_tokens_per_s_spread,omitempty"`
 }
 
 // TwinCandidate is one change and its prediction.
@@ -180,14 +186,14 @@ func writeTwin(b *strings.Builder, r *Report) {
 		fmt.Fprintf(b, "Not told: %s.\n\n", inline(u))
 	}
 	if t.Reliable {
-		fmt.Fprintf(b, "Self-check: the twin replays the measured configuration within %s of every measured figure it checks.\n\n", pct(t.SelfCheckBound))
+		fmt.Fprintf(b, "Self-check: the twin replays the measured configuration within %s of every measured figure it checks, or within the figure's own spread between its replays (± in brackets: what one window of the same server may differ by).\n\n", pct(t.SelfCheckBound))
 	} else {
-		fmt.Fprintf(b, "> **Unreliable:** the twin's replay of the measured configuration is further than %s from a measured figure; its predictions are shown but not to be relied on.\n\n", pct(t.SelfCheckBound))
+		fmt.Fprintf(b, "> **Unreliable:** the twin's replay of the measured configuration is further than %s, and further than the figure's own spread between its replays (± in brackets), from a measured figure; its predictions are shown but not to be relied on.\n\n", pct(t.SelfCheckBound))
 	}
 	table(b, []string{"self-check", "TTFT p95 err", "ITL p95 err", "output tok/s err"})
 	for _, name := range slices.Sorted(maps.Keys(t.SelfCheck)) {
 		sc := t.SelfCheck[name]
-		row(b, cell(name), errCell(sc.TTFTP95Err), errCell(sc.ITLP95Err), errCell(sc.OutputTokensPerSErr))
+		row(b, cell(name), spreadCell(sc.TTFTP95Err, sc.TTFTP95Spread), spreadCell(sc.ITLP95Err, sc.ITLP95Spread), spreadCell(sc.OutputTokensPerSErr, sc.OutputTokensPerSSpread))
 	}
 	b.WriteString("\n")
 	table(b, []string{"change", "source", "class", "TTFT p95/p99", "ITL p95/p99", "E2E p95", "output tok/s", "goodput", "SLO", "reliable"})
@@ -267,6 +273,14 @@ func paramCell(p TwinParam) string {
 	return count(*p.Value)
 }
 
+// spreadCell is a self-check error with the spread it is judged against.
+func spreadCell(v, spread *float64) string {
+	if v == nil || spread == nil {
+		return errCell(v)
+	}
+	return fmt.Sprintf("%s (±%.0f%%)", errCell(v), 100**spread)
+}
+
 func errCell(v *float64) string {
 	if v == nil {
 		return "–"
@@ -309,7 +323,8 @@ func TwinSection(r *twin.Result) *Twin {
 		t.Fit.Load = append(t.Fit.Load, l)
 	}
 	for name, sc := range r.SelfCheck {
-		t.SelfCheck[name] = TwinSelfCheck{TTFTP95Err: sc.TTFTP95Err, ITLP95Err: sc.ITLP95Err, OutputTokensPerSErr: sc.OutputTokensPerSErr}
+		t.SelfCheck[name] = TwinSelfCheck{TTFTP95Err: sc.TTFTP95Err, ITLP95Err: sc.ITLP95Err, OutputTokensPerSErr: sc.OutputTokensPerSErr,
+			TTFTP95Spread: sc.TTFTP95Spread, ITLP95Spread: sc.ITLP95Spread, OutputTokensPerSSpread: sc.OutputTokensPerSSpread}
 	}
 	for name, m := range r.Measured {
 		t.Measured[name] = twinFigures(m, name == twin.OtherName)

@@ -19,7 +19,10 @@ func fixtureTwin() *Twin {
 			KVTokens:    TwinParam{nil, "unknown: KV usage above 5% in 2 intervals, fewer than 8; preemption is not modelled"},
 			TokenBudget: TwinParam{new(1024.0), "calibrated"}, Chunked: TwinParam{new(1.0), "calibrated"}, Priority: TwinParam{new(0.0), "assumed off"},
 			Load: []TwinLoad{{Name: "interactive", Kind: "interactive", Probe: true, Process: "poisson", RatePerS: new(2.0), PromptTokensMedian: 700, OutputTokensMedian: 256, Source: "tokentop's class as configured"}}},
-		SelfCheck: map[string]TwinSelfCheck{"interactive": {new(0.08), new(-0.03), new(0.02)}, "other": {nil, nil, new(-0.04)}},
+		SelfCheck: map[string]TwinSelfCheck{
+			// TTFT p95 beyond the bound, within its spread between replays.
+			"interactive": {TTFTP95Err: new(0.31), ITLP95Err: new(-0.03), OutputTokensPerSErr: new(0.02), TTFTP95Spread: new(0.62), ITLP95Spread: new(0.05), OutputTokensPerSSpread: new(0.04)},
+			"other":       {OutputTokensPerSErr: new(-0.04), OutputTokensPerSSpread: new(0.03)}},
 		Candidates: []TwinCandidate{{Change: "priority=on", Source: "diagnosis", Rule: &rule, Reliable: true,
 			Predicted: map[string]TwinFigures{"interactive": {TTFTMs: pcts(120, 480, 700), ITLMs: pcts(60, 72, 80), E2EMs: TwinP95{new(16500.0)}, OutputTokensPerS: 500, GoodputRatio: new(0.97), SLOPass: &yes}}}},
 		Capacity:       TwinCapacity{CurrentInteractiveRPS: new(0.9), Candidates: map[string]*float64{"priority=on": new(6.5)}, Note: "interactive-shaped requests"},
@@ -35,7 +38,7 @@ func TestTwinMarkdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	md := b.String()
-	for _, want := range []string{"## What-if (twin)", "| priority=on | diagnosis | interactive | 480 / 700 ", "+8%", "now 0.9 req/s; priority=on: 6.5 req/s", "max-num-seqs: 64"} {
+	for _, want := range []string{"## What-if (twin)", "| priority=on | diagnosis | interactive | 480 / 700 ", "| interactive | +31% (±62%) | -3% (±5%) |", "now 0.9 req/s; priority=on: 6.5 req/s", "max-num-seqs: 64"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md[strings.Index(md, "## What-if"):])
 		}

@@ -65,9 +65,9 @@ func (r *renderer) twinView(bodyH int) []string {
 			out = append(out, r.t.dim(fit(fmt.Sprintf("  calibration pulse at %s, held %s: %s", p.Start.Format("15:04:05"), fmtDur(p.To-p.From), p.Reason), r.w)))
 		}
 	}
-	verdict := r.t.ok(fmt.Sprintf("reliable: the replay of now is within %.0f%% of what was measured", 100*res.SelfCheckBound))
+	verdict := r.t.ok(fmt.Sprintf("reliable: the replay of now is within %.0f%% of what was measured, or within a figure's own spread between replays (±)", 100*res.SelfCheckBound))
 	if !res.Reliable {
-		verdict = r.t.bad(fmt.Sprintf("UNRELIABLE: the replay of now is more than %.0f%% off what was measured", 100*res.SelfCheckBound))
+		verdict = r.t.bad(fmt.Sprintf("UNRELIABLE: the replay of now is more than %.0f%%, and more than a figure's own spread (±), off what was measured", 100*res.SelfCheckBound))
 	}
 	out = append(out, fit("  "+verdict, r.w), "")
 	cols := []int{36, 14, 10, 10, 9, 12, 9, 6} // the last, err or source, as long as it is
@@ -87,7 +87,7 @@ func (r *renderer) twinView(bodyH int) []string {
 		m := res.Measured[name]
 		sc := res.SelfCheck[name]
 		out = append(out, fit(row([]string{"  now (at fit)", name, msText(m.TTFT.P95, name), msText(m.TTFT.P99, name), msText(m.ITL.P95, name),
-			fmt.Sprintf("%.0f", m.OutputTokensPerS), ratioText(m.GoodputRatio), passText(m.SLOPass), errText(sc)}, cols), r.w))
+			fmt.Sprintf("%.0f", m.OutputTokensPerS), ratioText(m.GoodputRatio), passText(m.SLOPass), errText(sc, res.SelfCheckBound)}, cols), r.w))
 		if cs := live.Class(name); cs != nil && !r.st.RunView {
 			out = append(out, r.t.dim(fit(row([]string{"  now (live)", name, msText(cs.TTFT.P95, name), msText(cs.TTFT.P99, name), msText(cs.ITL.P95, name),
 				fmt.Sprintf("%.0f", cs.Throughput.OutputTokensPerS), "", "", ""}, cols), r.w)))
@@ -233,20 +233,24 @@ func passText(p *bool) string {
 	return "FAIL"
 }
 
-func errText(sc twin.SelfCheck) string {
+func errText(sc twin.SelfCheck, bound float64) string {
 	worst := 0.0
+	var spread *float64
 	seen := false
-	for _, e := range []*float64{sc.TTFTP95Err, sc.ITLP95Err, sc.OutputTokensPerSErr} {
-		if e != nil && (!seen || math.Abs(*e) > math.Abs(worst)) {
-			worst, seen = *e, true
+	for _, f := range [][2]*float64{{sc.TTFTP95Err, sc.TTFTP95Spread}, {sc.ITLP95Err, sc.ITLP95Spread}, {sc.OutputTokensPerSErr, sc.OutputTokensPerSSpread}} {
+		if e := f[0]; e != nil && (!seen || math.Abs(*e) > math.Abs(worst)) {
+			worst, spread, seen = *e, f[1], true
 		}
 	}
 	if !seen {
 		return dash
 	}
+	if spread != nil && math.Abs(worst) > bound {
+		// Beyond the bound: the spread it was judged against.
+		return fmt.Sprintf("%+.0f%% (±%.0f%%)", 100*worst, 100**spread)
+	}
 	return fmt.Sprintf("%+.0f%%", 100*worst)
 }
-
 func rpsText(v *float64) string {
 	if v == nil {
 		return "none"

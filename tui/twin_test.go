@@ -26,15 +26,16 @@ func TestTwinView(t *testing.T) {
 	cap32 := 32
 	name := snap.Live.Classes[0].Name
 	res := &twin.Result{Reliable: true, SelfCheckBound: 0.25, Names: []string{name}, Runs: 40,
-		Measured:  map[string]twin.Figures{name: {TTFT: twin.Pcts{P50: 800, P95: 4800, P99: 5200}, ITL: twin.Pcts{P95: 70}, OutputTokensPerS: 300}},
-		SelfCheck: map[string]twin.SelfCheck{name: {TTFTP95Err: new(0.08)}},
+		Measured: map[string]twin.Figures{name: {TTFT: twin.Pcts{P50: 800, P95: 4800, P99: 5200}, ITL: twin.Pcts{P95: 70}, OutputTokensPerS: 300}},
+		// TTFT p95 beyond the bound, within its own spread between replays.
+		SelfCheck: map[string]twin.SelfCheck{name: {TTFTP95Err: new(0.4), TTFTP95Spread: new(0.9), ITLP95Err: new(0.08), ITLP95Spread: new(0.1)}},
 		Candidates: []twin.Candidate{{Change: twin.Change{Priority: &on}, Source: "diagnosis", Reliable: true,
 			Predicted: map[string]twin.Figures{name: {TTFT: twin.Pcts{P95: 650, P99: 700}, ITL: twin.Pcts{P95: 60}, OutputTokensPerS: 310, SLOPass: &pass}}},
 			{Change: twin.Change{MaxNumSeqs: &cap32}, Source: "user", Note: "extrapolated: the batch changes"}},
 		Capacity: twin.Capacity{Class: name, CurrentRPS: new(0.9), Candidates: map[string]*float64{"priority=on": new(6.5)}}}
 	m, _ = m.Update(TwinMsg{Result: res, At: snap.At, Took: 700 * time.Millisecond})
 	v := m.View()
-	for _, want := range []string{"what-if", "reliable: the replay of now is within 25%", "priority=on", "650 ms", "4.8 s", "+8%", "now 0.9 · priority=on 6.5", "max-num-seqs=32: extrapolated"} {
+	for _, want := range []string{"what-if", "reliable: the replay of now is within 25%", "priority=on", "650 ms", "4.8 s", "+40% (±90%)", "now 0.9 · priority=on 6.5", "max-num-seqs=32: extrapolated"} {
 		if !strings.Contains(v, want) {
 			t.Errorf("twin view lacks %q:\n%s", want, v)
 		}

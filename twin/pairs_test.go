@@ -338,13 +338,17 @@ func selfCheckLine(r *Result) string {
 	var parts []string
 	for _, name := range r.Names {
 		sc := r.SelfCheck[name]
-		f := func(p *float64) string {
+		// An error beyond the bound shows the spread it was judged by.
+		f := func(p, spread *float64) string {
 			if p == nil {
 				return "-"
 			}
+			if spread != nil && math.Abs(*p) > SelfCheckBound {
+				return fmt.Sprintf("%+.0f%%(±%.0f%%)", 100**p, 100**spread)
+			}
 			return fmt.Sprintf("%+.0f%%", 100**p)
 		}
-		parts = append(parts, fmt.Sprintf("%s ttft %s itl %s tok/s %s", name, f(sc.TTFTP95Err), f(sc.ITLP95Err), f(sc.OutputTokensPerSErr)))
+		parts = append(parts, fmt.Sprintf("%s ttft %s itl %s tok/s %s", name, f(sc.TTFTP95Err, sc.TTFTP95Spread), f(sc.ITLP95Err, sc.ITLP95Spread), f(sc.OutputTokensPerSErr, sc.OutputTokensPerSSpread)))
 	}
 	return strings.Join(parts, " | ")
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tokentop/tokentop/config"
 	"github.com/tokentop/tokentop/diagnose"
+	"github.com/tokentop/tokentop/metrics"
 	"github.com/tokentop/tokentop/sim"
 )
 
@@ -99,17 +100,8 @@ func TestTwinDemoScenarios(t *testing.T) {
 	for _, name := range sickScenarios {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			k, err := sim.Scenario(name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			classes := demoClasses()
-			v, err := sim.NewVirtual(k, sessionStart)
-			if err != nil {
-				t.Fatal(err)
-			}
 			// tokentop's probe as it runs by default: calibration pulses on.
-			snap := pulsingSession(t, simEngine{v}, classes, window, 1)
+			k, classes, snap := demoScenarioSession(t, name, window, true)
 			for _, p := range snap.Run.Pulses {
 				t.Logf("   calibration pulse %v–%v: %s", p.From, p.To, p.Reason)
 			}
@@ -182,4 +174,21 @@ func TestTwinDemoScenarios(t *testing.T) {
 			}
 		})
 	}
+}
+
+// demoScenarioSession runs the demo's classes against scenario name in
+// virtual time for window, with tokentop's calibration pulses or without,
+// and returns the scenario's knobs, the classes and the last snapshot.
+func demoScenarioSession(t *testing.T, name string, window time.Duration, pulses bool) (sim.Knobs, []config.Class, *metrics.Snapshot) {
+	t.Helper()
+	k, err := sim.Scenario(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	classes := demoClasses()
+	v, err := sim.NewVirtual(k, sessionStart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k, classes, runSession(t, simEngine{v}, classes, window, 1, pulses)
 }

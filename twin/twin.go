@@ -57,6 +57,14 @@ type SelfCheck struct {
 	TTFTP95Err          *float64
 	ITLP95Err           *float64
 	OutputTokensPerSErr *float64
+	// The Spread fields are the error each figure's own sampling allows
+	// (spread.go): how far a pooled replay and one measured window of a
+	// server the twin has right may differ, from the figure's spread
+	// between the replays. An error within it is not a miss. Nil where
+	// not measured, and on a scorecard.
+	TTFTP95Spread          *float64
+	ITLP95Spread           *float64
+	OutputTokensPerSSpread *float64
 }
 
 // Candidate is one what-if and its prediction.
@@ -351,11 +359,13 @@ func (b *builder) fitKVCache(best *runOut) error {
 // figure, the twin is unreliable.
 func (b *builder) selfCheck() error {
 	r := b.res
-	b.res.Runs += replays
-	baseOut, err := simulatePooled(b.srv, b.coldStart(b.sources), b.classes, b.warm, b.span, b.seed, replays)
+	b.res.Runs += selfCheckReplays
+	outs, err := simulateReplicates(b.srv, b.coldStart(b.sources), b.classes, b.warm, b.span, b.seed, selfCheckReplays)
 	if err != nil {
 		return err
 	}
+	spreads := b.figureSpreads(outs)
+	baseOut := pool(outs)
 	base := b.figures(baseOut)
 	b.baselineTop = highRunning(baseOut)
 	b.baselineBatch = runningQuantile(baseOut, 0.5)
@@ -364,22 +374,21 @@ func (b *builder) selfCheck() error {
 	for _, name := range r.Names {
 		m, p := r.Measured[name], base[name]
 		var sc SelfCheck
+		sp := spreads[name]
 		if name != OtherName {
 			if cs := b.v.Class(name); cs != nil && cs.TTFT.Count >= minSamples {
-				sc.TTFTP95Err = relErr(p.TTFT.P95, m.TTFT.P95)
+				sc.TTFTP95Err, sc.TTFTP95Spread = relErr(p.TTFT.P95, m.TTFT.P95), sp.TTFTP95Spread
 			}
 			if cs := b.v.Class(name); cs != nil && cs.ITL.Count >= minSamples && cs.Completed >= minGapStreams {
-				sc.ITLP95Err = relErr(p.ITL.P95, m.ITL.P95)
+				sc.ITLP95Err, sc.ITLP95Spread = relErr(p.ITL.P95, m.ITL.P95), sp.ITLP95Spread
 			}
 		}
 		if cs := b.v.Class(name); m.OutputTokensPerS > 0 && (name == OtherName || cs != nil && cs.Completed >= minThroughputRequests) {
-			sc.OutputTokensPerSErr = relErr(p.OutputTokensPerS, m.OutputTokensPerS)
+			sc.OutputTokensPerSErr, sc.OutputTokensPerSSpread = relErr(p.OutputTokensPerS, m.OutputTokensPerS), sp.OutputTokensPerSSpread
 		}
 		r.SelfCheck[name] = sc
-		for _, e := range []*float64{sc.TTFTP95Err, sc.ITLP95Err, sc.OutputTokensPerSErr} {
-			if e != nil && math.Abs(*e) > SelfCheckBound {
-				r.Reliable = false
-			}
+		if sc.Missed(SelfCheckBound) {
+			r.Reliable = false
 		}
 	}
 	return nil
