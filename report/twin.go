@@ -186,9 +186,9 @@ func writeTwin(b *strings.Builder, r *Report) {
 		fmt.Fprintf(b, "Not told: %s.\n\n", inline(u))
 	}
 	if t.Reliable {
-		fmt.Fprintf(b, "Self-check: the twin replays the measured configuration within %s of every measured figure it checks, or within the figure's own spread between its replays (± in brackets: what one window of the same server may differ by).\n\n", pct(t.SelfCheckBound))
+		fmt.Fprintf(b, "Self-check: the twin replays the measured configuration within %s of every measured figure it checks, or within the figure's own spread between its replays (in brackets: the errors that spread allows below and above, as one window of the same server may differ).\n\n", pct(t.SelfCheckBound))
 	} else {
-		fmt.Fprintf(b, "> **Unreliable:** the twin's replay of the measured configuration is further than %s, and further than the figure's own spread between its replays (± in brackets), from a measured figure; its predictions are shown but not to be relied on.\n\n", pct(t.SelfCheckBound))
+		fmt.Fprintf(b, "> **Unreliable:** the twin's replay of the measured configuration is further than %s, and further than the figure's own spread between its replays (in brackets), from a measured figure; its predictions are shown but not to be relied on.\n\n", pct(t.SelfCheckBound))
 	}
 	table(b, []string{"self-check", "TTFT p95 err", "ITL p95 err", "output tok/s err"})
 	for _, name := range slices.Sorted(maps.Keys(t.SelfCheck)) {
@@ -278,7 +278,8 @@ func spreadCell(v, spread *float64) string {
 	if v == nil || spread == nil {
 		return errCell(v)
 	}
-	return fmt.Sprintf("%s (±%.0f%%)", errCell(v), 100**spread)
+	lo, hi := twin.SpreadRange(*spread)
+	return fmt.Sprintf("%s (%+.0f%%…%+.0f%%)", errCell(v), 100*lo, 100*hi)
 }
 
 func errCell(v *float64) string {

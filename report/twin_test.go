@@ -38,7 +38,7 @@ func TestTwinMarkdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	md := b.String()
-	for _, want := range []string{"## What-if (twin)", "| priority=on | diagnosis | interactive | 480 / 700 ", "| interactive | +31% (±62%) | -3% (±5%) |", "now 0.9 req/s; priority=on: 6.5 req/s", "max-num-seqs: 64"} {
+	for _, want := range []string{"## What-if (twin)", "| priority=on | diagnosis | interactive | 480 / 700 ", "| interactive | +31% (-38%…+62%) | -3% (-5%…+5%) |", "now 0.9 req/s; priority=on: 6.5 req/s", "max-num-seqs: 64"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md[strings.Index(md, "## What-if"):])
 		}

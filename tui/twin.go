@@ -65,9 +65,9 @@ func (r *renderer) twinView(bodyH int) []string {
 			out = append(out, r.t.dim(fit(fmt.Sprintf("  calibration pulse at %s, held %s: %s", p.Start.Format("15:04:05"), fmtDur(p.To-p.From), p.Reason), r.w)))
 		}
 	}
-	verdict := r.t.ok(fmt.Sprintf("reliable: the replay of now is within %.0f%% of what was measured, or within a figure's own spread between replays (±)", 100*res.SelfCheckBound))
+	verdict := r.t.ok(fmt.Sprintf("reliable: the replay of now is within %.0f%% of what was measured, or within a figure's own spread between replays (in brackets)", 100*res.SelfCheckBound))
 	if !res.Reliable {
-		verdict = r.t.bad(fmt.Sprintf("UNRELIABLE: the replay of now is more than %.0f%%, and more than a figure's own spread (±), off what was measured", 100*res.SelfCheckBound))
+		verdict = r.t.bad(fmt.Sprintf("UNRELIABLE: the replay of now is more than %.0f%%, and more than a figure's own spread (in brackets), off what was measured", 100*res.SelfCheckBound))
 	}
 	out = append(out, fit("  "+verdict, r.w), "")
 	cols := []int{36, 14, 10, 10, 9, 12, 9, 6} // the last, err or source, as long as it is
@@ -234,22 +234,28 @@ func passText(p *bool) string {
 }
 
 func errText(sc twin.SelfCheck, bound float64) string {
-	worst := 0.0
-	var spread *float64
-	seen := false
+	// The figure that decides: the largest miss where there is one (the
+	// verdict rests on it), else the largest error.
+	var worst, spread *float64
+	worstMissed := false
 	for _, f := range [][2]*float64{{sc.TTFTP95Err, sc.TTFTP95Spread}, {sc.ITLP95Err, sc.ITLP95Spread}, {sc.OutputTokensPerSErr, sc.OutputTokensPerSSpread}} {
-		if e := f[0]; e != nil && (!seen || math.Abs(*e) > math.Abs(worst)) {
-			worst, spread, seen = *e, f[1], true
+		if f[0] == nil {
+			continue
+		}
+		m := twin.SelfCheck{TTFTP95Err: f[0], TTFTP95Spread: f[1]}.Missed(bound)
+		if worst == nil || m && !worstMissed || m == worstMissed && math.Abs(*f[0]) > math.Abs(*worst) {
+			worst, spread, worstMissed = f[0], f[1], m
 		}
 	}
-	if !seen {
+	if worst == nil {
 		return dash
 	}
-	if spread != nil && math.Abs(worst) > bound {
-		// Beyond the bound: the spread it was judged against.
-		return fmt.Sprintf("%+.0f%% (±%.0f%%)", 100*worst, 100**spread)
+	if spread != nil && math.Abs(*worst) > bound {
+		// Beyond the bound: the errors its spread allows.
+		lo, hi := twin.SpreadRange(*spread)
+		return fmt.Sprintf("%+.0f%% (%+.0f/%+.0f%%)", 100**worst, 100*lo, 100*hi)
 	}
-	return fmt.Sprintf("%+.0f%%", 100*worst)
+	return fmt.Sprintf("%+.0f%%", 100**worst)
 }
 func rpsText(v *float64) string {
 	if v == nil {

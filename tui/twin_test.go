@@ -35,7 +35,7 @@ func TestTwinView(t *testing.T) {
 		Capacity: twin.Capacity{Class: name, CurrentRPS: new(0.9), Candidates: map[string]*float64{"priority=on": new(6.5)}}}
 	m, _ = m.Update(TwinMsg{Result: res, At: snap.At, Took: 700 * time.Millisecond})
 	v := m.View()
-	for _, want := range []string{"what-if", "reliable: the replay of now is within 25%", "priority=on", "650 ms", "4.8 s", "+40% (±90%)", "now 0.9 · priority=on 6.5", "max-num-seqs=32: extrapolated"} {
+	for _, want := range []string{"what-if", "reliable: the replay of now is within 25%", "priority=on", "650 ms", "4.8 s", "+40% (-47/+90%)", "now 0.9 · priority=on 6.5", "max-num-seqs=32: extrapolated"} {
 		if !strings.Contains(v, want) {
 			t.Errorf("twin view lacks %q:\n%s", want, v)
 		}
@@ -43,5 +43,19 @@ func TestTwinView(t *testing.T) {
 	m, _ = m.Update(w)
 	if strings.Contains(m.View(), "the twin's predictions against now") {
 		t.Error("w again did not leave the view")
+	}
+}
+
+func TestErrTextShowsTheFigureThatDecides(t *testing.T) {
+	ttft, ttftSpread, itl, itlSpread := -0.31, 0.58, -0.27, 0.10
+	sc := twin.SelfCheck{TTFTP95Err: &ttft, TTFTP95Spread: &ttftSpread, ITLP95Err: &itl, ITLP95Spread: &itlSpread}
+	// The TTFT error is the larger, within its spread; the ITL's is the miss.
+	// A spread allows +s above and 1/(1+s) − 1 below.
+	if got, want := errText(sc, 0.25), "-27% (-9/+10%)"; got != want {
+		t.Errorf("errText %q, want %q", got, want)
+	}
+	itl = 0.05
+	if got, want := errText(sc, 0.25), "-31% (-37/+58%)"; got != want {
+		t.Errorf("no miss: errText %q, want the largest error %q", got, want)
 	}
 }

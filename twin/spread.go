@@ -135,3 +135,10 @@ func (sc SelfCheck) Missed(bound float64) bool {
 	}
 	return false
 }
+
+// SpreadRange is the errors a spread allows, below and above: a spread is
+// an allowance in logarithms, so +s above the measured and 1/(1+s) − 1
+// below it (a spread of +100% allows −50%).
+func SpreadRange(spread float64) (lo, hi float64) {
+	return 1/(1+spread) - 1, spread
+}
