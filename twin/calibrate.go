@@ -236,11 +236,11 @@ func (b *builder) replayContenders(trials []budgetTrial, idx []int, warm, span f
 		var ts []lossTerm
 		for _, key := range order {
 			ds := logs[key]
-			m, v := meanVar(ds)
+			m, _ := meanVar(ds)
 			ts = append(ts, lossTerm{key: key, d: m})
-			if len(ds) >= 3 {
+			if sd := sampleSD(ds); !math.IsNaN(sd) {
 				// One window's difference from the replays' mean.
-				spread[key] = math.Sqrt(v*float64(len(ds))/float64(len(ds)-1)) * math.Sqrt(1+1/float64(len(ds)))
+				spread[key] = sd * math.Sqrt(1+1/float64(len(ds)))
 			}
 		}
 		pooled[k] = pool(reps)

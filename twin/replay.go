@@ -163,19 +163,11 @@ const replays = 3
 
 // simulatePooled pools n runs of simulate, seeds apart, into one.
 func simulatePooled(srv Server, sources []Source, classes map[string]*config.Class, warm, span float64, seed uint64, n int) (*runOut, error) {
-	var pooled *runOut
-	for i := range n {
-		out, err := simulate(srv, sources, classes, warm, span, seed+uint64(i)*0x9e37)
-		if err != nil {
-			return nil, err
-		}
-		if pooled == nil {
-			pooled = out
-		} else {
-			pooled.merge(out)
-		}
+	outs, err := simulateReplicates(srv, sources, classes, warm, span, seed, n)
+	if err != nil {
+		return nil, err
 	}
-	return pooled, nil
+	return pool(outs), nil
 }
 
 // merge adds run x, of the same sources, to o.

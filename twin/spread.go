@@ -61,11 +61,16 @@ func logSpread(xs []float64) float64 {
 			ls = append(ls, math.Log(x))
 		}
 	}
-	if len(ls) < 3 {
+	return sampleSD(ls)
+}
+
+// sampleSD is the sample standard deviation of xs (NaN under three).
+func sampleSD(xs []float64) float64 {
+	if len(xs) < 3 {
 		return math.NaN()
 	}
-	_, v := meanVar(ls)
-	return math.Sqrt(v * float64(len(ls)) / float64(len(ls)-1))
+	_, v := meanVar(xs)
+	return math.Sqrt(v * float64(len(xs)) / float64(len(xs)-1))
 }
 
 // allowance is the relative error a pooled replay of n runs may show
