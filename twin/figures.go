@@ -46,9 +46,9 @@ type latencyScale struct{ ttft, itl float64 }
 func (g *groupRun) figuresWithin(span float64, cl *config.Class, judged map[string]bool, s latencyScale) Figures {
 	f := Figures{
 		Requests: g.offered, Refused: g.refused,
-		TTFT:             Pcts{g.ttft.quantile(0.5), g.ttft.quantile(0.95), g.ttft.quantile(0.99)},
-		ITL:              Pcts{g.itl.quantile(0.5), g.itl.quantile(0.95), g.itl.quantile(0.99)},
-		E2EP95:           g.e2e.quantile(0.95),
+		TTFT:             Pcts{g.latency(latTTFT, 0.5), g.latency(latTTFT, 0.95), g.latency(latTTFT, 0.99)},
+		ITL:              Pcts{g.latency(latITL, 0.5), g.latency(latITL, 0.95), g.latency(latITL, 0.99)},
+		E2EP95:           g.latency(latE2E, 0.95),
 		OutputTokensPerS: float64(g.outTokens) / span,
 	}
 	if g.slo != nil && g.offered > 0 {
@@ -80,20 +80,20 @@ func (f *Figures) judge(cl *config.Class, judged map[string]bool, g *groupRun, s
 		f.Judged = append(f.Judged, name)
 		pass = pass && ok
 	}
-	pct := func(prefix string, p config.Percentiles, h *hist, scale float64) {
+	pct := func(prefix string, p config.Percentiles, m int, scale float64) {
 		for _, o := range []struct {
 			suffix string
 			d      *config.Duration
 			q      float64
 		}{{"p50", p.P50, 0.5}, {"p95", p.P95, 0.95}, {"p99", p.P99, 0.99}} {
-			if o.d != nil && h.n > 0 {
-				check(prefix+"_"+o.suffix+"_ms", scale*h.quantile(o.q) <= ms(o.d.Duration))
+			if o.d != nil && g.hists()[m].n > 0 {
+				check(prefix+"_"+o.suffix+"_ms", scale*g.latency(m, o.q) <= ms(o.d.Duration))
 			}
 		}
 	}
-	pct("ttft", cl.SLO.TTFT, &g.ttft, s.ttft)
-	pct("itl", cl.SLO.ITL, &g.itl, s.itl)
-	pct("e2e", cl.SLO.E2E, &g.e2e, s.ttft)
+	pct("ttft", cl.SLO.TTFT, latTTFT, s.ttft)
+	pct("itl", cl.SLO.ITL, latITL, s.itl)
+	pct("e2e", cl.SLO.E2E, latE2E, s.ttft)
 	valid := 1 - float64(g.refused)/float64(g.offered)
 	if r := cl.SLO.ValidStreams; r != nil {
 		check("valid_streams", valid >= float64(*r))

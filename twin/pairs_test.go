@@ -155,10 +155,19 @@ func truthFigures(v *metrics.View) map[string]Figures {
 
 const pairWindow = 300 * time.Second
 
+// truthWindows is how many windows of the changed server, each with its
+// own draws, the truth is the median of. One window is one draw: on pair
+// 7 of the 24 the changed server's interactive TTFT p95 ran 433 ms in one
+// window and 123, 141 and 123 ms in three others, and the other traffic's
+// tokens/s on pair 8 ran 173-196. The twin predicts the server, not one
+// draw of it; the first window's errors are printed beside, for scale.
+const truthWindows = 3
+
 // runPair measures the drawn server for a window, builds the twin from what
-// tokentop saw, predicts the change, and measures the changed server for a
-// window with other random draws.
-func runPair(t testing.TB, p pair, seed uint64) (r *Result, pred, truth []float64) {
+// tokentop saw, predicts the change, and measures the changed server for
+// truthWindows windows with other random draws: truth is their median
+// figure by figure, first the first window's.
+func runPair(t testing.TB, p pair, seed uint64) (r *Result, pred, truth, first []float64) {
 	t.Helper()
 	v, err := sim.NewVirtual(p.k, sessionStart)
 	if err != nil {
@@ -168,25 +177,37 @@ func runPair(t testing.TB, p pair, seed uint64) (r *Result, pred, truth []float6
 	d := diagnose.Evaluate(&snap.Run, p.classes)
 	r = Build(Input{Classes: p.classes, View: &snap.Run, Findings: d.Findings, WhatIf: []Change{p.change}, NoCapacity: true})
 
-	k2 := p.k
-	k2.Seed++
-	classes2 := slices.Clone(p.classes)
-	p.truth(&k2, classes2)
-	v2, err := sim.NewVirtual(k2, sessionStart)
-	if err != nil {
-		t.Fatal(err)
+	windows := make([][]float64, truthWindows)
+	for w := range windows {
+		k2 := p.k
+		k2.Seed += int64(1 + w)
+		classes2 := slices.Clone(p.classes)
+		p.truth(&k2, classes2)
+		v2, err := sim.NewVirtual(k2, sessionStart)
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap2 := session(t, simEngine{v2}, classes2, pairWindow, seed+1000*uint64(1+w))
+		windows[w] = pairValues(truthFigures(&snap2.Run))
 	}
-	snap2 := session(t, simEngine{v2}, classes2, pairWindow, seed+1000)
-	truth = pairValues(truthFigures(&snap2.Run))
+	first = windows[0]
+	truth = make([]float64, len(first))
+	for j := range truth {
+		col := make([]float64, len(windows))
+		for w := range windows {
+			col[w] = windows[w][j]
+		}
+		truth[j] = median(col)
+	}
 	if r.Declined != "" {
-		return r, nil, truth
+		return r, nil, truth, first
 	}
 	for _, c := range r.Candidates {
 		if c.Change.String() == p.change.String() && c.Declined == "" {
 			pred = pairValues(c.Predicted)
 		}
 	}
-	return r, pred, truth
+	return r, pred, truth, first
 }
 
 // TestTwinPredictsTheSimulator is the pair test: over pairs of drawn
@@ -196,10 +217,11 @@ func runPair(t testing.TB, p pair, seed uint64) (r *Result, pred, truth []float6
 // twin to it: among the predictions the twin calls reliable, the median
 // error of each figure within its self-check bound's reach.
 func TestTwinPredictsTheSimulator(t *testing.T) {
-	// 12 pairs in the suite (a minute of CPU on the 2-core CI machine);
-	// TWIN_PAIRS=24 for the figures docs/twin.md states, more where the
-	// cores are.
-	n := 12
+	// 8 pairs in the suite (each measured over three windows of truth:
+	// about a minute of CPU on the 2-core CI machine, beside the other
+	// packages' live tests); TWIN_PAIRS=24 for the figures docs/twin.md
+	// states, more where the cores are.
+	n := 8
 	if testing.Short() {
 		n = 6
 	}
@@ -208,8 +230,8 @@ func TestTwinPredictsTheSimulator(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(2026, 21))
 	type outcome struct {
-		r           *Result
-		pred, truth []float64
+		r                  *Result
+		pred, truth, first []float64
 	}
 	pairs := make([]pair, n)
 	outs := make([]outcome, n)
@@ -223,16 +245,17 @@ func TestTwinPredictsTheSimulator(t *testing.T) {
 			}
 			t.Run(strconv.Itoa(i), func(t *testing.T) {
 				t.Parallel()
-				r, pred, truth := runPair(t, pairs[i], uint64(100+i))
-				outs[i] = outcome{r, pred, truth}
+				r, pred, truth, first := runPair(t, pairs[i], uint64(100+i))
+				outs[i] = outcome{r, pred, truth, first}
 			})
 		}
 	})
 	errs := make([][]float64, len(pairFigures)) // reliable predictions
 	allErrs := make([][]float64, len(pairFigures))
+	firstErrs := make([][]float64, len(pairFigures)) // reliable, against the first window alone
 	reliable, declined, unknowns := 0, 0, 0
 	for i := range n {
-		p, r, pred, truth := pairs[i], outs[i].r, outs[i].pred, outs[i].truth
+		p, r, pred, truth, first := pairs[i], outs[i].r, outs[i].pred, outs[i].truth, outs[i].first
 		if r == nil {
 			continue
 		}
@@ -258,6 +281,9 @@ func TestTwinPredictsTheSimulator(t *testing.T) {
 			allErrs[j] = append(allErrs[j], math.Abs(e))
 			if rel {
 				errs[j] = append(errs[j], math.Abs(e))
+				if first[j] > 0 {
+					firstErrs[j] = append(firstErrs[j], math.Abs(pred[j]-first[j])/first[j])
+				}
 			}
 		}
 		switch {
@@ -285,8 +311,9 @@ func TestTwinPredictsTheSimulator(t *testing.T) {
 	}
 	t.Logf("%d pairs: %d reliable, %d declined, %d predictions unknown (a cost the run did not tell)", n, reliable, declined, unknowns)
 	for j, name := range pairFigures {
-		t.Logf("%-28s reliable: median %4.0f%% worst %4.0f%% (n=%d) | all: median %4.0f%% worst %4.0f%% (n=%d)",
-			name, 100*median(errs[j]), 100*worst(errs[j]), len(errs[j]), 100*median(allErrs[j]), 100*worst(allErrs[j]), len(allErrs[j]))
+		t.Logf("%-28s reliable: median %4.0f%% worst %4.0f%% (n=%d) | all: median %4.0f%% worst %4.0f%% (n=%d) | reliable against one window: median %4.0f%% worst %4.0f%%",
+			name, 100*median(errs[j]), 100*worst(errs[j]), len(errs[j]), 100*median(allErrs[j]), 100*worst(allErrs[j]), len(allErrs[j]),
+			100*median(firstErrs[j]), 100*worst(firstErrs[j]))
 	}
 	// The twin must predict most pairs (declining a quarter at most), and
 	// its reliable predictions must keep to the bounds it states, with a

@@ -2,6 +2,7 @@ package twin
 
 import (
 	"math"
+	"slices"
 
 	"github.com/tokentop/tokentop/config"
 	"github.com/tokentop/tokentop/sim/engine"
@@ -112,7 +113,10 @@ func positiveOr[T int | float64](v, def T) T {
 
 // groupRun gathers one Figures group's requests in a run.
 type groupRun struct {
-	ttft, itl, e2e   hist
+	ttft, itl, e2e hist
+	// windows are the pooled replays' own latency quantiles, one each
+	// (nil for a single run).
+	windows          []windowQs
 	offered, refused int64
 	finished, good   int64
 	outTokens        int64
@@ -153,6 +157,62 @@ type reqState struct {
 	hasFirst, ended bool
 }
 
+// windowQuantiles are the latency quantiles a pooled run keeps of each
+// replay: the figures' and the objectives'.
+var windowQuantiles = [3]float64{0.5, 0.95, 0.99}
+
+// windowQs are one replay's TTFT, ITL and E2E quantiles at
+// windowQuantiles; 0 where it had none.
+type windowQs [3][3]float64
+
+// Latency metrics, as windowQs index them.
+const (
+	latTTFT = iota
+	latITL
+	latE2E
+)
+
+func (g *groupRun) hists() [3]*hist { return [3]*hist{&g.ttft, &g.itl, &g.e2e} }
+
+func (g *groupRun) ownWindow() windowQs {
+	var w windowQs
+	for m, h := range g.hists() {
+		for j, q := range windowQuantiles {
+			w[m][j] = h.quantile(q)
+		}
+	}
+	return w
+}
+
+// latency is metric m's q-quantile. Over pooled replays it is the median
+// of the replays' own, which is what one window of the server shows and
+// what tokentop measures: a pooled p95 of windows whose p95s differ
+// sits near the highest of them (a drawn server's interactive ITL p95
+// ran 69, 86, 98 and 133 ms in four windows; three replays pooled gave
+// 135). Of one run, or at another quantile, the run's own.
+func (g *groupRun) latency(m int, q float64) float64 {
+	h := g.hists()[m]
+	j := slices.Index(windowQuantiles[:], q)
+	if len(g.windows) < 2 || j < 0 {
+		return h.quantile(q)
+	}
+	xs := make([]float64, 0, len(g.windows))
+	for _, w := range g.windows {
+		if w[m][j] > 0 {
+			xs = append(xs, w[m][j])
+		}
+	}
+	if len(xs) == 0 {
+		return h.quantile(q)
+	}
+	slices.Sort(xs)
+	n := len(xs)
+	if n%2 == 1 {
+		return xs[n/2]
+	}
+	return (xs[n/2-1] + xs[n/2]) / 2
+}
+
 // replays is how many runs of the window, each with its own random draws,
 // the self-check and a prediction pool: the twin's own sampling error in
 // a p95 of a few hundred requests is as large as the measured run's (two
@@ -188,6 +248,14 @@ func (o *runOut) merge(x *runOut) {
 }
 
 func (g *groupRun) merge(x *groupRun) {
+	if g.windows == nil {
+		g.windows = []windowQs{g.ownWindow()}
+	}
+	if x.windows == nil {
+		g.windows = append(g.windows, x.ownWindow())
+	} else {
+		g.windows = append(g.windows, x.windows...)
+	}
 	g.ttft.merge(&x.ttft)
 	g.itl.merge(&x.itl)
 	g.e2e.merge(&x.e2e)

@@ -18,9 +18,16 @@ import (
 // varies several-fold does not pick the token budget.
 
 // selfCheckReplays is how many replays of the window the self-check runs,
-// each with its own draws: pooled for the replayed figures, apart for
-// their spread (a standard deviation from five degrees of freedom).
-const selfCheckReplays = 6
+// each with its own draws: pooled for the replayed figures (each latency
+// the median window's), apart for their spread. Twelve: a standard
+// deviation from five degrees of freedom is itself ±30% (one in five
+// falls below 0.7 of the true one), and a figure whose windows differ
+// two-fold then fails a twin that has it right (two live runs of the
+// demo's copilot-incident, recorded and replayed: with six replays one
+// was unreliable on an interactive ITL p95 of −33% against a spread of
+// +45%, the other reliable against +152%; with twelve, +68% and +96%,
+// both reliable).
+const selfCheckReplays = 12
 
 // spreadZ is how many standard deviations of the difference between a
 // pooled replay and one measured window the self-check allows a figure

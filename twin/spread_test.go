@@ -112,3 +112,81 @@ func TestTwinAsksTheBurstyIncident(t *testing.T) {
 		t.Errorf("unreliable: self-check %s", selfCheckLine(r))
 	}
 }
+
+// replayWith is a run of one group whose TTFT, ITL and E2E samples are
+// xs (ms).
+func replayWith(xs ...float64) *runOut {
+	g := &groupRun{}
+	for _, x := range xs {
+		g.ttft.add(x)
+		g.itl.add(x)
+		g.e2e.add(x)
+	}
+	return &runOut{groups: map[string]*groupRun{"c": g}, order: []string{"c"}, seconds: 1}
+}
+
+func TestPooledReplaysShowTheMedianWindow(t *testing.T) {
+	// Three windows whose p95s differ several-fold: 100 samples each,
+	// 10 ms but for a tail at 50, 100 or 400 ms, the slowest window's the
+	// longest. One window shows its own p95; the pool shows the middle
+	// window's, where the pooled samples' p95 sits at the slowest's.
+	window := func(top float64) *runOut {
+		tail := 6
+		if top >= 400 {
+			tail = 30
+		}
+		xs := make([]float64, 0, 100)
+		for i := range 100 {
+			x := 10.0
+			if i >= 100-tail {
+				x = top
+			}
+			xs = append(xs, x)
+		}
+		return replayWith(xs...)
+	}
+	near := func(got, want float64) bool { return math.Abs(got/want-1) < 0.02 }
+	one := window(400).groups["c"]
+	if p := one.latency(latITL, 0.95); !near(p, 400) {
+		t.Errorf("one window's ITL p95 %.1f, want its own 400", p)
+	}
+	pooled := pool([]*runOut{window(50), window(400), window(100)}).groups["c"]
+	if h := pooled.itl.quantile(0.95); !near(h, 400) {
+		t.Fatalf("the fixture's pooled samples have a p95 of %.1f, not the highest window's 400", h)
+	}
+	for m, name := range []string{"TTFT", "ITL", "E2E"} {
+		if p := pooled.latency(m, 0.95); !near(p, 100) {
+			t.Errorf("pooled %s p95 %.1f, want the median window's 100", name, p)
+		}
+	}
+	// Pooling pooled runs keeps every window.
+	more := pool([]*runOut{window(50), window(400)})
+	all := pool([]*runOut{more, window(100), window(70)}).groups["c"]
+	if n := len(all.windows); n != 4 {
+		t.Fatalf("%d windows kept of 4", n)
+	}
+	if p := all.latency(latITL, 0.95); !near(p, 85) {
+		t.Errorf("four windows' median ITL p95 %.1f, want the middle two's mean 85", p)
+	}
+	// A quantile no window keeps comes from the pooled samples.
+	if p, h := all.latency(latITL, 0.9), all.itl.quantile(0.9); p != h {
+		t.Errorf("ITL p90 %.1f, want the pooled samples' %.1f", p, h)
+	}
+}
+
+func TestClosestPassingPrefersAContenderWhoseReplaysPass(t *testing.T) {
+	for _, c := range []struct {
+		losses []float64
+		pass   []bool
+		want   int
+	}{
+		{[]float64{0.36, 0.38, 0.69}, []bool{false, true, true}, 1},
+		{[]float64{0.36, 0.38, 0.69}, []bool{true, true, false}, 0},
+		{[]float64{0.5, 0.2, 0.9}, []bool{false, false, false}, 1},
+		{[]float64{0.5, 0.2, 0.9}, []bool{false, false, true}, 2},
+	} {
+		if got := closestPassing(c.losses, c.pass); got != c.want {
+			t.Errorf("losses %v passing %v: chose %d, want %d", c.losses, c.pass, got, c.want)
+		}
+	}
+}
