@@ -615,7 +615,10 @@ func TestTLSAndKeyReachProbesAndScrape(t *testing.T) {
 		}
 		return ""
 	}
-	args := []string{"watch", "--target", srv.URL, "--insecure", "--api-key-env", "TT_KEY", "--headless", "--duration", "3s",
+	// 6 s: the probe starts after up to 2 s of sizing from /metrics, and
+	// on a loaded machine 3 s once left a second and a half of probing, in
+	// which the first interactive request did not finish.
+	args := []string{"watch", "--target", srv.URL, "--insecure", "--api-key-env", "TT_KEY", "--headless", "--duration", "6s",
 		"--report", out, "--record", rec, "--trace-out", traces}
 	code := run(context.Background(), e, args)
 	data, err := os.ReadFile(out)
