@@ -187,9 +187,9 @@ func (g *groupRun) ownWindow() windowQs {
 // latency is metric m's q-quantile. Over pooled replays it is the median
 // of the replays' own, which is what one window of the server shows and
 // what tokentop measures: a pooled p95 of windows whose p95s differ
-// sits near the highest of them (a drawn server's interactive ITL p95
-// ran 69, 86, 98 and 133 ms in four windows; three replays pooled gave
-// 135). Of one run, or at another quantile, the run's own.
+// sits near the highest of them where that window's tail is the longest
+// (TestPooledReplaysShowTheMedianWindow: windows of 50, 100 and 400 ms,
+// pooled 400). Of one run, or at another quantile, the run's own.
 func (g *groupRun) latency(m int, q float64) float64 {
 	h := g.hists()[m]
 	j := slices.Index(windowQuantiles[:], q)
