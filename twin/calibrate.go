@@ -138,7 +138,7 @@ func (b *builder) calibrate() (*runOut, error) {
 
 // splitFractions place the per-sequence costs calibration tries across
 // the range the step fit leaves open.
-var splitFractions = []float64{0.1, 0.3, 0.5, 0.7, 0.9}
+var splitFractions = []float64{0.15, 0.5, 0.85}
 
 // calibrateSplit: where the run did not tell a step's fixed cost from its
 // per-sequence cost (identify.go), the step fit fixes only their sum at

@@ -33,6 +33,7 @@ func TestTwinWhatIfFlag(t *testing.T) {
 // change among the candidates (written as --what-if takes it), a
 // prediction for every class, the self-check and the capacity.
 func TestTwinReplayReport(t *testing.T) {
+	t.Parallel()
 	gz, err := os.Open(filepath.Join("testdata", "sessions", "batch-interference.jsonl.gz"))
 	if err != nil {
 		t.Skip("no recorded session: ", err)
@@ -117,6 +118,7 @@ func TestTwinReplayReport(t *testing.T) {
 // and KV cache, with their source, instead of inferred ones; a recorded
 // limit no server has is not taken.
 func TestTwinTakesPublishedLimits(t *testing.T) {
+	t.Parallel()
 	plain := filepath.Join(t.TempDir(), "session.jsonl")
 	gunzipFile(t, filepath.Join(sessionsDir, "batch-interference.jsonl.gz"), plain)
 	raw, err := os.ReadFile(plain)
