@@ -163,11 +163,14 @@ func (b *builder) calibrateSplit(best *runOut, bestLoss float64, bestPass bool, 
 	if se := c.se[2]; se > 0 && !math.IsInf(se, 0) {
 		lo, hi = math.Max(lo, b.srv.PerSequenceMs-2*se), math.Min(hi, b.srv.PerSequenceMs+2*se)
 	}
+	if !(hi > lo) {
+		return best, nil // the fit leaves no range
+	}
 	var srvs []Server
 	for _, f := range splitFractions {
 		per := lo + f*(hi-lo)
-		if !(hi > lo) || math.Abs(per-b.srv.PerSequenceMs) < (hi-lo)/10 {
-			continue
+		if math.Abs(per-b.srv.PerSequenceMs) < (hi-lo)/10 {
+			continue // the fit's own split, replayed already
 		}
 		x := b.srv
 		x.PerSequenceMs, x.BaseMs = per, sum-per*c.meanBatch
