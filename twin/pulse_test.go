@@ -91,7 +91,7 @@ func TestReplayHoldsTokentopsClassesInAPulse(t *testing.T) {
 	}
 	var sent []float64
 	r.v.OnToken = func(id uint64, n int, at time.Time, last bool) {
-		if q := r.reqs[id]; q != nil && n == 1 {
+		if q := r.req(id); q != nil && n == 1 {
 			sent = append(sent, q.arrival)
 		}
 		r.token(id, n, at, last)

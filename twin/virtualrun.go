@@ -30,6 +30,10 @@ func simulate(srv Server, sources []Source, classes map[string]*config.Class, wa
 // virtualRunEpoch is a virtual run's time zero.
 var virtualRunEpoch = time.Unix(1_750_000_000, 0)
 
+// virtualRunEpochNs is virtualRunEpoch in unix nanoseconds: a token's
+// instant in seconds from it without time.Time's arithmetic, once a token.
+var virtualRunEpochNs = virtualRunEpoch.UnixNano()
+
 // closedStart is a closed-loop stream's first request.
 type closedStart struct {
 	at  float64
@@ -48,11 +52,19 @@ type virtualRun struct {
 	// lengths), seeded by its name: a change to one source, or to the
 	// server, leaves the others' draws as they were, so two runs that
 	// differ in one thing differ by it and not by every draw after it.
-	rngs   []*rand.Rand
-	out    *runOut
-	reqs   map[uint64]*reqState
-	next   []float64 // each open source's next arrival
-	starts []closedStart
+	rngs []*rand.Rand
+	out  *runOut
+	// groups are each source's group in out.
+	groups []*groupRun
+	// reqs are the requests in the engine by engine id, from reqBase (the
+	// first one's) on: ids only grow, and a slice is a token's lookup
+	// without a map's hashing. Ended requests are nil.
+	reqs    []*reqState
+	reqBase uint64
+	// otherLive counts the other traffic's requests in the engine.
+	otherLive int
+	next      []float64 // each open source's next arrival
+	starts    []closedStart
 	// resubmit holds closed-loop sources whose request ended (their
 	// index) or was refused (-1-index) since the last step.
 	resubmit []int
@@ -63,23 +75,25 @@ type virtualRun struct {
 }
 
 func newVirtualRun(srv Server, sources []Source, classes map[string]*config.Class, warm, span float64, seed uint64) (*virtualRun, error) {
-	v, err := engine.NewVirtual(srv.knobs(), virtualRunEpoch)
+	v, err := engine.NewVirtualUnmetered(srv.knobs(), virtualRunEpoch)
 	if err != nil {
 		return nil, err
 	}
 	r := &virtualRun{srv: srv, sources: sources, warm: warm, end: warm + span, v: v,
 		out:  &runOut{groups: map[string]*groupRun{}, seconds: span, srcFinished: make([]int64, len(sources))},
-		reqs: map[uint64]*reqState{}, next: make([]float64, len(sources)), retry: map[int][]float64{},
+		next: make([]float64, len(sources)), retry: map[int][]float64{},
 		nextSample: warm}
 	for _, s := range sources {
-		if r.out.groups[s.Group] == nil {
-			g := &groupRun{kind: s.Kind}
+		g := r.out.groups[s.Group]
+		if g == nil {
+			g = &groupRun{kind: s.Kind}
 			if c := classes[s.Group]; c != nil {
 				g.slo = &c.SLO
 			}
 			r.out.groups[s.Group] = g
 			r.out.order = append(r.out.order, s.Group)
 		}
+		r.groups = append(r.groups, g)
 	}
 	for _, s := range sources {
 		h := fnv.New64a()
@@ -204,13 +218,7 @@ func (r *virtualRun) sample() {
 		r.out.running = append(r.out.running, float64(st.Running))
 		r.out.waiting = append(r.out.waiting, float64(st.Waiting))
 		r.out.kvTokens = append(r.out.kvTokens, float64(st.KVTokens))
-		n := 0
-		for _, q := range r.reqs {
-			if r.sources[q.src].Group == OtherName {
-				n++
-			}
-		}
-		r.out.otherInSystem = append(r.out.otherInSystem, float64(n))
+		r.out.otherInSystem = append(r.out.otherInSystem, float64(r.otherLive))
 		r.nextSample++
 	}
 }
@@ -226,7 +234,7 @@ func (r *virtualRun) submit(i int, arrival float64) {
 		}
 		return
 	}
-	g := r.out.groups[s.Group]
+	g := r.groups[i]
 	measured := arrival >= r.warm
 	if measured {
 		g.offered++
@@ -259,18 +267,36 @@ func (r *virtualRun) submit(i int, arrival float64) {
 		}
 		return
 	}
-	r.reqs[id] = &reqState{src: i, arrival: arrival, measured: measured}
+	if len(r.reqs) == 0 && r.reqBase == 0 {
+		r.reqBase = id
+	}
+	if at := int(id - r.reqBase); at >= len(r.reqs) {
+		r.reqs = append(r.reqs, make([]*reqState, at+1-len(r.reqs))...)
+	}
+	r.reqs[id-r.reqBase] = &reqState{src: i, arrival: arrival, measured: measured}
+	if s.Group == OtherName {
+		r.otherLive++
+	}
+}
+
+// req is request id's state, nil once it ended or where it is not the
+// run's.
+func (r *virtualRun) req(id uint64) *reqState {
+	if id < r.reqBase || id-r.reqBase >= uint64(len(r.reqs)) {
+		return nil
+	}
+	return r.reqs[id-r.reqBase]
 }
 
 // token records the engine's n-th token of request id at at.
 func (r *virtualRun) token(id uint64, n int, at time.Time, last bool) {
-	q := r.reqs[id]
+	q := r.req(id)
 	if q == nil {
 		return
 	}
-	t := at.Sub(virtualRunEpoch).Seconds()
+	t := time.Duration(at.UnixNano() - virtualRunEpochNs).Seconds()
 	s := &r.sources[q.src]
-	g := r.out.groups[s.Group]
+	g := r.groups[q.src]
 	if t >= r.warm && t <= r.end {
 		g.outTokens++
 	}
@@ -287,7 +313,10 @@ func (r *virtualRun) token(id uint64, n int, at time.Time, last bool) {
 		return
 	}
 	q.ended = true
-	delete(r.reqs, id)
+	r.reqs[id-r.reqBase] = nil
+	if s.Group == OtherName {
+		r.otherLive--
+	}
 	if t >= r.warm && t <= r.end {
 		r.out.srcFinished[q.src]++
 	}
@@ -310,7 +339,10 @@ func (r *virtualRun) token(id uint64, n int, at time.Time, last bool) {
 // a cap): it counts too.
 func (r *virtualRun) censor() {
 	for _, q := range r.reqs {
-		g := r.out.groups[r.sources[q.src].Group]
+		if q == nil {
+			continue
+		}
+		g := r.groups[q.src]
 		if !q.measured {
 			if q.hasFirst {
 				continue

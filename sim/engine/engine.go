@@ -44,6 +44,7 @@ const (
 type Seq struct {
 	id        uint64
 	origin    origin
+	virtual   bool // submitted by a Virtual's owner, who sees its tokens
 	prompt    int
 	target    int // output tokens this request will produce
 	maxTokens int // limit: reaching it finishes with "length"
@@ -356,9 +357,7 @@ func (e *Engine) DropCancelled() {
 			e.usedBlocks -= s.blocks
 			s.blocks = 0
 			s.state = stateFinished
-			e.met.mu.Lock()
-			e.met.aborted++
-			e.met.mu.Unlock()
+			e.met.Aborted()
 			return true
 		})
 	}
@@ -501,6 +500,9 @@ func (e *Engine) Complete(end int64) {
 		s.generated++
 		e.emittedTokens++
 		rec.token(s, end)
+		if s.generated == 1 {
+			s.firstToken = end
+		}
 		s.lastToken = end
 		fin := s.generated >= s.target
 		if s.out != nil {

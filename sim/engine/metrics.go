@@ -184,20 +184,31 @@ func NewMetrics(maxModelLen int, startUnix float64) *Metrics {
 	}
 }
 
-// recorder is Metrics locked for the duration of one step.
+// recorder is Metrics locked for the duration of one step. An engine
+// without metrics (nil, a Virtual's owner that reads no /metrics page)
+// records nothing.
 type recorder struct{ m *Metrics }
 
 func (m *Metrics) begin() recorder {
-	m.mu.Lock()
+	if m != nil {
+		m.mu.Lock()
+	}
 	return recorder{m}
 }
 
-func (r recorder) end() { r.m.mu.Unlock() }
+func (r recorder) end() {
+	if r.m != nil {
+		r.m.mu.Unlock()
+	}
+}
 
 func seconds(ns int64) float64 { return float64(ns) / 1e9 }
 
 func (r recorder) token(s *Seq, at int64) {
 	m := r.m
+	if m == nil {
+		return
+	}
 	m.genTokens++
 	m.winGen++
 	m.nTokensMax = max(m.nTokensMax, s.total())
@@ -206,7 +217,6 @@ func (r recorder) token(s *Seq, at int64) {
 		m.sglTTFT.observe(seconds(at - s.arrival))
 		m.promptTokens += uint64(s.prompt)
 		m.winPrompt += uint64(s.prompt)
-		s.firstToken = at
 		return
 	}
 	m.itl.observe(seconds(at - s.lastToken))
@@ -216,6 +226,9 @@ func (r recorder) token(s *Seq, at int64) {
 // step records one engine iteration that ended at end.
 func (r recorder) step(tokens, seqs int, prefill bool, end int64) {
 	m := r.m
+	if m == nil {
+		return
+	}
 	m.iterations++
 	m.busySlots += uint64(seqs)
 	if prefill {
@@ -234,18 +247,38 @@ func (r recorder) step(tokens, seqs int, prefill bool, end int64) {
 }
 
 // enqueued counts a request reaching the engine.
-func (r recorder) enqueued() { r.m.requests++ }
+func (r recorder) enqueued() {
+	if r.m != nil {
+		r.m.requests++
+	}
+}
 
-// refused counts a request answered with an error before the engine, under
+// Refused counts a request answered with an error before the engine, under
 // TGI's err label.
 func (m *Metrics) Refused(reason string) {
+	if m == nil {
+		return
+	}
 	m.mu.Lock()
 	m.failures[reason]++
 	m.mu.Unlock()
 }
 
+// Aborted counts a request whose client went away.
+func (m *Metrics) Aborted() {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	m.aborted++
+	m.mu.Unlock()
+}
+
 func (r recorder) finish(s *Seq, at int64) {
 	m := r.m
+	if m == nil {
+		return
+	}
 	m.e2e.observe(seconds(at - s.arrival))
 	m.queue.observe(seconds(s.firstSched - s.arrival))
 	m.inference.observe(seconds(at - s.firstSched))
@@ -272,6 +305,9 @@ func (r recorder) finish(s *Seq, at int64) {
 }
 
 func (m *Metrics) SetState(st EngineState) {
+	if m == nil {
+		return
+	}
 	m.mu.Lock()
 	m.state = st
 	m.mu.Unlock()

@@ -16,7 +16,6 @@ type Virtual struct {
 	e     *Engine
 	met   *Metrics
 	now   int64
-	reqs  map[uint64]*Seq
 	batch []*Seq // the step in flight, copied before complete clears it
 	gen   []int  // generated counts of batch before the step
 	// OnToken, when set, sees every token of a submitted request: its id
@@ -35,14 +34,29 @@ type VirtualRequest struct {
 // NewVirtual returns an engine at virtual instant start, its background
 // load (if any) warmed up for k.WarmupS before it.
 func NewVirtual(k Knobs, start time.Time) (*Virtual, error) {
+	return newVirtual(k, start, true)
+}
+
+// NewVirtualUnmetered is NewVirtual without the /metrics page (Metrics
+// returns nil): for an owner that reads only OnToken and State, as the
+// twin's replays do, to whom the page's histograms, kept a token, were a
+// sixth of the cost.
+func NewVirtualUnmetered(k Knobs, start time.Time) (*Virtual, error) {
+	return newVirtual(k, start, false)
+}
+
+func newVirtual(k Knobs, start time.Time, metered bool) (*Virtual, error) {
 	if err := k.Validate(); err != nil {
 		return nil, err
 	}
 	now := start.UnixNano()
-	warm := int64(k.WarmupS * 1e9)
-	met := NewMetrics(k.MaxModelLen, float64(now-warm)/1e9)
+	var met *Metrics
+	if metered {
+		warm := int64(k.WarmupS * 1e9)
+		met = NewMetrics(k.MaxModelLen, float64(now-warm)/1e9)
+	}
 	e := NewEngine(k, met, now)
-	v := &Virtual{e: e, met: met, now: now, reqs: map[uint64]*Seq{}}
+	v := &Virtual{e: e, met: met, now: now}
 	met.SetState(e.State())
 	return v, nil
 }
@@ -77,9 +91,8 @@ func (v *Virtual) Submit(r VirtualRequest) (id uint64, ok bool) {
 	}
 	out := min(max(r.Output, 1), k.MaxModelLen-1)
 	prompt := min(max(r.Prompt, 1), k.MaxModelLen-out)
-	s := &Seq{origin: originInteractive, prompt: prompt, target: out, maxTokens: out, priority: r.Priority, arrival: v.now}
+	s := &Seq{origin: originInteractive, virtual: true, prompt: prompt, target: out, maxTokens: out, priority: r.Priority, arrival: v.now}
 	v.e.Enqueue(s)
-	v.reqs[s.id] = s
 	return s.id, true
 }
 
@@ -95,7 +108,7 @@ func (v *Virtual) Step(until time.Time) time.Time {
 			next = a
 		}
 		v.now = max(next, v.now)
-		v.met.SetState(v.e.State())
+		v.setState()
 		return v.Now()
 	}
 	v.batch = append(v.batch[:0], v.e.batch...)
@@ -110,25 +123,30 @@ func (v *Virtual) Step(until time.Time) time.Time {
 		if s.generated == v.gen[i] {
 			continue
 		}
-		if _, mine := v.reqs[s.id]; !mine || s.origin != originInteractive {
-			continue
-		}
-		last := s.state == stateFinished
-		if last {
-			delete(v.reqs, s.id)
-		}
-		if v.OnToken != nil {
-			v.OnToken(s.id, s.generated, at, last)
+		if s.virtual && v.OnToken != nil {
+			v.OnToken(s.id, s.generated, at, s.state == stateFinished)
 		}
 	}
 	clear(v.batch)
-	v.met.SetState(v.e.State())
+	v.setState()
 	return at
+}
+
+// setState hands the engine's state to its /metrics page, if it has one.
+func (v *Virtual) setState() {
+	if v.met != nil {
+		v.met.SetState(v.e.State())
+	}
 }
 
 // State is the engine's true state now.
 func (v *Virtual) State() EngineState { return v.e.State() }
 
 // Metrics renders the engine's /metrics page now, in the knobs' flavor, as
-// Server serves it.
-func (v *Virtual) Metrics() []byte { return v.met.Render(v.e.k) }
+// Server serves it; nil for an unmetered engine.
+func (v *Virtual) Metrics() []byte {
+	if v.met == nil {
+		return nil
+	}
+	return v.met.Render(v.e.k)
+}
