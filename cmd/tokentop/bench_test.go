@@ -49,10 +49,12 @@ func TestMain(m *testing.M) {
 	// This package's parallel tests mostly wait: on loopback servers, on
 	// runs of tokentop measured by their own clocks, on tmux. Eight at a
 	// time (go test's default is GOMAXPROCS, 2 on the CI machine) keep the
-	// package well under three minutes (132 s against 162 s at six, the
-	// two cores 70% busy against 62%), without crowding the live demos
-	// whose diagnosis depends on tokentop keeping up (each checks its own
-	// self-lag); -parallel N still decides when given.
+	// package near 90 s alone and go test ./... near 130 s. More crowd the
+	// live runs whose diagnosis depends on tokentop and its in-process
+	// simulator keeping up: at ten, go test ./... took 114 s, and one run of
+	// two found tokentop overloaded (probe_overload) in one test and the
+	// starved simulator's bursts taken for a buffering proxy in another.
+	// -parallel N still decides when given.
 	flag.Parse()
 	set := false
 	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })

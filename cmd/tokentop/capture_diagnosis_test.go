@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -10,17 +9,11 @@ import (
 	"github.com/tokentop/tokentop/sim"
 )
 
-// demo --capture, as root, with every engine step slower than the
+// demo --capture (TestLiveCapture), with every engine step slower than the
 // interactive ITL objective (150 ms): the users' captured streams miss it
 // on hundreds of gaps, and the diagnosis says so as observed_slo_miss,
 // with the group, the objective and its evidence row.
-func TestDemoCaptureUsersInTheDiagnosis(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the demo for 6 s")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("capturing packets needs CAP_NET_RAW: run as root (sudo go test -run TestDemoCaptureUsersInTheDiagnosis ./cmd/tokentop)")
-	}
+func captureDemoUsersInTheDiagnosis(t *testing.T) {
 	var r reportView
 	runDemoJSON(t, 6*time.Second, &r, []int{report.ExitOK, report.ExitSLOFailed}, "--capture",
 		"--background-interactive-rps", "10", "--background-output-tokens", "10",

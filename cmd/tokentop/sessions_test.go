@@ -33,6 +33,7 @@ const sessionsDir = "testdata/sessions"
 //
 // The recordings themselves are made by TestRecordSessions.
 func TestRecordedSessions(t *testing.T) {
+	t.Parallel() // virtual time: no clock to keep up with
 	recs, err := filepath.Glob(filepath.Join(sessionsDir, "*.jsonl.gz"))
 	if err != nil || len(recs) == 0 {
 		t.Fatalf("no recorded sessions in %s (%v)", sessionsDir, err)
