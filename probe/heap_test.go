@@ -49,8 +49,8 @@ func TestHeapStaysFlatAt50RPS(t *testing.T) {
 	}
 	var (
 		peakInuse, liveSettled, liveEnd uint64
-		sent                int
-		lastSnap            *metrics.Snapshot
+		sent                            int
+		lastSnap                        *metrics.Snapshot
 	)
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
