@@ -52,15 +52,8 @@ func (b *builder) calibrate() (*runOut, error) {
 	}
 	losses := b.losses(outs)
 	best := slices.Index(losses, slices.Min(losses))
-	// Between powers of two: a chunked budget half-way (×1.5) to each
-	// neighbour of the best, as servers are also run with (6144, 3072).
-	if t := trials[best]; t.chunked {
-		var more []budgetTrial
-		for _, bu := range []int{t.budget * 3 / 4, t.budget * 3 / 2} {
-			if bu >= budgets[0] && bu <= budgets[len(budgets)-1] {
-				more = append(more, budgetTrial{budget: bu, chunked: true, together: t.together})
-			}
-		}
+	// Between powers of two, around the best chunked trial.
+	if more := chunkedNeighbours(trials, losses); len(more) > 0 {
 		mo, err := b.tryBudgets(more, warm, span)
 		if err != nil {
 			return nil, err
@@ -134,6 +127,31 @@ func (b *builder) calibrate() (*runOut, error) {
 		b.res.Fit.Chunked = known(0, how)
 	}
 	return b.calibrateSplit(pooled[k], pl[k], pass[k], warm, span)
+}
+
+// chunkedNeighbours are the chunked budgets half-way (×1.5) to each
+// neighbour of the best chunked trial by losses, as servers are also run
+// with (6144, 3072): also where whole prompts came first on their one
+// replay (a window of the bursty copilot-incident put 8,192 whole prompts
+// first, and the true 6,144 chunked was never tried).
+func chunkedNeighbours(trials []budgetTrial, losses []float64) []budgetTrial {
+	best := -1
+	for i, t := range trials {
+		if t.chunked && (best < 0 || losses[i] < losses[best]) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return nil
+	}
+	t := trials[best]
+	var more []budgetTrial
+	for _, bu := range []int{t.budget * 3 / 4, t.budget * 3 / 2} {
+		if bu >= budgets[0] && bu <= budgets[len(budgets)-1] {
+			more = append(more, budgetTrial{budget: bu, chunked: true, together: t.together})
+		}
+	}
+	return more
 }
 
 // splitFractions place the per-sequence costs calibration tries across
