@@ -58,13 +58,19 @@ func TestHistBucketHoldsTheValue(t *testing.T) {
 	}
 }
 
-// BenchmarkHistAdd is one token's latency added to a run's histogram.
-func BenchmarkHistAdd(b *testing.B) {
+// histBenchValues are ITL-like latencies (ms) for the benchmarks.
+func histBenchValues() []float64 {
 	rng := rand.New(rand.NewPCG(3, 4))
 	vs := make([]float64, 4096)
 	for i := range vs {
-		vs[i] = 5 + rng.ExpFloat64()*60 // ITL-like, ms
+		vs[i] = 5 + rng.ExpFloat64()*60
 	}
+	return vs
+}
+
+// BenchmarkHistAdd is one token's latency added to a run's histogram.
+func BenchmarkHistAdd(b *testing.B) {
+	vs := histBenchValues()
 	var h hist
 	for i := 0; b.Loop(); i++ {
 		h.add(vs[i%len(vs)])
@@ -74,11 +80,7 @@ func BenchmarkHistAdd(b *testing.B) {
 // BenchmarkHistAddMathLog is BenchmarkHistAdd bucketing by math.Log, as
 // the histogram once did: the table's saving (docs/twin.md, "Cost").
 func BenchmarkHistAddMathLog(b *testing.B) {
-	rng := rand.New(rand.NewPCG(3, 4))
-	vs := make([]float64, 4096)
-	for i := range vs {
-		vs[i] = 5 + rng.ExpFloat64()*60
-	}
+	vs := histBenchValues()
 	var h hist
 	h.counts = make([]int64, histBins)
 	for i := 0; b.Loop(); i++ {

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"os"
 	"strconv"
-	"sync"
 	"time"
 )
 
@@ -16,26 +15,16 @@ import (
 // child's (Linux, fs/exec.c), so /bin/true run from a test process of
 // 200 MiB "peaks" at 202 MiB.
 func followPeakRSS(pid int) (stop func() int64) {
-	var (
-		mu   sync.Mutex
-		peak int64
-	)
+	var peak int64 // the goroutine's until finished is closed
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	path := "/proc/" + strconv.Itoa(pid) + "/status"
-	read := func() {
-		if v := vmHWM(path); v > 0 {
-			mu.Lock()
-			peak = max(peak, v)
-			mu.Unlock()
-		}
-	}
 	go func() {
 		defer close(finished)
 		tick := time.NewTicker(10 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			read()
+			peak = max(peak, vmHWM(path))
 			select {
 			case <-done:
 				return
@@ -46,8 +35,6 @@ func followPeakRSS(pid int) (stop func() int64) {
 	return func() int64 {
 		close(done)
 		<-finished
-		mu.Lock()
-		defer mu.Unlock()
 		return peak
 	}
 }
