@@ -69,6 +69,10 @@ type Interval struct {
 	// interval's). Nil where the server does not say.
 	DecodesPerS        *float64
 	BusySlotsPerDecode *float64
+	// StepsPerS is a continuous-batching engine's steps a second over the
+	// interval (vLLM's iteration histogram's count); nil where the server
+	// does not count them.
+	StepsPerS *float64
 	// ProbeInFlight is tokentop's own requests in flight at the interval's
 	// end, per class in config order (sent, not finished); nil where
 	// requests in flight were never reported (recordings without start
@@ -224,6 +228,7 @@ func (t *intervalTracker) close(e *scraped) {
 	iv.ServerITLMs, iv.ServerTTFTMs, iv.ServerQueueMs = meanMs(prom.HistITL), meanMs(prom.HistTTFT), meanMs(prom.HistQueue)
 	iv.ServerPrefillMs, iv.ServerDecodeMs = meanMs(prom.HistPrefill), meanMs(prom.HistDecode)
 	iv.DecodesPerS = rate(prom.CounterDecodeCalls)
+	iv.StepsPerS = rate(prom.CounterEngineSteps)
 	if n, ok1 := prom.CounterIncrease(prev, cur, prom.CounterDecodeCalls); ok1 && !n.Reset {
 		a0, ok2 := prev.BusySlotsPerDecode()
 		a1, ok3 := cur.BusySlotsPerDecode()

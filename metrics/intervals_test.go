@@ -44,3 +44,33 @@ func TestIntervalsPairClientAndServer(t *testing.T) {
 		t.Error("a signal the server does not expose must stay nil")
 	}
 }
+
+// An interval holds the engine's steps a second where the server counts
+// them (vLLM's iteration histogram's count); a view says where its span
+// starts.
+func TestIntervalsCountTheServersSteps(t *testing.T) {
+	a := newTestAggregator()
+	scrape := func(sec int, steps *float64) {
+		at := t0.Add(time.Duration(sec) * time.Second)
+		s := &prom.Sample{At: at, Signals: map[string]*float64{prom.SignalRunning: new(3.0), prom.SignalEngineSteps: steps}}
+		a.addScrape(&observe.Scrape{At: at, Sample: s})
+	}
+	scrape(1, new(100.0))
+	scrape(2, new(140.0))
+	scrape(3, new(190.0))
+	scrape(4, nil) // a server that does not count its steps
+	snap := a.Tick(t0.Add(4 * time.Second))
+	ivs := snap.Run.Intervals
+	if len(ivs) != 3 {
+		t.Fatalf("%d intervals, want 3", len(ivs))
+	}
+	if ivs[0].StepsPerS == nil || *ivs[0].StepsPerS != 40 || ivs[1].StepsPerS == nil || *ivs[1].StepsPerS != 50 {
+		t.Errorf("steps a second %v and %v, want 40 and 50", ivs[0].StepsPerS, ivs[1].StepsPerS)
+	}
+	if ivs[2].StepsPerS != nil {
+		t.Errorf("steps a second %v where the server stopped counting them, want none", *ivs[2].StepsPerS)
+	}
+	if !snap.Run.Start.Equal(t0) || !snap.Live.Start.Equal(t0.Add(4*time.Second).Add(-snap.Live.Span)) {
+		t.Errorf("view starts: run %v (want %v), live %v over %v", snap.Run.Start, t0, snap.Live.Start, snap.Live.Span)
+	}
+}

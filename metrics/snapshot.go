@@ -37,6 +37,8 @@ type Snapshot struct {
 
 // View is the statistics over one span of time.
 type View struct {
+	// Start is the instant the span begins (the snapshot's time less Span).
+	Start   time.Time
 	Span    time.Duration
 	Classes []ClassStats // in config order
 	Server  ServerStats

@@ -25,6 +25,7 @@ func (a *Aggregator) Tick(now time.Time) *Snapshot {
 		Live:    a.view(liveAcc, liveSpan, inFlight),
 		Run:     a.view(a.run, max(elapsed, 0), inFlight),
 	}
+	snap.Live.Start, snap.Run.Start = now.Add(-liveSpan), now.Add(-max(elapsed, 0))
 	snap.Live.Pulses = a.pulsesIn(now, liveSpan)
 	snap.Run.Pulses = a.pulsesIn(now, max(elapsed, 0))
 	snap.Sources = a.sourceStatuses(now)

@@ -19,6 +19,7 @@ const (
 	CounterSpecAcceptedTokens Counter = SignalSpecAcceptedTokens
 	CounterKVTransferFailures Counter = SignalKVTransferFailures
 	CounterDecodeCalls        Counter = SignalDecodeCallsTotal
+	CounterEngineSteps        Counter = SignalEngineSteps
 	CounterPrefillComputed    Counter = SignalPrefillComputed
 )
 

@@ -191,7 +191,7 @@ func SignalRange(name string) (lo, hi float64) {
 		return 0, 1
 	case SignalPreemptionsTotal, SignalPromptTokensTotal, SignalGenerationTokens, SignalRequestSuccessTotal,
 		SignalPrefixCacheQueries, SignalPrefixCacheHits, SignalPrefillComputed, SignalSpecDraftTokens,
-		SignalSpecAcceptedTokens, SignalSpecDrafts, SignalKVTransferFailures, SignalDecodeCallsTotal:
+		SignalSpecAcceptedTokens, SignalSpecDrafts, SignalKVTransferFailures, SignalDecodeCallsTotal, SignalEngineSteps:
 		return 0, maxExactCount
 	case SignalProcessStartTime:
 		// Unix seconds: after 1970 and before the year 10000.

@@ -240,6 +240,7 @@ func vllmSpec() profileSpec {
 			{SignalSpecAcceptRate, ratio(sumOf("vllm:spec_decode_num_accepted_tokens_total"), sumOf("vllm:spec_decode_num_draft_tokens_total"))},
 			// NIXL connector (disaggregated prefill/decode).
 			{SignalKVTransferFailures, first(sumOf("vllm:nixl_num_failed_transfers_total"), sumOf("vllm:nixl_num_failed_transfers"))},
+			{SignalEngineSteps, sumOf("vllm:iteration_tokens_total_count")},
 		},
 		hists: []histSpec{
 			canon(HistTTFT, from("vllm:time_to_first_token_seconds")),

@@ -70,6 +70,13 @@ const (
 	// them, with the other signals a profile adds.
 	SignalDecodeCallsTotal   = "decode_calls_total"
 	SignalBusySlotsPerDecode = "busy_slots_per_decode"
+	// SignalEngineSteps counts a continuous-batching engine's steps: vLLM
+	// observes vllm:iteration_tokens_total once a step, so the
+	// histogram's count is its steps. With the token counters it tells
+	// what a step prefilled and how many sequences it held, whatever
+	// instant the running gauge is read at (the twin's step fit). Not in
+	// SignalNames, as the slot counters.
+	SignalEngineSteps = "engine_steps_total"
 )
 
 // SignalNames lists the server signal names in the order `tokentop scrape`

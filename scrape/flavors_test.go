@@ -136,6 +136,10 @@ func liveFlavor(t *testing.T, flavor, url string, lh *lateHandler, signals, hist
 	const interval = time.Second
 	var queue []float64
 	kvSeen := map[float64]bool{}
+	// vLLM observes vllm:iteration_tokens_total once an engine step: its
+	// count, the steps signal, grows by the engine's steps.
+	stepsSignal := flavor == sim.FlavorVLLMV1 || flavor == sim.FlavorVLLMV0
+	var prevSteps, prevEngineSteps float64
 	for i := range 8 {
 		if i == 4 {
 			// Arrivals stop: the queue the overload built drains.
@@ -175,6 +179,14 @@ func liveFlavor(t *testing.T, flavor, url string, lh *lateHandler, signals, hist
 			kvSeen[kv] = true
 		}
 		queue = append(queue, q)
+		steps, ok := sample.Signal(prom.SignalEngineSteps)
+		if ok != stepsSignal {
+			t.Errorf("scrape %d: engine steps exposed %v, want %v", i, ok, stepsSignal)
+		}
+		if ok && i > 0 && steps-prevSteps != float64(before.Steps)-prevEngineSteps {
+			t.Errorf("scrape %d: engine steps grew by %g, the engine stepped %g times", i, steps-prevSteps, float64(before.Steps)-prevEngineSteps)
+		}
+		prevSteps, prevEngineSteps = steps, float64(before.Steps)
 	}
 
 	// The load must have moved what was compared, or the equalities above

@@ -300,10 +300,16 @@ func TestPromtool(t *testing.T) {
 		t.Skip("promtool not installed")
 	}
 	// Lint problems of real family names that only a names-only inventory
-	// holds: SGLang's length histograms are sglang:prompt_tokens_histogram
-	// and sglang:generation_tokens_histogram (sglang-llmkube-NAMES-ONLY.txt).
+	// or a partial capture holds: SGLang's length histograms are
+	// sglang:prompt_tokens_histogram and sglang:generation_tokens_histogram
+	// (sglang-llmkube-NAMES-ONLY.txt); vLLM's tokens a step, a histogram,
+	// is vllm:iteration_tokens_total (vllm-v0-0.6.x-aibrix-runtime-docs-PARTIAL.txt,
+	// cut before its +Inf bucket; vllm/v1/metrics/loggers.py).
+	iterationTotal := "non-counter metrics should not have \"_total\" suffix"
 	namedProblems := map[string][]string{
 		FlavorSGLang: {"metric name should not include type 'histogram'"},
+		FlavorVLLMV1: {iterationTotal},
+		FlavorVLLMV0: {iterationTotal},
 	}
 	captures := map[string][]string{
 		FlavorVLLMV1:   {"vllm-v1-0.7.x-production-stack-issue318-PARTIAL.txt", "vllm-v1-0.10.0-production-stack-issue617-PARTIAL-a.txt"},

@@ -64,7 +64,7 @@ func TestMetricsFlavorsUseRealNames(t *testing.T) {
 		},
 		{
 			flavor:  FlavorVLLMV0,
-			samples: []string{"vllm-v0-datadog-opt125m.txt"},
+			samples: []string{"vllm-v0-datadog-opt125m.txt", "vllm-v0-0.6.x-aibrix-runtime-docs-PARTIAL.txt"},
 			must:    []string{"vllm:num_requests_running", "vllm:gpu_cache_usage_perc", "vllm:time_per_output_token_seconds"},
 		},
 		{

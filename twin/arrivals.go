@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"time"
 
 	"github.com/tokentop/tokentop/metrics"
 )
@@ -23,6 +24,11 @@ type RateProfile struct {
 	BinS    float64   `json:"bin_s"`
 	Weights []float64 `json:"weights"`
 	top     float64   // the largest weight
+	// offset is where bin 0 starts, seconds from the replayed window's
+	// start: the bins are the measured intervals (the view keeps the last
+	// metrics.MaxIntervals of them, the window may be longer), and each is
+	// replayed where it was measured.
+	offset float64
 }
 
 func (p *RateProfile) weight(t float64) float64 {
@@ -52,6 +58,8 @@ const (
 // stream's counts do not explain (an empirical-Bayes estimate of the rate
 // behind each count).
 type arrivalSwings struct {
+	// start is the instant bin 0 began (zero where unknown).
+	start      time.Time
 	binS       float64
 	dev        []float64 // requests/s beyond the mean, per interval
 	dispersion float64
@@ -76,8 +84,12 @@ func otherArrivalSwings(v *metrics.View, probes int) arrivalSwings {
 		return observedSwings(v, ld) // what a capture saw (observed.go)
 	}
 	var counts, dts []float64
+	// at is each count's interval: the swings are laid out over the
+	// intervals from the first counted to the last, an interval without
+	// a count at the mean, so that each bin stays where it was measured.
+	var at []int
 	prevOthers := math.NaN()
-	for _, iv := range v.Intervals {
+	for k, iv := range v.Intervals {
 		others := math.NaN()
 		if iv.Running != nil && iv.ProbeInFlight != nil && len(iv.ProbeInFlight) == probes {
 			others = *iv.Running
@@ -93,6 +105,7 @@ func otherArrivalSwings(v *metrics.View, probes int) arrivalSwings {
 			a := *iv.RequestsPerS*dt - float64(iv.ProbeEnded) + others - prevOthers
 			counts = append(counts, math.Max(a, 0))
 			dts = append(dts, dt)
+			at = append(at, k)
 		}
 		prevOthers = others
 	}
@@ -124,17 +137,18 @@ func otherArrivalSwings(v *metrics.View, probes int) arrivalSwings {
 		return arrivalSwings{dispersion: d, basis: n, how: fmt.Sprintf("arrivals taken as Poisson: their counts over %d intervals of %.1f s have an index of dispersion of %.2f, within the %.2f a Poisson stream's stay under (99.9%%)", n, binS, d, limit)}
 	}
 	signal := 1 - 1/d
-	dev := make([]float64, n)
+	dev := make([]float64, at[n-1]-at[0]+1)
 	for i := range scaled {
-		dev[i] = signal * (scaled[i] - mean) / binS
+		dev[at[i]-at[0]] = signal * (scaled[i] - mean) / binS
 	}
-	return arrivalSwings{binS: binS, dev: dev, dispersion: d, basis: n,
+	return arrivalSwings{start: v.Intervals[at[0]].Start, binS: binS, dev: dev, dispersion: d, basis: n,
 		how: fmt.Sprintf("arrivals follow the measured swings: their counts over %d intervals of %.1f s have an index of dispersion of %.2f, beyond the %.2f a Poisson stream's stay under (99.9%%); the open part's rate follows each interval's count, shrunk by %.0f%% toward the mean (the share of their variance a Poisson stream's counting explains)", n, binS, d, limit, 100/d)}
 }
 
 // profile is the swings as a modulation of an open part running at rate
-// requests/s on average; nil where there are none or rate is none.
-func (a arrivalSwings) profile(rate float64) *RateProfile {
+// requests/s on average, its bin 0 at offset seconds from the replayed
+// window's start; nil where there are none or rate is none.
+func (a arrivalSwings) profile(rate, offset float64) *RateProfile {
 	if a.dev == nil || !(rate > 0) {
 		return nil
 	}
@@ -147,7 +161,7 @@ func (a arrivalSwings) profile(rate float64) *RateProfile {
 	if !(sum > 0) {
 		return nil
 	}
-	p := &RateProfile{BinS: a.binS, Weights: w}
+	p := &RateProfile{BinS: a.binS, Weights: w, offset: offset}
 	for i := range w {
 		w[i] *= float64(len(w)) / sum
 		p.top = math.Max(p.top, w[i])
@@ -156,8 +170,9 @@ func (a arrivalSwings) profile(rate float64) *RateProfile {
 }
 
 // nextArrival is the open source's next arrival after t (seconds from the
-// run's start; origin is where the profile's first bin starts): a
-// Poisson stream's, thinned to the profile where there is one.
+// run's start; origin is where the replayed window starts, the profile's
+// offset after it): a Poisson stream's, thinned to the profile where there
+// is one.
 func (s *Source) nextArrival(rng *rand.Rand, t, origin float64) float64 {
 	p := s.Profile
 	if p == nil || !(p.top > 0) || !(s.Rate > 0) {
@@ -166,11 +181,17 @@ func (s *Source) nextArrival(rng *rand.Rand, t, origin float64) float64 {
 	top := s.Rate * p.top
 	for range maxThinning {
 		t += rng.ExpFloat64() / top
-		if rng.Float64()*p.top <= p.weight(t-origin) {
+		if rng.Float64()*p.top <= p.weight(t-origin-p.offset) {
 			return t
 		}
 	}
 	return math.Inf(1)
+}
+
+// windowStart is the instant the replayed window starts: the view's last
+// span seconds.
+func (b *builder) windowStart() time.Time {
+	return b.v.Start.Add(max(b.v.Span-time.Duration(b.span*float64(time.Second)), 0))
 }
 
 // modulate gives the other traffic's open parts the measured swings of its
@@ -184,7 +205,11 @@ func (b *builder) modulate(say bool) {
 			open += s.Rate
 		}
 	}
-	p := b.swings.profile(open)
+	var offset float64
+	if !b.swings.start.IsZero() {
+		offset = b.swings.start.Sub(b.windowStart()).Seconds()
+	}
+	p := b.swings.profile(open, offset)
 	for i := range b.sources {
 		s := &b.sources[i]
 		if s.Group == OtherName && s.Process == ProcPoisson {

@@ -158,10 +158,21 @@ func intervalStep(ivs []metrics.Interval, i int, basis string) (stepObs, bool) {
 	if i > 0 && ivs[i-1].Running != nil && ivs[i-1].End.Equal(iv.Start) {
 		batch = (batch + *ivs[i-1].Running) / 2
 	}
-	// Steps a second from the server's own counts: every step gives each
-	// running sequence one token.
+	// Steps a second: the server's own count where it keeps one (vLLM's
+	// iteration histogram), else from its token counts, every step giving
+	// each running sequence one token. The second leans on the running
+	// gauge, and on the instant a server sets it: the simulator served
+	// live sets it as each step starts, with the sequences that step
+	// admitted, vLLM as a step ends, and the two read a bursty server's
+	// batch differently (copilot-incident, live: 4.5 ms + 0.046 ms a
+	// prompt token + 0.34 ms a sequence from the tokens, 11.6 + 0.050 +
+	// 0.18 from the steps, against the simulator's 10 + 0.05 + 0.2 plus
+	// 0.8 ms of timer lateness a step).
 	stepsPerS := 1000 / step
-	if iv.GenerationTokensPerS != nil && batch > 0 && *iv.GenerationTokensPerS > 0 {
+	switch {
+	case iv.StepsPerS != nil && *iv.StepsPerS > 0:
+		stepsPerS = *iv.StepsPerS
+	case iv.GenerationTokensPerS != nil && batch > 0 && *iv.GenerationTokensPerS > 0:
 		stepsPerS = *iv.GenerationTokensPerS / batch
 	}
 	x := stepObs{step: step, prefill: *iv.PromptTokensPerS / stepsPerS, batch: batch}

@@ -58,3 +58,49 @@ func TestStepFitDeclinesOnlyWhatItCannotModel(t *testing.T) {
 		t.Errorf("a step that drifts with something the model does not have: %v, want declined", err)
 	}
 }
+
+// TestStepFitTakesTheServersStepCount: a server that sets its running
+// gauge as a step starts counts in it the sequences the step admitted,
+// which wait for their prefill and get no token from it. Steps taken from
+// the token counts over that gauge (every step a token for each running
+// sequence) are too few, each credited with too much prefill, and the
+// prompt-token cost comes out low; the server's own step count (vLLM's
+// iteration histogram) gives the costs whatever the gauge counts.
+func TestStepFitTakesTheServersStepCount(t *testing.T) {
+	const a, b, c = 10.0, 0.05, 0.2 // ms, ms a prompt token, ms a sequence
+	rng := rand.New(rand.NewPCG(3, 5))
+	start := time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC)
+	intervals := func(withSteps bool) []metrics.Interval {
+		ivs := make([]metrics.Interval, 120)
+		for i := range ivs {
+			decoding := 20 + 60*rng.Float64()   // sequences a step gives a token
+			prefill := 200 + 3000*rng.Float64() // prompt tokens a step prefills
+			admitted := prefill / 700           // 700-token prompts waiting for it
+			step := a + b*prefill + c*decoding
+			steps := 1000 / step
+			promptRate, genRate, running := prefill*steps, decoding*steps, decoding+admitted
+			iv := metrics.Interval{Start: start.Add(time.Duration(i) * time.Second), End: start.Add(time.Duration(i+1) * time.Second),
+				PromptTokensPerS: &promptRate, GenerationTokensPerS: &genRate, Running: &running, ServerITLMs: &step}
+			if withSteps {
+				iv.StepsPerS = &steps
+			}
+			ivs[i] = iv
+		}
+		return ivs
+	}
+	counted, err := fitStep(&metrics.View{Intervals: intervals(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(counted.PerPrefillTokenMs/b-1) > 0.03 {
+		t.Errorf("with the server's step count: %.4f ms a prompt token, the server's %.4f", counted.PerPrefillTokenMs, b)
+	}
+	inferred, err := fitStep(&metrics.View{Intervals: intervals(false)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The case must bias the inference, or the test proves nothing.
+	if inferred.PerPrefillTokenMs > 0.95*b {
+		t.Errorf("the case does not test the count: from the tokens alone %.4f ms a prompt token, the server's %.4f", inferred.PerPrefillTokenMs, b)
+	}
+}

@@ -139,7 +139,7 @@ func observedSwings(v *metrics.View, ld *metrics.ObservedLoad) arrivalSwings {
 	for i, c := range counts {
 		dev[i] = (1 - 1/d) * (c - mean)
 	}
-	return arrivalSwings{binS: 1, dev: dev, dispersion: d, basis: secs,
+	return arrivalSwings{start: from, binS: 1, dev: dev, dispersion: d, basis: secs,
 		how: fmt.Sprintf("arrivals follow the observed ones: their counts over %d s have an index of dispersion of %.2f, beyond the %.2f a Poisson stream's stay under (99.9%%); the open part's rate follows each second's count, shrunk by %.0f%% toward the mean", secs, d, limit, 100/d)}
 }
 

@@ -176,6 +176,7 @@ func (m *Metrics) renderVLLMV1(x *expo, k Knobs) {
 	x.histogram("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.", l, &m.inference)
 	x.histogram("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", l, &m.prefill)
 	x.histogram("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", l, &m.decode)
+	x.histogram("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", l, &m.iteration)
 	x.gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig",
 		`block_size="`+strconv.Itoa(k.BlockSize)+`",engine="0",num_gpu_blocks="`+strconv.Itoa(k.KVBlocks)+`"`, 1)
 }
@@ -200,6 +201,7 @@ func (m *Metrics) renderVLLMV0(x *expo, k Knobs) {
 		m.e2eV0())
 	x.histogram("vllm:request_prompt_tokens", "Number of prefill tokens processed.", l, &m.promptLen)
 	x.histogram("vllm:request_generation_tokens", "Number of generation tokens processed.", l, &m.genLen)
+	x.histogram("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", l, &m.iterationV0)
 	x.family("vllm:request_success_total", "Count of successfully processed requests.", "counter")
 	x.sample("vllm:request_success_total", `finished_reason="length",`+l, float64(m.successLength))
 	x.sample("vllm:request_success_total", `finished_reason="stop",`+l, float64(m.successStop))

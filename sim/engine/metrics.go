@@ -41,6 +41,22 @@ func buckets125(maxValue int) []float64 {
 	}
 }
 
+// bucketsIteration is vLLM V1's layout of vllm:iteration_tokens_total
+// (tokens an engine step scheduled).
+func bucketsIteration() []float64 {
+	return []float64{1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384}
+}
+
+// bucketsIterationV0 is vLLM V0's layout of it: 1 and the CUDA-graph
+// batch sizes (1, 2, 4, then multiples of 8 to 256).
+func bucketsIterationV0() []float64 {
+	b := []float64{1, 2, 4}
+	for s := 8; s <= 256; s += 8 {
+		b = append(b, float64(s))
+	}
+	return b
+}
+
 // hist is a cumulative Prometheus-style histogram.
 type hist struct {
 	bounds []float64
@@ -98,6 +114,7 @@ type Metrics struct {
 
 	ttft, itl, e2e, queue, inference, prefill, decode hist
 	promptLen, genLen, iteration                      hist
+	iterationV0                                       hist
 
 	// SGLang's TTFT and TPOT layouts are not coarsenings of vLLM's, nor
 	// are its request-length layouts (collector.py's default buckets).
@@ -158,16 +175,18 @@ func tgiLinearBuckets(limit int) []float64 {
 func NewMetrics(maxModelLen int, startUnix float64) *Metrics {
 	lens := buckets125(maxModelLen)
 	return &Metrics{
-		startUnix: startUnix,
-		ttft:      newHist(bucketsTTFT()),
-		itl:       newHist(bucketsITL()),
-		e2e:       newHist(bucketsRequest()),
-		queue:     newHist(bucketsRequest()),
-		inference: newHist(bucketsRequest()),
-		prefill:   newHist(bucketsRequest()),
-		decode:    newHist(bucketsRequest()),
-		promptLen: newHist(lens),
-		genLen:    newHist(lens),
+		startUnix:   startUnix,
+		ttft:        newHist(bucketsTTFT()),
+		itl:         newHist(bucketsITL()),
+		e2e:         newHist(bucketsRequest()),
+		queue:       newHist(bucketsRequest()),
+		inference:   newHist(bucketsRequest()),
+		prefill:     newHist(bucketsRequest()),
+		decode:      newHist(bucketsRequest()),
+		promptLen:   newHist(lens),
+		genLen:      newHist(lens),
+		iteration:   newHist(bucketsIteration()),
+		iterationV0: newHist(bucketsIterationV0()),
 
 		sglTTFT:      newHist(append(bucketsTTFT()[:16], 15.0, 20.0, 25.0, 30.0)),
 		sglITL:       newHist([]float64{0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5}),
@@ -230,6 +249,8 @@ func (r recorder) step(tokens, seqs int, prefill bool, end int64) {
 		return
 	}
 	m.iterations++
+	m.iteration.observe(float64(tokens))
+	m.iterationV0.observe(float64(tokens))
 	m.busySlots += uint64(seqs)
 	if prefill {
 		m.prefillSteps++
