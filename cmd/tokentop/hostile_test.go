@@ -431,7 +431,7 @@ func TestHostileServerText(t *testing.T) {
 		if !strings.Contains(screen, "EXITED:") {
 			t.Errorf("the console did not quit:\n%s", screen)
 		}
-		if title := tmux(t, "display-message", "-p", "-t", p.name, "#{pane_title}"); strings.Contains(title, "pwned") {
+		if title := p.tmux("display-message", "-p", "-t", p.name, "#{pane_title}"); strings.Contains(title, "pwned") {
 			t.Errorf("the server retitled the terminal: %q", title)
 		}
 		if data, err := os.ReadFile(errFile); err == nil {

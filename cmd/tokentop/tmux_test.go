@@ -22,11 +22,12 @@ func buildBinary(t *testing.T) string {
 	return bin
 }
 
-func tmux(t *testing.T, args ...string) string {
-	t.Helper()
-	out, err := exec.Command("tmux", args...).CombinedOutput()
+// tmux runs a tmux command on the pane's own server.
+func (p *pane) tmux(args ...string) string {
+	p.t.Helper()
+	out, err := exec.Command("tmux", append([]string{"-L", p.name}, args...)...).CombinedOutput()
 	if err != nil {
-		t.Fatalf("tmux %v: %v\n%s", args, err, out)
+		p.t.Fatalf("tmux %v: %v\n%s", args, err, out)
 	}
 	return string(out)
 }
@@ -160,27 +161,30 @@ type pane struct {
 }
 
 // startPane runs command in a cols×rows tmux session named after name and
-// this process (another checkout's tests may run beside these).
+// this process (another checkout's tests may run beside these), on a tmux
+// server of its own: on the one default server, a test whose session was
+// the last to end took the server down as another's new session
+// connected to it ("server exited unexpectedly", once in CI).
 func startPane(t *testing.T, name string, cols, rows int, command string) *pane {
 	t.Helper()
 	p := &pane{t: t, name: name + "-" + strconv.Itoa(os.Getpid())}
-	exec.Command("tmux", "kill-session", "-t", p.name).Run()
-	tmux(t, "new-session", "-d", "-s", p.name, "-x", strconv.Itoa(cols), "-y", strconv.Itoa(rows), command)
-	t.Cleanup(func() { exec.Command("tmux", "kill-session", "-t", p.name).Run() })
+	exec.Command("tmux", "-L", p.name, "kill-server").Run()
+	p.tmux("new-session", "-d", "-s", p.name, "-x", strconv.Itoa(cols), "-y", strconv.Itoa(rows), command)
+	t.Cleanup(func() { exec.Command("tmux", "-L", p.name, "kill-server").Run() })
 	return p
 }
 
 // screen is what the pane shows now.
 func (p *pane) screen() string {
 	if p.escapes {
-		return tmux(p.t, "capture-pane", "-p", "-e", "-t", p.name)
+		return p.tmux("capture-pane", "-p", "-e", "-t", p.name)
 	}
-	return tmux(p.t, "capture-pane", "-p", "-t", p.name)
+	return p.tmux("capture-pane", "-p", "-t", p.name)
 }
 
 // keys types keys into the pane (tmux send-keys: key names, or -l and text).
 func (p *pane) keys(keys ...string) {
-	tmux(p.t, append([]string{"send-keys", "-t", p.name}, keys...)...)
+	p.tmux(append([]string{"send-keys", "-t", p.name}, keys...)...)
 }
 
 // waitFor reads the screen every 250 ms until done holds for it or d has
