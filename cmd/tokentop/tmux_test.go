@@ -25,7 +25,7 @@ func buildBinary(t *testing.T) string {
 // tmux runs a tmux command on the pane's own server.
 func (p *pane) tmux(args ...string) string {
 	p.t.Helper()
-	out, err := exec.Command("tmux", append([]string{"-L", p.name}, args...)...).CombinedOutput()
+	out, err := exec.Command("tmux", append([]string{"-S", p.socket}, args...)...).CombinedOutput()
 	if err != nil {
 		p.t.Fatalf("tmux %v: %v\n%s", args, err, out)
 	}
@@ -153,8 +153,9 @@ func needTmux(t *testing.T) {
 // pane is a detached tmux session running one shell command for a test, a
 // person's terminal of its size; the test's end kills it.
 type pane struct {
-	t    *testing.T
-	name string
+	t      *testing.T
+	name   string
+	socket string // the path of its tmux server's socket
 	// escapes: the screen is read with its escape sequences (capture-pane
 	// -e), as a terminal would get them.
 	escapes bool
@@ -168,9 +169,13 @@ type pane struct {
 func startPane(t *testing.T, name string, cols, rows int, command string) *pane {
 	t.Helper()
 	p := &pane{t: t, name: name + "-" + strconv.Itoa(os.Getpid())}
-	exec.Command("tmux", "-L", p.name, "kill-server").Run()
+	p.socket = filepath.Join(os.TempDir(), p.name+".tmux")
+	exec.Command("tmux", "-S", p.socket, "kill-server").Run()
 	p.tmux("new-session", "-d", "-s", p.name, "-x", strconv.Itoa(cols), "-y", strconv.Itoa(rows), command)
-	t.Cleanup(func() { exec.Command("tmux", "-L", p.name, "kill-server").Run() })
+	t.Cleanup(func() {
+		exec.Command("tmux", "-S", p.socket, "kill-server").Run()
+		os.Remove(p.socket)
+	})
 	return p
 }
 
