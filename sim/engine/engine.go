@@ -488,6 +488,10 @@ func (e *Engine) Complete(end int64) {
 	e.steps++
 	rec := e.met.begin()
 	stepTokens, prefill := 0, false
+	// vLLM V1 counts an iteration's tokens as the prompts whose first
+	// token it produced and the tokens it generated (its iteration
+	// stats), not the chunks it scheduled.
+	v1Tokens := 0
 	e.finished = e.finished[:0]
 	for _, s := range e.batch {
 		stepTokens += s.sched
@@ -499,9 +503,11 @@ func (e *Engine) Complete(end int64) {
 		}
 		s.generated++
 		e.emittedTokens++
+		v1Tokens++
 		rec.token(s, end)
 		if s.generated == 1 {
 			s.firstToken = end
+			v1Tokens += s.prompt
 		}
 		s.lastToken = end
 		fin := s.generated >= s.target
@@ -521,7 +527,7 @@ func (e *Engine) Complete(end int64) {
 			e.finished = append(e.finished, s)
 		}
 	}
-	rec.step(stepTokens, len(e.batch), prefill, end)
+	rec.step(stepTokens, v1Tokens, len(e.batch), prefill, end)
 	if len(e.finished) > 0 {
 		e.running = slices.DeleteFunc(e.running, func(s *Seq) bool { return s.state == stateFinished })
 		for _, s := range e.finished {

@@ -41,8 +41,8 @@ func buckets125(maxValue int) []float64 {
 	}
 }
 
-// bucketsIteration is vLLM V1's layout of vllm:iteration_tokens_total
-// (tokens an engine step scheduled).
+// bucketsIteration is vLLM V1's layout of vllm:iteration_tokens_total,
+// observed once an engine step.
 func bucketsIteration() []float64 {
 	return []float64{1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384}
 }
@@ -242,14 +242,17 @@ func (r recorder) token(s *Seq, at int64) {
 	m.sglITL.observe(seconds(at - s.lastToken))
 }
 
-// step records one engine iteration that ended at end.
-func (r recorder) step(tokens, seqs int, prefill bool, end int64) {
+// step records one engine iteration that ended at end: the tokens it
+// scheduled (V0's count of an iteration's tokens, prompt chunks and
+// decodes) and V1's (the prompts it finished prefilling and the tokens it
+// generated).
+func (r recorder) step(tokens, v1Tokens, seqs int, prefill bool, end int64) {
 	m := r.m
 	if m == nil {
 		return
 	}
 	m.iterations++
-	m.iteration.observe(float64(tokens))
+	m.iteration.observe(float64(v1Tokens))
 	m.iterationV0.observe(float64(tokens))
 	m.busySlots += uint64(seqs)
 	if prefill {

@@ -1,6 +1,11 @@
 package engine
 
-import "testing"
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
 
 // TestRebucketPrefix checks that coarser layouts keep the counts right.
 func TestRebucketPrefix(t *testing.T) {
@@ -37,4 +42,63 @@ func equalCounts(a, b []uint64) bool {
 		}
 	}
 	return true
+}
+
+// vllm:iteration_tokens_total is observed once an engine step: its count
+// is the engine's steps in both vLLM flavors. V1 counts a step's tokens as
+// the prompts it finished prefilling and the tokens it generated, V0 as
+// the tokens it scheduled (prompt chunks and decodes; the last token of a
+// prompt is its first decode).
+func TestIterationHistogramCountsTheSteps(t *testing.T) {
+	for _, tc := range []struct {
+		flavor string
+		sum    float64
+	}{
+		{FlavorVLLMV1, 2 * (100 + 5)},
+		{FlavorVLLMV0, 2 * (100 + 4)},
+	} {
+		k := DefaultKnobs()
+		k.BackgroundInteractiveRPS, k.BackgroundBatchConcurrency, k.WarmupS = 0, 0, 0
+		k.MetricsFlavor = tc.flavor
+		start := time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC)
+		v, err := NewVirtual(k, start)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			v.Submit(VirtualRequest{Prompt: 100, Output: 5})
+		}
+		for range 20 {
+			v.Step(v.Now().Add(time.Second))
+		}
+		page := string(v.Metrics())
+		count := pageValue(t, page, "vllm:iteration_tokens_total_count")
+		sum := pageValue(t, page, "vllm:iteration_tokens_total_sum")
+		if steps := v.State().Steps; count != float64(steps) || steps != 5 {
+			t.Errorf("%s: %g steps counted, the engine ran %d (want 5: both prompts, then four decodes)", tc.flavor, count, steps)
+		}
+		if sum != tc.sum {
+			t.Errorf("%s: %g tokens summed, want %g", tc.flavor, sum, tc.sum)
+		}
+	}
+}
+
+// pageValue is the value of the one sample of name on a /metrics page.
+func pageValue(t *testing.T, page, name string) float64 {
+	t.Helper()
+	for line := range strings.Lines(page) {
+		if rest, ok := strings.CutPrefix(line, name); ok && (strings.HasPrefix(rest, "{") || strings.HasPrefix(rest, " ")) {
+			f := strings.Fields(rest[strings.LastIndex(rest, "}")+1:])
+			if len(f) == 0 {
+				break
+			}
+			v, err := strconv.ParseFloat(f[0], 64)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			return v
+		}
+	}
+	t.Fatalf("%s not on the page", name)
+	return 0
 }
