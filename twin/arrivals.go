@@ -54,9 +54,13 @@ const (
 )
 
 // arrivalSwings are the other traffic's arrivals, interval by interval,
-// beyond their mean: shrunk to the share of their variance a Poisson
-// stream's counts do not explain (an empirical-Bayes estimate of the rate
-// behind each count).
+// beyond their mean, shrunk toward it by the square root of the share of
+// their variance a Poisson stream's counts do not explain: a constrained
+// Bayes estimate (Louis 1984) of the rate behind each count. The posterior
+// mean, shrunk by the share itself, is each interval's best guess, but its
+// swings as a whole are too small by that share again, and a replay of
+// them queues less in a burst than the server did; these keep the rates'
+// variance, so the replay's counts vary as the measured ones.
 type arrivalSwings struct {
 	// start is the instant bin 0 began (zero where unknown).
 	start      time.Time
@@ -136,13 +140,13 @@ func otherArrivalSwings(v *metrics.View, probes int) arrivalSwings {
 	if d <= limit {
 		return arrivalSwings{dispersion: d, basis: n, how: fmt.Sprintf("arrivals taken as Poisson: their counts over %d intervals of %.1f s have an index of dispersion of %.2f, within the %.2f a Poisson stream's stay under (99.9%%)", n, binS, d, limit)}
 	}
-	signal := 1 - 1/d
+	signal := math.Sqrt(1 - 1/d)
 	dev := make([]float64, at[n-1]-at[0]+1)
 	for i := range scaled {
 		dev[at[i]-at[0]] = signal * (scaled[i] - mean) / binS
 	}
 	return arrivalSwings{start: v.Intervals[at[0]].Start, binS: binS, dev: dev, dispersion: d, basis: n,
-		how: fmt.Sprintf("arrivals follow the measured swings: their counts over %d intervals of %.1f s have an index of dispersion of %.2f, beyond the %.2f a Poisson stream's stay under (99.9%%); the open part's rate follows each interval's count, shrunk by %.0f%% toward the mean (the share of their variance a Poisson stream's counting explains)", n, binS, d, limit, 100/d)}
+		how: fmt.Sprintf("arrivals follow the measured swings: their counts over %d intervals of %.1f s have an index of dispersion of %.2f, beyond the %.2f a Poisson stream's stay under (99.9%%); the open part's rate follows each interval's count, shrunk by %.0f%% toward the mean (so that the replayed rates vary as the counts do less a Poisson stream's counting)", n, binS, d, limit, 100*(1-signal))}
 }
 
 // profile is the swings as a modulation of an open part running at rate

@@ -71,3 +71,60 @@ func TestRateProfileSitsWhereItWasMeasured(t *testing.T) {
 		t.Errorf("window of the last 100 s of 150 starts %v after the view", got.Sub(v.Start))
 	}
 }
+
+// The replayed swings keep the measured rates' spread: each interval's
+// count is shrunk toward the mean by the square root of the share of its
+// variance that is the rate's (a constrained Bayes estimate, Louis 1984),
+// so that the replay's counts, Poisson around the replayed rates, vary as
+// the measured ones did. The posterior mean (shrunk by the share itself)
+// is each interval's best guess but, as a whole, swings too little: here
+// it would replay 60% of the rates' variance, and a burst's queue less
+// deep than the server's.
+func TestRateProfileKeepsTheSwingsVariance(t *testing.T) {
+	const views, n = 20, 120
+	var sum float64
+	for seed := range views {
+		rng := rand.New(rand.NewPCG(uint64(seed), 3))
+		v0 := time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
+		v := &metrics.View{Start: v0, Span: n * time.Second}
+		for j := range n {
+			from := v0.Add(time.Duration(j) * time.Second)
+			rate := 6.0 // requests/s, 6 or 14 each second: variance 16
+			if rng.IntN(2) == 1 {
+				rate = 14
+			}
+			rps, run := float64(poisson(rng, rate)), 0.0
+			v.Intervals = append(v.Intervals, metrics.Interval{Start: from, End: from.Add(time.Second),
+				RequestsPerS: &rps, Running: &run, ProbeInFlight: []int{}})
+		}
+		a := otherArrivalSwings(v, 0)
+		p := a.profile(10, 0)
+		if p == nil {
+			t.Fatalf("view %d: no profile: %s", seed, a.how)
+		}
+		var m, ss float64
+		for _, w := range p.Weights {
+			m += 10 * w
+		}
+		m /= float64(len(p.Weights))
+		for _, w := range p.Weights {
+			ss += (10*w - m) * (10*w - m)
+		}
+		sum += ss / float64(len(p.Weights)-1)
+	}
+	if got := sum / views; got < 16*0.85 || got > 16*1.15 {
+		t.Errorf("replayed rates vary %.1f (requests/s)², averaged over %d views; the server's varied 16", got, views)
+	}
+}
+
+// poisson draws a Poisson count of mean mu (small mu: Knuth's product).
+func poisson(rng *rand.Rand, mu float64) int {
+	l, k, p := math.Exp(-mu), 0, 1.0
+	for {
+		p *= rng.Float64()
+		if p <= l {
+			return k
+		}
+		k++
+	}
+}
