@@ -95,14 +95,8 @@ func otherArrivalSwings(v *metrics.View, probes int) arrivalSwings {
 	prevOthers := math.NaN()
 	for k, iv := range v.Intervals {
 		others := math.NaN()
-		if iv.Running != nil && iv.ProbeInFlight != nil && len(iv.ProbeInFlight) == probes {
-			others = *iv.Running
-			if iv.Waiting != nil {
-				others += *iv.Waiting
-			}
-			for _, n := range iv.ProbeInFlight {
-				others -= float64(n)
-			}
+		if x, ok := othersAt(iv, probes); ok {
+			others = x
 		}
 		dt := iv.End.Sub(iv.Start).Seconds()
 		if iv.RequestsPerS != nil && dt > 0 && !math.IsNaN(others) && !math.IsNaN(prevOthers) {

@@ -2,6 +2,7 @@ package twin
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/tokentop/tokentop/metrics"
@@ -136,11 +137,12 @@ func observedSwings(v *metrics.View, ld *metrics.ObservedLoad) arrivalSwings {
 		return arrivalSwings{dispersion: d, basis: secs, how: fmt.Sprintf("arrivals taken as Poisson: the observed requests' arrivals over %d s have an index of dispersion of %.2f, within the %.2f a Poisson stream's stay under (99.9%%)", secs, d, limit)}
 	}
 	dev := make([]float64, secs)
+	signal := math.Sqrt(1 - 1/d) // as otherArrivalSwings: the rates' own variance kept
 	for i, c := range counts {
-		dev[i] = (1 - 1/d) * (c - mean)
+		dev[i] = signal * (c - mean)
 	}
 	return arrivalSwings{start: from, binS: 1, dev: dev, dispersion: d, basis: secs,
-		how: fmt.Sprintf("arrivals follow the observed ones: their counts over %d s have an index of dispersion of %.2f, beyond the %.2f a Poisson stream's stay under (99.9%%); the open part's rate follows each second's count, shrunk by %.0f%% toward the mean", secs, d, limit, 100/d)}
+		how: fmt.Sprintf("arrivals follow the observed ones: their counts over %d s have an index of dispersion of %.2f, beyond the %.2f a Poisson stream's stay under (99.9%%); the open part's rate follows each second's count, shrunk by %.0f%% toward the mean", secs, d, limit, 100*(1-signal))}
 }
 
 // valuesMean is the mean of observed lengths.

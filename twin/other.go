@@ -24,6 +24,14 @@ type otherLoad struct {
 	probeInFlight   float64
 	dispersion      float64
 	dispersionBasis int
+	// open is the open part's arrivals told from the changes between
+	// scrapes (openloop.go); openBounded, that they cut the share the
+	// variance gave.
+	open        openArrivals
+	openBounded bool
+	// varOpenShare and varClosedSE are the variance split's, before the
+	// bound.
+	varOpenShare, varClosedSE float64
 	// closedSE is the standard error of the closed part's streams
 	// (closedN): the split rests on two variances of autocorrelated
 	// scrape series, each known to √(2/(n_eff − 1)).
@@ -61,16 +69,12 @@ func slotServer(v *metrics.View) bool {
 // the classes in tracer.
 func othersInServer(v *metrics.View, probes []Source, tracer map[int]bool) (others, tracers []float64) {
 	for _, iv := range v.Intervals {
-		if iv.Running == nil || iv.ProbeInFlight == nil || len(iv.ProbeInFlight) != len(probes) {
+		x, ok := othersAt(iv, len(probes))
+		if !ok {
 			continue
-		}
-		x := *iv.Running
-		if iv.Waiting != nil {
-			x += *iv.Waiting
 		}
 		tr := 0.0
 		for i, n := range iv.ProbeInFlight {
-			x -= float64(n)
 			if tracer[i] {
 				tr += float64(n)
 			}
@@ -236,6 +240,18 @@ func inferOther(v *metrics.View, probes []Source) (otherLoad, error) {
 		}
 		o.closedSE = m * o.openShare * math.Sqrt(rel)
 	}
+	// The count's variance drifts where requests stay long (a few that
+	// stay a minute move it for tens of scrapes, and two minutes of them
+	// can show an open part three times the server's); its changes
+	// between scrapes do not, and bound the open part from above.
+	o.varOpenShare, o.varClosedSE = o.openShare, o.closedSE
+	if o.open = otherOpenArrivals(v, probes); o.open.n > 0 && o.rate > 0 {
+		if bound := (o.open.rate + 2*o.open.se) / o.rate; bound < o.openShare {
+			o.openShare = bound
+			o.closedSE = m * o.open.se / o.rate
+			o.openBounded = true
+		}
+	}
 	o.arrivalsFromGrowth(v, others)
 	o.shapes = otherShapes(v, probes, meanPrompt, meanOut, o.openShare > 0 && o.closedN() >= 1)
 	o.spreadFromLengths(meanPrompt, meanOut)
@@ -345,6 +361,36 @@ func (o otherLoad) closedUntold() string {
 	return fmt.Sprintf("the other traffic's closed streams were not told: %.0f ± %.0f (95%%), from how its sequences in the server vary", n, 2*o.closedSE)
 }
 
+// closedShapeMisfit is how far shape c (of two) as the closed part, its
+// streams fitted to n, is from what the run told, in squared standard
+// errors: n against the closed part's share of the sequences in the server
+// that the variance split gives, and the other shape's share of the
+// requests against the open rate the changes between scrapes tell. Each
+// term counts where its error is known; with neither, the first's
+// distance alone.
+func (o otherLoad) closedShapeMisfit(c, n int) float64 {
+	share := float64(n) / o.inSystem
+	if !(o.varClosedSE > 0) {
+		return math.Abs(share - (1 - o.varOpenShare))
+	}
+	z := (share - (1 - o.varOpenShare)) / (o.varClosedSE / o.inSystem)
+	misfit := z * z
+	if o.open.n > 0 && o.open.se > 0 {
+		z = (o.shapes.share[1-c]*o.rate - o.open.rate) / o.open.se
+		misfit += z * z
+	}
+	return misfit
+}
+
+// splitHow says how the open and closed parts were told apart.
+func (o otherLoad) splitHow() string {
+	how := fmt.Sprintf("its sequences in the server vary %.2f× their mean over %d scrapes, an open stream's spread being %s", o.dispersion, o.dispersionBasis, o.spreadSource)
+	if o.openBounded {
+		how += fmt.Sprintf("; the open part cut to the %.2f ± %.2f requests/s its changes between scrapes allow over %d intervals (they vary twice the open rate; a closed stream's finish and next request cancel), the count's variance drifting with requests that stay long", o.open.rate, o.open.se, o.open.n)
+	}
+	return how
+}
+
 func (o otherLoad) closedN() int { return int(math.Round((1 - o.openShare) * o.inSystem)) }
 
 // shapeText says one shape's lengths, in words.
@@ -363,7 +409,7 @@ func (o otherLoad) mixSources(batchPrio, closed int) []Source {
 		{Name: OtherOpen, Group: OtherName, Kind: kindInteractive, Process: ProcPoisson, Rate: o.shapes.share[open] * o.rate,
 			Prompt: o.shapes.prompt[open], Output: o.shapes.output[open],
 			Origin: how + "; open loop, the shape of " + shapeText(o.shapes.share[open], o.shapes.prompt[open], o.shapes.output[open]) +
-				fmt.Sprintf("; its sequences in the server vary %.2f× their mean over %d scrapes, an open stream's spread being %s", o.dispersion, o.dispersionBasis, o.spreadSource)},
+				"; " + o.splitHow()},
 		{Name: OtherClosed, Group: OtherName, Kind: kindBatch, Process: ProcClosed, N: o.closedN(),
 			Prompt: o.shapes.prompt[closed], Output: o.shapes.output[closed], Priority: batchPrio,
 			Origin: how + "; closed loop, the shape of " + shapeText(o.shapes.share[closed], o.shapes.prompt[closed], o.shapes.output[closed]) +
@@ -387,8 +433,8 @@ func (o otherLoad) sources(batchPriority int) []Source {
 	}
 	if o.shapes.n == 2 && closedN == 0 {
 		// All open: each shape an open stream at its share of the rate.
-		how := fmt.Sprintf("the server's counters minus tokentop's: %.2f requests/s; %s; open loop (its sequences in the server vary %.2f× their mean over %d scrapes, an open stream's spread being %s), the shape of ",
-			o.rate, o.shapes.how, o.dispersion, o.dispersionBasis, o.spreadSource)
+		how := fmt.Sprintf("the server's counters minus tokentop's: %.2f requests/s; %s; open loop (%s), the shape of ",
+			o.rate, o.shapes.how, o.splitHow())
 		for j, name := range []string{OtherOpen, OtherOpen2} {
 			out = append(out, Source{Name: name, Group: OtherName, Kind: kindInteractive, Process: ProcPoisson, Rate: o.shapes.share[j] * o.rate,
 				Prompt: o.shapes.prompt[j], Output: o.shapes.output[j], Origin: how + shapeText(o.shapes.share[j], o.shapes.prompt[j], o.shapes.output[j])})
@@ -402,12 +448,12 @@ func (o otherLoad) sources(batchPriority int) []Source {
 	if openRate > 0 {
 		out = append(out, Source{Name: OtherOpen, Group: OtherName, Kind: kindInteractive, Process: ProcPoisson, Rate: openRate,
 			Prompt: o.prompt, Output: o.output,
-			Origin: how + fmt.Sprintf("; open loop: its sequences in the server vary %.2f× their mean over %d scrapes, an open stream's spread being %s", o.dispersion, o.dispersionBasis, o.spreadSource)})
+			Origin: how + "; open loop: " + o.splitHow()})
 	}
 	if closedN > 0 {
 		out = append(out, Source{Name: OtherClosed, Group: OtherName, Kind: kindBatch, Process: ProcClosed, N: closedN,
 			Prompt: o.prompt, Output: o.output, Priority: batchPriority,
-			Origin: how + fmt.Sprintf("; closed loop: %.1f of its %.1f sequences in the server (mean, tokentop's excluded scrape by scrape) hold steady (variance %.2f× the mean, an open stream's spread being %s)", (1-o.openShare)*o.inSystem, o.inSystem, o.dispersion, o.spreadSource)})
+			Origin: how + fmt.Sprintf("; closed loop: %.1f of its %.1f sequences in the server (mean, tokentop's excluded scrape by scrape) hold steady (%s)", (1-o.openShare)*o.inSystem, o.inSystem, o.splitHow())})
 	}
 	return out
 }

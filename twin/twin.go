@@ -139,13 +139,18 @@ const warmS = 60.0
 // relative error over the reliable predictions of the pair test's larger
 // matrix (pairs_test.go, TWIN_PAIRS=96: the default 24 pairs and 72 more),
 // rounded up to the next 5%, each against the median of three windows of
-// the changed server: TTFT p95 45%, ITL p95 47% (the batch class's; the
-// interactive class's worst is 26%), E2E p95 28%, output tokens/s 22%
-// (5 Dec 2026, the step fit on the server's own step count). No bound is
-// stated for p99s: the p99 of the few hundred requests of a 5-minute
-// window is as much the sample's as the server's (the pair test shows it).
+// the changed server: TTFT p95 37%, ITL p95 27% (the batch class's; the
+// interactive class's worst is 23%), E2E p95 28%, output tokens/s 14%
+// (5 Dec 2026, the other traffic's open part bounded by its arrivals told
+// from the changes between scrapes). Where another check that holds the
+// twin to these bounds shows more, its worst is taken: TTFT p95 the slot
+// server's (TestTwinSlotServer, parallel=4: 43%), output tokens/s the
+// demo scenarios' (TestTwinDemoScenarios, kv-pressure's first candidate:
+// the other traffic's +25%). No bound is stated for p99s: the p99
+// of the few hundred requests of a 5-minute window is as much the
+// sample's as the server's (the pair test shows it).
 var PredictionBounds = map[string]float64{
-	"ttft_p95": 0.5, "itl_p95": 0.5, "e2e_p95": 0.3, "output_tokens_per_s": 0.25,
+	"ttft_p95": 0.45, "itl_p95": 0.3, "e2e_p95": 0.3, "output_tokens_per_s": 0.25,
 }
 
 // minGapStreams is the fewest finished streams whose gaps a class's ITL
@@ -482,10 +487,12 @@ const calibrationRounds = 3
 
 // fitOther fits the other traffic's parts in the twin (correctOpenRate).
 // With two shapes and both an open and a closed part, each shape is tried
-// as the closed part's, and the one whose fitted streams hold the share of
-// the server's other sequences that the variance split gives the closed
-// part is kept (the other way round, an open part of the closed shape
-// fills the server instead). Its closed part must then finish requests at
+// as the closed part's, and the one that fits both splits best is kept
+// (closedShapeMisfit): its fitted streams holding the share of the
+// server's other sequences that the variance split gives the closed part,
+// and the other shape's share of the requests arriving at the open rate
+// the changes between scrapes tell (the other way round, an open part of
+// the closed shape fills the server instead). Its closed part must then finish requests at
 // its shape's share of the server's rate (the length histograms') within
 // the self-check bound; else the twin falls back to one shape, saying why.
 func (b *builder) fitOther(probes []Source, other otherLoad, batchPrio int) error {
@@ -505,7 +512,7 @@ func (b *builder) fitOther(probes []Source, other otherLoad, batchPrio int) erro
 					n = s.N
 				}
 			}
-			if d := math.Abs(float64(n)/other.inSystem - (1 - other.openShare)); d < bestDist {
+			if d := other.closedShapeMisfit(c, n); d < bestDist {
 				best, bestDist, bestRate, bestWant = srcs, d, closed, other.shapes.share[c]*other.rate
 			}
 		}
