@@ -16,7 +16,11 @@ import (
 // variance of the count itself, whose samples a long request's stay
 // correlates over tens of scrapes, the changes are nearly independent
 // from one interval to the next: 120 of them tell the open rate to about
-// a sixth.
+// a sixth. They read high where a closed stream's next request comes a
+// step, or a client's round trip, after its last one ends (its count
+// dips across a scrape): 15–25% over the pair test's servers. So they
+// bound the open part the count's variance gives (inferOther), and help
+// choose which of two shapes is the closed part's (closedShapeMisfit).
 
 // openArrivals is the other traffic's open-loop arrival rate (requests/s)
 // from the changes in its sequences in the server between consecutive
