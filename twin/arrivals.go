@@ -71,6 +71,10 @@ type arrivalSwings struct {
 	how        string
 }
 
+// swingShrink is the factor an interval's count is shrunk toward the mean
+// by where the counts' index of dispersion is d (see arrivalSwings).
+func swingShrink(d float64) float64 { return math.Sqrt(1 - 1/d) }
+
 // chi2Quantile is the chi-square distribution's quantile at the normal
 // quantile z for k degrees of freedom (Wilson–Hilferty).
 func chi2Quantile(k, z float64) float64 {
@@ -134,7 +138,7 @@ func otherArrivalSwings(v *metrics.View, probes int) arrivalSwings {
 	if d <= limit {
 		return arrivalSwings{dispersion: d, basis: n, how: fmt.Sprintf("arrivals taken as Poisson: their counts over %d intervals of %.1f s have an index of dispersion of %.2f, within the %.2f a Poisson stream's stay under (99.9%%)", n, binS, d, limit)}
 	}
-	signal := math.Sqrt(1 - 1/d)
+	signal := swingShrink(d)
 	dev := make([]float64, at[n-1]-at[0]+1)
 	for i := range scaled {
 		dev[at[i]-at[0]] = signal * (scaled[i] - mean) / binS

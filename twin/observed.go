@@ -2,7 +2,6 @@ package twin
 
 import (
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/tokentop/tokentop/metrics"
@@ -137,7 +136,7 @@ func observedSwings(v *metrics.View, ld *metrics.ObservedLoad) arrivalSwings {
 		return arrivalSwings{dispersion: d, basis: secs, how: fmt.Sprintf("arrivals taken as Poisson: the observed requests' arrivals over %d s have an index of dispersion of %.2f, within the %.2f a Poisson stream's stay under (99.9%%)", secs, d, limit)}
 	}
 	dev := make([]float64, secs)
-	signal := math.Sqrt(1 - 1/d) // as otherArrivalSwings: the rates' own variance kept
+	signal := swingShrink(d)
 	for i, c := range counts {
 		dev[i] = signal * (c - mean)
 	}
