@@ -416,6 +416,19 @@ func plus(a, b getter) getter {
 	}
 }
 
+// less subtracts b from a; absent when a is, and b absent counts as 0.
+// Never below 0: b selects some of a's series.
+func less(a, b getter) getter {
+	return func(m *mapper) (float64, bool) {
+		x, ok := a(m)
+		if !ok {
+			return 0, false
+		}
+		y, _ := b(m)
+		return math.Max(x-y, 0), true
+	}
+}
+
 // nonNegative drops negative values, which servers use as "no data yet"
 // (vLLM V0 reports a prefix-cache hit rate of -1 before any lookup).
 func nonNegative(g getter) getter {

@@ -65,3 +65,21 @@ func TestMapBuiltExposition(t *testing.T) {
 		t.Errorf("literal: profile %s, warnings %q", got.Profile, got.Warnings)
 	}
 }
+
+// TestVLLMSuccessLeavesOutAborts: vLLM counts a request its client left in
+// request_success_total under finished_reason="abort"; the success signal
+// is the others, as SGLang's and TGI's are.
+func TestVLLMSuccessLeavesOutAborts(t *testing.T) {
+	series := func(reason string, v float64, line int) Series {
+		return Series{Name: "vllm:request_success_total", Labels: map[string]string{"finished_reason": reason, "model_name": "m"}, Value: v, Line: line}
+	}
+	e := NewExposition()
+	e.Series["vllm:request_success_total"] = []Series{series("stop", 40, 1), series("length", 7, 2), series("abort", 12, 3)}
+	if v, ok := Map(e, "").Signal(SignalRequestSuccessTotal); !ok || v != 47 {
+		t.Errorf("request_success_total = %g, %v; want 47 (stop and length)", v, ok)
+	}
+	e.Series["vllm:request_success_total"] = []Series{series("stop", 40, 1)}
+	if v, ok := Map(e, "").Signal(SignalRequestSuccessTotal); !ok || v != 40 {
+		t.Errorf("without an abort series: %g, %v; want 40", v, ok)
+	}
+}

@@ -217,7 +217,9 @@ func vllmSpec() profileSpec {
 				ratio(sumOf("vllm:gpu_prefix_cache_hits_total"), sumOf("vllm:gpu_prefix_cache_queries_total")),
 				nonNegative(meanOf("vllm:gpu_prefix_cache_hit_rate")),
 			)},
-			{SignalRequestSuccessTotal, sumOf("vllm:request_success_total")},
+			// By finished_reason; an aborted request (its client went
+			// away) is no success, as it is not in SGLang's or TGI's.
+			{SignalRequestSuccessTotal, less(sumOf("vllm:request_success_total"), sumOf("vllm:request_success_total", "finished_reason", "abort"))},
 			// V1 splits the waiting queue by reason (0.10+).
 			{SignalWaitingCapacity, sumOf("vllm:num_requests_waiting_by_reason", "reason", "capacity")},
 			{SignalWaitingDeferred, sumOf("vllm:num_requests_waiting_by_reason", "reason", "deferred")},

@@ -15,15 +15,20 @@ import (
 
 // otherLoad is the server's traffic beyond tokentop's, from its counters.
 type otherLoad struct {
-	rate            float64 // requests/s
-	prompt, output  Length
-	inSystem        float64 // mean sequences running or waiting
-	openShare       float64 // of inSystem, the part that arrives open loop
-	sigma           float64
-	sigmaSource     string
-	probeInFlight   float64
-	dispersion      float64
-	dispersionBasis int
+	rate           float64 // requests/s
+	prompt, output Length
+	inSystem       float64 // mean sequences running or waiting
+	// inSystemSE is inSystem's standard error (batchMeansSE); growth
+	// its sequences' growth over the window (a second) and that
+	// growth's variance (seriesGrowth): what the open part's rate is
+	// fitted to in the twin besides the finishes (openrate.go).
+	inSystemSE, growth, growthVar float64
+	openShare                     float64 // of inSystem, the part that arrives open loop
+	sigma                         float64
+	sigmaSource                   string
+	probeInFlight                 float64
+	dispersion                    float64
+	dispersionBasis               int
 	// open is the open part's arrivals told from the changes between
 	// scrapes (openloop.go); openBounded, that they cut the share the
 	// variance gave.
@@ -121,23 +126,39 @@ func inferSlotOther(v *metrics.View, probes []Source) otherLoad {
 	return o
 }
 
+// probeFinished is what of tokentop's own the server counted as finished
+// in the window: its completed requests (n), and their prompt and output
+// tokens at its classes' lengths. A request tokentop cancelled (those still
+// in flight when a run ends are) or that failed, the server never
+// finished: counting it as finished takes it from the other traffic's
+// requests (a live prefill-contention demo ended with 41 interactive
+// requests in flight, 0.23 requests/s of the other traffic's 2.9).
+func probeFinished(v *metrics.View, probes []Source) (n, prompt, output float64) {
+	for _, p := range probes {
+		if cs := v.Class(p.Name); cs != nil && cs.Completed > 0 {
+			c := float64(cs.Completed)
+			n += c
+			prompt += c * p.Prompt.Mean()
+			output += c * p.Output.Mean()
+		}
+	}
+	return n, prompt, output
+}
+
 // otherMean is the other traffic's mean length a request (prompt or
 // output): the server's length histogram's sum less tokentop's finished
-// requests' tokens, over its count less theirs, where the server publishes
-// one over enough requests; else its token rate less tokentop's over the
-// other traffic's request rate. A mean under one token is beyond what the
-// figures resolve (tokentop's own requests are nearly all the server's
-// tokens): it is taken as one token, said so, and the twin goes on, the
-// other traffic's tokens being a rounding error of the server's.
-func otherMean(h prom.Histogram, serverPerS, probePerS float64, v *metrics.View, otherRate float64) (float64, string) {
-	span := v.Span.Seconds()
-	var probeN float64
-	for _, cs := range v.Classes {
-		probeN += cs.Throughput.RequestsPerS * span
-	}
+// requests' tokens (probeN requests of probeTokens tokens in all), over
+// its count less theirs, where the server publishes one over enough
+// requests; else its token rate less tokentop's (the counter counts every
+// token, of a request that finished or not) over the other traffic's
+// request rate. A mean under one token is beyond what the figures resolve
+// (tokentop's own requests are nearly all the server's tokens): it is
+// taken as one token, said so, and the twin goes on, the other traffic's
+// tokens being a rounding error of the server's.
+func otherMean(h prom.Histogram, serverPerS, probePerS, probeN, probeTokens, otherRate float64) (float64, string) {
 	mean, how := math.Max(serverPerS-probePerS, 0)/otherRate, "from the server's token counter less tokentop's"
 	if n := h.Count - probeN; !h.NoSum && h.Count > 0 && n >= minSamples {
-		mean, how = math.Max(h.Sum-probePerS*span, 0)/n, fmt.Sprintf("from the server's length histogram less tokentop's requests (%.0f others finished)", n)
+		mean, how = math.Max(h.Sum-probeTokens, 0)/n, fmt.Sprintf("from the server's length histogram less tokentop's requests (%.0f others finished)", n)
 	}
 	if mean < 1 {
 		return 1, how + fmt.Sprintf(": %.2f tokens a request, under what the figures resolve against tokentop's own, taken as 1", mean)
@@ -168,13 +189,13 @@ func inferOther(v *metrics.View, probes []Source) (otherLoad, error) {
 	if srv.RequestsPerS == nil || srv.PromptTokensPerS == nil || srv.GenerationTokensPerS == nil {
 		return o, fmt.Errorf("the server's other traffic needs its request, prompt-token and generation-token counters")
 	}
-	var probeReq, probePrompt, probeGen float64
+	var probePrompt, probeGen float64
 	for _, cs := range v.Classes {
-		probeReq += cs.Throughput.RequestsPerS
 		probePrompt += cs.Throughput.InputTokensPerS
 		probeGen += cs.Throughput.OutputTokensPerS
 	}
-	o.rate = *srv.RequestsPerS - probeReq
+	probeN, probeNPrompt, probeNOutput := probeFinished(v, probes)
+	o.rate = *srv.RequestsPerS - probeN/v.Span.Seconds()
 	if o.rate < 0.01**srv.RequestsPerS || o.rate <= 0 {
 		o.rate = 0
 		return o, nil
@@ -187,8 +208,8 @@ func inferOther(v *metrics.View, probes []Source) (otherLoad, error) {
 	// window, the counters less tokentop's finished requests can leave
 	// nothing, or less than nothing, for the other traffic (a server
 	// pinned at its cap of 24 gave it 0 prompt tokens a request).
-	meanPrompt, promptHow := otherMean(srv.PromptLengths, *srv.PromptTokensPerS, probePrompt, v, o.rate)
-	meanOut, outHow := otherMean(srv.OutputLengths, *srv.GenerationTokensPerS, probeGen, v, o.rate)
+	meanPrompt, promptHow := otherMean(srv.PromptLengths, *srv.PromptTokensPerS, probePrompt, probeN, probeNPrompt, o.rate)
+	meanOut, outHow := otherMean(srv.OutputLengths, *srv.GenerationTokensPerS, probeGen, probeN, probeNOutput, o.rate)
 	o.lengthsHow = fmt.Sprintf("prompts %s, outputs %s", promptHow, outHow)
 	// Spread: the server's decode times (output tokens × the step) give
 	// the output lengths' spread; prompts are taken to spread alike.
@@ -225,6 +246,8 @@ func inferOther(v *metrics.View, probes []Source) (otherLoad, error) {
 	}
 	m, va := meanVar(others)
 	o.inSystem, o.dispersionBasis = m, len(others)
+	o.inSystemSE = batchMeansSE(others)
+	o.growth, o.growthVar = seriesGrowth(others, v.Span.Seconds())
 	o.spread = 1
 	o.spreadSource = "a Poisson count's (tokentop has no open-loop class busy enough to trace it)"
 	if tm, tv := meanVar(tracers); tm >= minTracer {
@@ -274,21 +297,57 @@ func inferOther(v *metrics.View, probes []Source) (otherLoad, error) {
 // from empty, and the backlog the window served came from load before it,
 // which the finishes hold and the arrivals do not.
 func (o *otherLoad) arrivalsFromGrowth(v *metrics.View, others []float64) {
-	ends := max(5, len(others)/10)
-	if len(others) < 4*ends || !(v.Span > 0) {
+	growth, variance := seriesGrowth(others, v.Span.Seconds())
+	if growth <= 2*math.Sqrt(variance) || growth < toldShare*o.rate {
 		return
 	}
+	ends := growthEnds(len(others))
 	first, _ := meanVar(others[:ends])
 	last, _ := meanVar(others[len(others)-ends:])
-	_, variance := meanVar(others)
-	// Between the middles of the two ends' scrapes.
-	span := v.Span.Seconds() * float64(len(others)-ends) / float64(len(others))
-	growth := (last - first) / span
-	if noise := 2 * math.Sqrt(2*variance/float64(ends)) / span; growth <= noise || growth < toldShare*o.rate {
-		return
-	}
 	o.growthHow = fmt.Sprintf("arriving at %.2f requests/s: %.2f/s finished and its sequences in the server went from %.0f to %.0f over the window", o.rate+growth, o.rate, first, last)
 	o.rate += growth
+}
+
+// growthEnds is how many scrapes at each end of a series of n its growth
+// is read between.
+func growthEnds(n int) int { return max(5, n/10) }
+
+// seriesGrowth is how fast a series of counts over seconds grew (a
+// second), read between the means of its first and last tenth of the
+// scrapes, and that figure's variance: the two means' difference, each
+// the series' variance over its scrapes (queueing spreads them beyond a
+// Poisson count's). 0, 0 where the series is too short to tell.
+func seriesGrowth(xs []float64, seconds float64) (growth, variance float64) {
+	ends := growthEnds(len(xs))
+	if len(xs) < 4*ends || !(seconds > 0) {
+		return 0, 0
+	}
+	first, _ := meanVar(xs[:ends])
+	last, _ := meanVar(xs[len(xs)-ends:])
+	_, v := meanVar(xs)
+	// Between the middles of the two ends' scrapes.
+	span := seconds * float64(len(xs)-ends) / float64(len(xs))
+	return (last - first) / span, 2 * v / float64(ends) / (span * span)
+}
+
+// inSystemBatches is how many contiguous batches batchMeansSE splits a
+// series into.
+const inSystemBatches = 6
+
+// batchMeansSE is the standard error of a series' mean from the spread of
+// the means of its contiguous batches: a queue near its knee holds its
+// swings for tens of scrapes, beyond what a lag-1 autocorrelation tells.
+// 0 where the series is too short.
+func batchMeansSE(xs []float64) float64 {
+	per := len(xs) / inSystemBatches
+	if per < 2 {
+		return 0
+	}
+	means := make([]float64, inSystemBatches)
+	for i := range means {
+		means[i], _ = meanVar(xs[i*per : (i+1)*per])
+	}
+	return sampleSD(means) / math.Sqrt(inSystemBatches)
 }
 
 // spreadFromLengths takes one shape's spreads from the server's length
