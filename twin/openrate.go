@@ -54,6 +54,20 @@ const (
 // open part. It returns the sources and the closed part's requests a
 // second in the twin.
 func (b *builder) fitOpenRate(sources []Source, other otherLoad) ([]Source, float64, error) {
+	out, fit, err := b.fitOpenLoad(sources, other, 0)
+	return out, fit.closed, err
+}
+
+// openFit is what fitOpenLoad's last round replayed: the closed and the
+// open part's requests a second, and the other traffic's sequences in the
+// server, with their standard error.
+type openFit struct{ closed, open, held, heldSE float64 }
+
+// fitOpenLoad is fitOpenRate; with wantClosed > 0 (two shapes, the closed
+// part's share of the requests a second), the closed part's streams are
+// fitted to finish that share, and the open part's rate answers to its
+// own share of the finishes besides the sequences and their growth.
+func (b *builder) fitOpenLoad(sources []Source, other otherLoad, wantClosed float64) ([]Source, openFit, error) {
 	ci := -1
 	var open []int
 	for i, s := range sources {
@@ -67,12 +81,13 @@ func (b *builder) fitOpenRate(sources []Source, other otherLoad) ([]Source, floa
 	}
 	rate, inSystem := other.rate, other.inSystem
 	var closed float64
+	var fit openFit
 	var prev struct{ logRate, finished, held, growth float64 }
 	havePrev, logRate := false, 0.0
 	for round := range openRateRounds {
 		outs, err := simulateReplicates(b.srv, sources, b.classes, b.warm, b.span, b.seed, openRateReplays)
 		if err != nil {
-			return nil, 0, err
+			return nil, openFit{}, err
 		}
 		b.res.Runs += openRateReplays
 		var growth, growthVar float64
@@ -92,7 +107,13 @@ func (b *builder) fitOpenRate(sources []Source, other otherLoad) ([]Source, floa
 			closed = float64(out.srcFinished[ci]) / out.seconds
 		}
 		held, _ := meanVar(out.otherInSystem)
-		if round == 0 {
+		fit = openFit{closed: closed, open: finished - closed, held: held, heldSE: batchMeansSE(out.otherInSystem)}
+		if wantClosed > 0 && ci >= 0 && closed > 0 {
+			// Half the gap a round, in proportion.
+			n := float64(sources[ci].N) * math.Sqrt(wantClosed/closed)
+			sources[ci].N = min(max(1, int(math.Round(n))), int(math.Round(inSystem)))
+		}
+		if round == 0 && wantClosed == 0 {
 			// The open part takes the requests the closed part does not
 			// finish.
 			rest := math.Max(rate-closed, 0)
@@ -111,11 +132,17 @@ func (b *builder) fitOpenRate(sources []Source, other otherLoad) ([]Source, floa
 		if ci >= 0 {
 			streams = float64(sources[ci].N)
 		}
+		// The finishes it answers to: with two shapes, the open part's own
+		// against its share of the requests.
+		want, got := rate, finished
+		if wantClosed > 0 {
+			want, got = math.Max(rate-wantClosed, 0), finished-closed
+		}
 		// Slopes in the rate's logarithm: proportional to the open part at
 		// first, then from the last two rounds where they rose.
 		dFinished, dHeld, dGrowth := math.Max(finished-closed, 0.01), math.Max(held-streams, 0.5), 0.0
 		if d := logRate - prev.logRate; havePrev && math.Abs(d) > 0.01 {
-			if s := (finished - prev.finished) / d; s > 0 {
+			if s := (got - prev.finished) / d; s > 0 {
 				dFinished = s
 			}
 			if s := (held - prev.held) / d; s > 0 {
@@ -130,12 +157,12 @@ func (b *builder) fitOpenRate(sources []Source, other otherLoad) ([]Source, floa
 				den += slope * slope / variance
 			}
 		}
-		add(dFinished, rate-finished, rate/b.span+finished/out.seconds)
+		add(dFinished, want-got, want/b.span+math.Max(got, 0)/out.seconds)
 		if inSystem > 0 {
 			add(dHeld, inSystem-held, other.inSystemSE*other.inSystemSE+math.Pow(batchMeansSE(out.otherInSystem), 2)+math.Pow(sojournModelError*inSystem, 2))
 		}
 		add(dGrowth, other.growth-growth, other.growthVar+growthVar)
-		prev.logRate, prev.finished, prev.held, prev.growth, havePrev = logRate, finished, held, growth, true
+		prev.logRate, prev.finished, prev.held, prev.growth, havePrev = logRate, got, held, growth, true
 		if !(den > 0) {
 			break
 		}
@@ -145,12 +172,15 @@ func (b *builder) fitOpenRate(sources []Source, other otherLoad) ([]Source, floa
 			sources[j].Rate *= math.Exp(step)
 		}
 	}
-	if ci >= 0 {
+	switch {
+	case wantClosed > 0 && ci >= 0:
+		sources[ci].fitted = fmt.Sprintf("; %d streams fitted in the twin to finish its share of the requests (%.2f/s), the open part's rate to its own share, the server's %.1f sequences and their growth", sources[ci].N, wantClosed, inSystem)
+	case ci >= 0:
 		sources[ci].fitted = fmt.Sprintf("; %d streams as the split gives, the open part's rate fitted in the twin to the server's %.2f requests/s and %.1f sequences", sources[ci].N, rate, inSystem)
-	} else if len(open) > 0 {
+	case len(open) > 0:
 		sources[open[0]].fitted = fmt.Sprintf("; its rate fitted in the twin to the server's %.2f requests/s and %.1f sequences", rate, inSystem)
 	}
-	return sources, closed, nil
+	return sources, fit, nil
 }
 
 // setOpenRate gives the open sources at open a total rate, in their

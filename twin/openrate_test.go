@@ -90,3 +90,55 @@ func TestBatchMeansSEOfASwingingCount(t *testing.T) {
 		t.Errorf("an 80-scrape swing of ±10: SE %.2f, want ~3 (two of its six batches are at its peaks)", se)
 	}
 }
+
+// TestShapesByTheirSharesNearTheKnee: two shapes at a server near its
+// knee, taken the other way round: the closed part's streams fitted to
+// finish their shape's share of the requests, the open part's rate to its
+// share, the sequences in the server and their growth. With the variance
+// split not telling the streams (8 ± 40), the fit keeps them, with the
+// drawn 8 streams and 3 requests/s open within a few of each; with a split
+// that told 30 ± 2 streams, it does not.
+func TestShapesByTheirSharesNearTheKnee(t *testing.T) {
+	m, err := simulate(kneeServer, kneeSources(3), nil, 120, 180, 1003)
+	if err != nil {
+		t.Fatal(err)
+	}
+	openF, closedF := float64(m.srcFinished[2])/m.seconds, float64(m.srcFinished[3])/m.seconds
+	rate := openF + closedF
+	inSystem, _ := meanVar(m.otherInSystem)
+	growth, growthVar := seriesGrowth(m.otherInSystem, m.seconds)
+	src := kneeSources(3)
+	other := otherLoad{rate: rate, inSystem: inSystem, inSystemSE: batchMeansSE(m.otherInSystem), growth: growth, growthVar: growthVar,
+		openShare: 1 - 8/inSystem, varOpenShare: 1 - 8/inSystem, varClosedSE: 40,
+		shapes: shapes{n: 2, share: [2]float64{closedF / rate, openF / rate},
+			prompt: [2]Length{src[3].Prompt, src[2].Prompt}, output: [2]Length{src[3].Output, src[2].Output}}}
+	fit := func(o otherLoad) []Source {
+		b := &builder{srv: kneeServer, warm: warmS, span: 180, seed: 1, res: &Result{}}
+		got, err := b.fitShapesByShares(src[:2], o, priorityBatch, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	got := fit(other)
+	if got == nil {
+		t.Fatalf("two shapes not kept (finished %.2f/s open, %.2f/s closed, %.0f sequences)", openF, closedF, inSystem)
+	}
+	for _, s := range got {
+		switch s.Name {
+		case OtherOpen:
+			if math.Abs(s.Rate-3)/3 > 0.15 {
+				t.Errorf("open part %.2f/s, drawn 3", s.Rate)
+			}
+		case OtherClosed:
+			if s.N < 4 || s.N > 16 {
+				t.Errorf("closed part %d streams, drawn 8", s.N)
+			}
+		}
+	}
+	told := other
+	told.varOpenShare, told.varClosedSE = 1-30/inSystem, 2
+	if got := fit(told); got != nil {
+		t.Error("two shapes kept against a split that told 30 ± 2 closed streams")
+	}
+}
