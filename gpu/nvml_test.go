@@ -88,13 +88,21 @@ func TestFailedInitMakesNoFurtherNVMLCall(t *testing.T) {
 			}
 			closeFn()
 			closeFn()
-			if len(got) == 0 {
-				t.Fatal("sink never called")
-			}
+			// A tick that finds the reading still in flight (a loaded
+			// machine may not schedule the worker within 5 ms) emits the
+			// last reading marked stale: Run's contract, not the sampler's.
+			readings := 0
 			for _, smp := range got {
+				if errors.Is(smp.Err, ErrStale) {
+					continue
+				}
+				readings++
 				if smp.Status != tt.want || len(smp.Devices) != 0 || smp.Err != nil {
 					t.Errorf("sample = %+v, want only status %q", smp, tt.want)
 				}
+			}
+			if readings == 0 {
+				t.Fatalf("no reading in %d samples", len(got))
 			}
 			if n := len(m.InitCalls()); n != 1 {
 				t.Errorf("Init called %d times, want 1", n)
