@@ -3,6 +3,7 @@ package twin
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // The other traffic's open-loop arrival rate, fitted in the twin where
@@ -159,7 +160,7 @@ func (b *builder) fitOpenLoad(sources []Source, other otherLoad, wantClosed floa
 		}
 		add(dFinished, want-got, want/b.span+math.Max(got, 0)/out.seconds)
 		if inSystem > 0 {
-			add(dHeld, inSystem-held, other.inSystemSE*other.inSystemSE+math.Pow(batchMeansSE(out.otherInSystem), 2)+math.Pow(sojournModelError*inSystem, 2))
+			add(dHeld, inSystem-held, other.heldVariance(batchMeansSE(out.otherInSystem)))
 		}
 		add(dGrowth, other.growth-growth, other.growthVar+growthVar)
 		prev.logRate, prev.finished, prev.held, prev.growth, havePrev = logRate, got, held, growth, true
@@ -197,4 +198,20 @@ func setOpenRate(sources []Source, open []int, total float64) {
 			sources[j].Rate = total / float64(len(open))
 		}
 	}
+}
+
+// heldVariance is the variance of the gap between the sequences in the
+// server measured and those a replay holds (its mean's standard error
+// replaySE): the two means' sampling and the twin's sojourn's error.
+func (o otherLoad) heldVariance(replaySE float64) float64 {
+	return o.inSystemSE*o.inSystemSE + replaySE*replaySE + math.Pow(sojournModelError*o.inSystem, 2)
+}
+
+// closedStreams is the other traffic's closed part's streams among
+// sources (0 where it has none).
+func closedStreams(sources []Source) int {
+	if i := slices.IndexFunc(sources, func(s Source) bool { return s.Name == OtherClosed }); i >= 0 {
+		return sources[i].N
+	}
+	return 0
 }

@@ -488,16 +488,13 @@ func (b *builder) fitShapesByShares(probes []Source, other otherLoad, batchPrio,
 	if err != nil {
 		return nil, err
 	}
-	n := 0
-	if i := slices.IndexFunc(srcs, func(s Source) bool { return s.Name == OtherClosed }); i >= 0 {
-		n = srcs[i].N
-	}
+	n := closedStreams(srcs)
 	if n < 1 || !(wantOpen > 0) {
 		return nil, nil
 	}
 	closedOff := math.Max(math.Abs(fit.closed-wantClosed)-fit.closed/(2*float64(n)), 0) / wantClosed
 	openOff := math.Abs(fit.open-wantOpen) / wantOpen
-	heldErr := math.Sqrt(other.inSystemSE*other.inSystemSE + fit.heldSE*fit.heldSE + math.Pow(sojournModelError*other.inSystem, 2))
+	heldErr := math.Sqrt(other.heldVariance(fit.heldSE))
 	if closedOff > SelfCheckBound || openOff > SelfCheckBound || math.Abs(fit.held-other.inSystem) > 2*heldErr {
 		return nil, nil
 	}
@@ -539,12 +536,7 @@ func (b *builder) fitOther(probes []Source, other otherLoad, batchPrio int, fina
 			if err != nil {
 				return err
 			}
-			n := 0
-			for _, s := range srcs {
-				if s.Name == OtherClosed {
-					n = s.N
-				}
-			}
+			n := closedStreams(srcs)
 			if d := other.closedShapeMisfit(c, n); d < bestDist {
 				best, bestDist, bestRate, bestWant, bestC = srcs, d, closed, other.shapes.share[c]*other.rate, c
 			}
